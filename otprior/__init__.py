@@ -1,0 +1,27 @@
+"""otprior: positional priors of causal attention, computable and checkable.
+
+The prefix-consistent causal unbalanced OT operator, its exact and scale-invariant
+priors, dilution laws and bounds (``proofs/`` states and proves each result).
+"""
+
+from ._validation import ConvergenceError, DomainError, PrecisionError
+from .causal_ot import causal_ot_attention, causal_ot_fixed_point
+from .ot_prior import ot_dilution_bound, ot_prior, ot_window_law, ot_window_mass
+from .scale_invariant import scale_invariant_cdf, scale_invariant_density, scale_invariant_normaliser
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "causal_ot_attention",
+    "causal_ot_fixed_point",
+    "ot_prior",
+    "ot_window_mass",
+    "ot_window_law",
+    "ot_dilution_bound",
+    "scale_invariant_cdf",
+    "scale_invariant_density",
+    "scale_invariant_normaliser",
+    "DomainError",
+    "ConvergenceError",
+    "PrecisionError",
+]

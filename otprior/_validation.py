@@ -1,0 +1,108 @@
+"""Input checks and the package's named errors.
+
+Every public function validates its arguments here, so that a bad value is
+refused with a :class:`DomainError` (a ``ValueError``) that names the
+parameter, the value received and the valid domain. Nothing is clipped.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+__all__ = ["DomainError", "ConvergenceError", "PrecisionError"]
+
+
+class DomainError(ValueError):
+    """A parameter lies outside its valid domain."""
+
+    def __init__(self, name: str, value, domain: str):
+        self.parameter = name
+        self.value = value
+        self.domain = domain
+        super().__init__(f"{name}={value!r} is outside the valid domain: {domain}")
+
+
+class ConvergenceError(RuntimeError):
+    """An iteration did not reach its tolerance; ``partial`` holds the last iterate."""
+
+    def __init__(self, message: str, partial=None):
+        super().__init__(message)
+        self.partial = partial
+
+
+class PrecisionError(ArithmeticError):
+    """The requested digits cannot be vouched for within the working-precision cap."""
+
+
+def check_rho(rho, name: str = "rho", *, allow_one: bool = False) -> float:
+    """Balancing strength: a finite real in [0, 1) (or [0, 1] when ``allow_one``)."""
+    domain = "a finite real number in [0, 1]" if allow_one else "a finite real number in [0, 1)"
+    value = _real(rho, name, domain)
+    upper_ok = value <= 1.0 if allow_one else value < 1.0
+    if not (value >= 0.0 and upper_ok):
+        raise DomainError(name, rho, domain)
+    return value
+
+
+def check_int(value, name: str, *, minimum: int = 1, maximum=None) -> int:
+    """An integer (an integral float such as 1e12 is accepted) in [minimum, maximum]."""
+    upper = "" if maximum is None else f", at most {maximum}"
+    domain = f"an integer at least {minimum}{upper}"
+    if isinstance(value, bool):
+        raise DomainError(name, value, domain)
+    if isinstance(value, numbers.Integral):
+        out = int(value)
+    elif isinstance(value, numbers.Real) and math.isfinite(float(value)) and float(value).is_integer():
+        out = int(float(value))
+    else:
+        raise DomainError(name, value, domain)
+    if out < minimum or (maximum is not None and out > maximum):
+        raise DomainError(name, value, domain)
+    return out
+
+
+def check_real(value, name: str, *, low=None, high=None, low_open=False, high_open=False) -> float:
+    """A finite real number in the interval given by ``low``/``high``."""
+    lo = "-inf" if low is None else repr(low)
+    hi = "inf" if high is None else repr(high)
+    domain = f"a finite real number in {'(' if low_open or low is None else '['}{lo}, {hi}{')' if high_open or high is None else ']'}"
+    out = _real(value, name, domain)
+    if low is not None and (out < low or (low_open and out == low)):
+        raise DomainError(name, value, domain)
+    if high is not None and (out > high or (high_open and out == high)):
+        raise DomainError(name, value, domain)
+    return out
+
+
+def _real(value, name: str, domain: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.generic)):
+        # mpmath numbers and 0-d arrays are accepted through float()
+        try:
+            out = float(value)
+        except (TypeError, ValueError):
+            raise DomainError(name, value, domain) from None
+    else:
+        out = float(value)
+    if not math.isfinite(out):
+        raise DomainError(name, value, domain)
+    return out
+
+
+def check_window(window, n, name: str = "window") -> int:
+    """A window size: an integer with 1 <= window <= n."""
+    return check_int(window, name, minimum=1, maximum=n)
+
+
+def check_scores(scores) -> np.ndarray:
+    """Scores: a float array of shape (..., n, n), n >= 1, all finite."""
+    arr = np.asarray(scores, dtype=float)
+    if arr.ndim < 2 or arr.shape[-1] != arr.shape[-2] or arr.shape[-1] < 1:
+        raise DomainError("scores", f"array of shape {arr.shape}", "a finite array of shape (..., n, n) with n >= 1")
+    # only the causal (lower) triangle is used; it must be finite
+    tri = np.tril(np.ones(arr.shape[-2:], dtype=bool))
+    if not np.all(np.isfinite(arr[..., tri])):
+        raise DomainError("scores", "an array with non-finite entries", "finite entries on and below the diagonal")
+    return arr
