@@ -78,7 +78,9 @@ def check_real(value, name: str, *, low=None, high=None, low_open=False, high_op
 
 
 def _real(value, name: str, domain: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.generic)):
+    if isinstance(value, (bool, str, bytes)) or value is None:
+        raise DomainError(name, value, domain)
+    if not isinstance(value, (numbers.Real, np.generic)):
         # mpmath numbers and 0-d arrays are accepted through float()
         try:
             out = float(value)

@@ -6,7 +6,6 @@ Bad input becomes one line on stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import sys
 from pathlib import Path

@@ -32,7 +32,7 @@ def plot_scale_invariant_prior(rhos=(0.0, 0.3, 0.5, 0.7, 0.9), n=2048):
         ax_cdf.plot((d + 1) / n, np.cumsum(prior), ls=":", color=line.get_color())
         ax_pdf.plot(delta, scale_invariant_density(delta, rho), color=line.get_color())
         ax_pdf.plot((d + 0.5) / n, n * prior, ls=":", color=line.get_color())
-    ax_cdf.set(xlabel="distance fraction δ = d / t", ylabel="mass within δ, F_ρ(δ)", title="scale-invariant prior (dotted: exact, t = %d)" % n)
+    ax_cdf.set(xlabel="distance fraction δ = d / t", ylabel="mass within δ, F_ρ(δ)", title=f"scale-invariant prior (dotted: exact, t = {n})")
     ax_pdf.set(xlabel="distance fraction δ = d / t", ylabel="density f_ρ(δ)", yscale="log", title="density")
     ax_cdf.legend(fontsize=8)
     return fig

@@ -20,7 +20,9 @@ import numpy as np
 from scipy.special import gammaincinv, gammaln
 
 from ._harmonic import log_normaliser
-from ._validation import DomainError, check_rho
+from ._validation import DomainError, PrecisionError, check_rho
+
+_LOG_TINY = math.log(np.finfo(float).tiny)
 
 __all__ = ["scale_invariant_cdf", "scale_invariant_density", "scale_invariant_normaliser"]
 
@@ -99,8 +101,12 @@ def scale_invariant_density(delta, rho):
     return out[()] if out.ndim == 0 else out
 
 
-def scale_invariant_normaliser(rho) -> float:
+def scale_invariant_normaliser(rho, *, log=False) -> float:
     """:math:`Z_q = \\int_0^\\infty e^{-s^q/q} ds = q^{1/q - 1}\\Gamma(1/q)`, ``q = 1 - rho``.
+
+    ``Z_q`` falls below the smallest double near ``rho = 1`` (``log Z_q = -996`` at
+    ``q = 0.001``): ``log=True`` returns :math:`\\log Z_q`, which stays accurate, and the
+    plain value raises :class:`~otprior.PrecisionError` rather than underflow to 0.
 
     Examples
     --------
@@ -110,4 +116,9 @@ def scale_invariant_normaliser(rho) -> float:
     0.5
     """
     rho = check_rho(rho)
-    return math.exp(log_normaliser(1.0 - rho))
+    value = log_normaliser(1.0 - rho)
+    if log:
+        return value
+    if value < _LOG_TINY:
+        raise PrecisionError(f"Z_q = exp({value:.6g}) underflows double precision at rho={rho!r}; use log=True")
+    return math.exp(value)
