@@ -1,11 +1,17 @@
 """otprior: positional priors of causal attention, computable and checkable.
 
 The prefix-consistent causal unbalanced OT operator, its exact and scale-invariant
-priors, dilution laws and bounds (``proofs/`` states and proves each result).
+priors and dilution laws; log-distance priors with certified window-mass bounds;
+margin selection; the bounded/diluting classification of positional encodings.
+``proofs/`` states and proves each result.
 """
 
+from . import encodings
 from ._validation import ConvergenceError, DomainError, PrecisionError
 from .causal_ot import causal_ot_attention, causal_ot_fixed_point
+from .encodings import classify
+from .log_distance import distant_mass, distant_mass_bounds, window_mass, window_mass_bounds
+from .margin import MarginResult, NoMarginError, margin_for
 from .ot_prior import ot_dilution_bound, ot_prior, ot_window_law, ot_window_mass
 from .scale_invariant import scale_invariant_cdf, scale_invariant_density, scale_invariant_normaliser
 
@@ -21,6 +27,15 @@ __all__ = [
     "scale_invariant_cdf",
     "scale_invariant_density",
     "scale_invariant_normaliser",
+    "window_mass",
+    "distant_mass",
+    "window_mass_bounds",
+    "distant_mass_bounds",
+    "margin_for",
+    "MarginResult",
+    "classify",
+    "encodings",
+    "NoMarginError",
     "DomainError",
     "ConvergenceError",
     "PrecisionError",
