@@ -148,21 +148,24 @@ class _Growth:
         """Bound on |g'| over [a, b] from certified values at both ends (Lemma 9a).
 
         Every D decreases in alpha, and so does u, so the maxima over [a, b] sit at ``a``
-        and the minima at ``b``.
+        and the minima at ``b``. Both bounds are small near the crossing, where ``g`` is
+        about ``tol``.
         """
         lam = self.lam
+        spread = max(ra[5] - rb[2], ra[3] - rb[4], 0.0)  # |D1 - D0| on [a, b]
         if self.relative:
-            spread = max(ra[5] - rb[2], ra[3] - rb[4], 0.0)  # |D1 - D0| on [a, b]
             return self.lam_tail * ra[6] + lam * (spread + ra[3] * ra[6])
 
-        def peak(d_hi_a, d_lo_b):  # max of x (1 - x) over [d_lo_b, d_hi_a]
-            if d_hi_a <= 0.5:
-                return d_hi_a * (1.0 - d_hi_a)
-            if d_lo_b >= 0.5:
-                return d_lo_b * (1.0 - d_lo_b)
-            return 0.25
-
-        return lam * max(peak(ra[3], rb[2]), peak(ra[5], rb[4]))
+        # g' = -[D1(1-D1) - D0(1-D0)](E_T1 - E_H) - D0(1-D0)(E_T1 - E_T0), and
+        # x(1-x) - y(1-y) = (x-y)(1-x-y): |g'| <= lam |D1 - D0| + D0(1-D0) u lam_tail
+        d0_lo, d0_hi = rb[2], ra[3]
+        if d0_hi <= 0.5:
+            peak = d0_hi * (1.0 - d0_hi)
+        elif d0_lo >= 0.5:
+            peak = d0_lo * (1.0 - d0_lo)
+        else:
+            peak = 0.25
+        return lam * spread + peak * ra[6] * self.lam_tail
 
     def point(self, alpha):
         W, s = self.W, self.shift
