@@ -1,0 +1,151 @@
+"""Computer checks of the algebraic steps in proofs/ (run by tests/test_proof_checks.py).
+
+Each ``check_*`` function verifies one step with sympy and returns the checked
+expressions; it raises ``AssertionError`` when the algebra does not hold. The proof file
+that uses a step names its check.
+"""
+
+import sympy as sp
+
+
+def _zero(expr):
+    expr = sp.simplify(sp.powsimp(sp.expand_power_exp(sp.expand_log(expr, force=True)), force=True))
+    return expr == 0
+
+
+def check_lse_translation():
+    """Theorem 1: LSE(x + k) = LSE(x) + k (so the constant mode contracts at exactly rho)."""
+    x1, x2, x3, k = sp.symbols("x1 x2 x3 k", real=True)
+    lhs = sp.log(sp.exp(x1 + k) + sp.exp(x2 + k) + sp.exp(x3 + k))
+    rhs = sp.log(sp.exp(x1) + sp.exp(x2) + sp.exp(x3)) + k
+    assert _zero(sp.expand_log(sp.logcombine(lhs - rhs, force=True), force=True)) or _zero(sp.exp(lhs - rhs) - 1)
+    return lhs, rhs
+
+
+def check_backward_recurrence(t=5):
+    """Theorem 2: the backward recurrence reproduces Phi_k = sum_{j<=k} v_j, Psi_j = sum_{i>=j} u_i."""
+    c, rho = sp.symbols("c rho", positive=True)
+    phi, psi = {t: c}, {t + 1: sp.Integer(0)}
+    v = {}
+    for k in range(t, 0, -1):
+        psi[k] = psi[k + 1] + 1 / phi[k]
+        v[k] = psi[k] ** (-rho)
+        phi[k - 1] = phi[k] - v[k]
+    for k in range(1, t + 1):
+        assert sp.simplify(phi[k] - (phi[0] + sum(v[j] for j in range(1, k + 1)))) == 0
+        assert sp.simplify(psi[k] - sum(1 / phi[i] for i in range(k, t + 1))) == 0
+    return phi[0]
+
+
+def check_window_bound_algebra():
+    """Theorem 4(i): sum_{d<W} ((d+1)/c)^(-rho) / c = H_W c^(rho-1)."""
+    c, rho = sp.symbols("c rho", positive=True)
+    W = 6
+    lhs = sum(((d + 1) / c) ** (-rho) / c for d in range(W))
+    rhs = sum(sp.Integer(d + 1) ** (-rho) for d in range(W)) * c ** (rho - 1)
+    assert _zero(lhs - rhs)
+    return lhs
+
+
+def check_bounded_score_constant():
+    """Theorem 5: osc <= rho (4B + osc) gives osc <= 4 rho B / (1 - rho), and 2B + that = 2B(1+rho)/(1-rho);
+    the window bound K m / (1 + (K - 1) m) increases in m and in K."""
+    B, rho, x, m, K = sp.symbols("B rho x m K", positive=True)
+    sol = sp.solve(sp.Eq(x, rho * (4 * B + x)), x)[0]
+    assert sp.simplify(sol - 4 * rho * B / (1 - rho)) == 0
+    assert sp.simplify(2 * B + sol - 2 * B * (1 + rho) / (1 - rho)) == 0
+    bound = K * m / (1 + (K - 1) * m)
+    assert sp.simplify(sp.diff(bound, m) - K / (1 + (K - 1) * m) ** 2) == 0
+    assert sp.simplify(sp.diff(bound, K) - m * (1 - m) / (1 + (K - 1) * m) ** 2) == 0
+    return sol
+
+
+def check_pole_free_integral():
+    """Theorem 7: int_a^b (x+s)^-alpha dx = (a+s)^(1-alpha) L (e^u - 1)/u, u = (1-alpha) L."""
+    a, b, s, alpha, x = sp.symbols("a b s alpha x", positive=True)
+    L = sp.log((b + s) / (a + s))
+    u = (1 - alpha) * L
+    form = (a + s) ** (1 - alpha) * L * (sp.exp(u) - 1) / u
+    standard = ((b + s) ** (1 - alpha) - (a + s) ** (1 - alpha)) / (1 - alpha)
+    assert _zero(sp.expand_power_exp(sp.powsimp(form - standard, force=True)))
+    integral = sp.integrate((x + s) ** (-sp.Rational(3, 2)), (x, a, b))
+    assert sp.simplify(integral - standard.subs(alpha, sp.Rational(3, 2))) == 0
+    # no pole: the limit alpha -> 1 is the logarithm
+    assert sp.simplify(sp.limit(form, alpha, 1) - L) == 0
+    return form
+
+
+def check_euler_maclaurin_ingredients():
+    """Theorem 8: f^(m)(x) = (-1)^m (alpha)_m (x+s)^(-alpha-m) (even ones positive), and the
+    Bernoulli table used by otprior._power_sums equals B_2j / (2j)!."""
+    from otprior._power_sums import _B2J_OVER_FACT
+
+    x, s, alpha = sp.symbols("x s alpha", positive=True)
+    f = (x + s) ** (-alpha)
+    for m in range(1, 9):
+        assert sp.simplify(sp.diff(f, x, m) - (-1) ** m * sp.rf(alpha, m) * (x + s) ** (-alpha - m)) == 0
+    for j, value in enumerate(_B2J_OVER_FACT, start=1):
+        exact = sp.bernoulli(2 * j) / sp.factorial(2 * j)
+        assert abs(float(exact) - value) <= 1e-16 * abs(value)
+    return f
+
+
+def check_lipschitz_identities():
+    """Lemma 9a: d log D / d alpha = -(1 - D)(E_T - E_H) on explicit sums, and
+    x(1-x) - y(1-y) = (x - y)(1 - x - y)."""
+    # weights w_k = (k + s)^-alpha with dw_k/dalpha = -w_k l_k, l_k = log(k + s): the
+    # identity is rational in the w_k and l_k, for any sizes of window and tail
+    w = sp.symbols("w1:6", positive=True)
+    logs = sp.symbols("l1:6", real=True)
+    head, tail = [0, 1], [2, 3, 4]
+    H = sum(w[i] for i in head)
+    T = sum(w[i] for i in tail)
+    D = T / (T + H)
+
+    def d_alpha(expr):
+        return sum(sp.diff(expr, w[i]) * (-w[i] * logs[i]) for i in range(5))
+
+    E_H = sum(w[i] * logs[i] for i in head) / H
+    E_T = sum(w[i] * logs[i] for i in tail) / T
+    assert sp.simplify(d_alpha(sp.log(D)) + (1 - D) * (E_T - E_H)) == 0
+    assert sp.simplify(d_alpha(D) + D * (1 - D) * (E_T - E_H)) == 0
+    X, Y = sp.symbols("X Y")
+    assert sp.expand(X * (1 - X) - Y * (1 - Y) - (X - Y) * (1 - X - Y)) == 0
+    return D
+
+
+def check_content_bound_extremes():
+    """Theorem 10: e^-B T / (e^-B T + e^B H) = T / (T + e^(2B) H)."""
+    T, H, B = sp.symbols("T H B", positive=True)
+    assert sp.simplify(sp.exp(-B) * T / (sp.exp(-B) * T + sp.exp(B) * H) - T / (T + sp.exp(2 * B) * H)) == 0
+    assert sp.simplify(sp.exp(B) * T / (sp.exp(B) * T + sp.exp(-B) * H) - T / (T + sp.exp(-2 * B) * H)) == 0
+    return True
+
+
+def check_kerple_reduction():
+    """Lemma 11a: (1 + r2 d)^(-r1) = r2^(-r1) (d + 1/r2)^(-r1)."""
+    r1, r2, d = sp.symbols("r1 r2 d", positive=True)
+    assert _zero(sp.powsimp(sp.expand_power_base((1 + r2 * d) ** (-r1) - r2 ** (-r1) * (d + 1 / r2) ** (-r1), force=True), force=True))
+    return True
+
+
+def check_cable_constant_increments():
+    """Lemma 11b: with constant increments eps, D_oo(W) = e^(-eps W)."""
+    eps = sp.Symbol("epsilon", positive=True)
+    r = sp.exp(-eps)  # the common ratio, in (0, 1)
+    q = sp.Symbol("q", positive=True)
+    d = sp.Symbol("d", integer=True, nonnegative=True)
+    W = sp.Symbol("W", integer=True, positive=True)
+
+    def geometric(lower):
+        total = sp.summation(q**d, (d, lower, sp.oo))
+        if isinstance(total, sp.Piecewise):  # the branch |q| < 1, which holds for q = e^-eps
+            total = next(piece.expr for piece in total.args if piece.cond.has(sp.Abs) or piece.cond == (q < 1))
+        return total.subs(q, r)
+
+    ratio = geometric(W) / geometric(0)
+    assert sp.simplify(ratio - sp.exp(-eps * W)) == 0
+    return ratio
+
+
+ALL_CHECKS = [value for name, value in sorted(globals().items()) if name.startswith("check_")]
