@@ -12,7 +12,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["DomainError", "ConvergenceError", "PrecisionError"]
+__all__ = ["DomainError", "ConvergenceError", "PrecisionError", "FileFormatError"]
 
 
 class DomainError(ValueError):
@@ -23,6 +23,10 @@ class DomainError(ValueError):
         self.value = value
         self.domain = domain
         super().__init__(f"{name}={value!r} is outside the valid domain: {domain}")
+
+
+class FileFormatError(ValueError):
+    """A file that cannot be read, lacks what is needed, or is refused (e.g. a pickle that would run code)."""
 
 
 class ConvergenceError(RuntimeError):

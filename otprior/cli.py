@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from ._validation import ConvergenceError, DomainError, PrecisionError
+from ._validation import ConvergenceError, DomainError, FileFormatError, PrecisionError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -208,6 +208,17 @@ def _cmd_checkpoint(args):
     checkpoint_report(args)
 
 
+def _cmd_intervene(args):
+    try:
+        from .torch.train import intervene_command
+    except ImportError as exc:
+        raise UsageError(f"the intervene command needs the torch extra (pip install 'otprior[torch]'): {exc}") from None
+    for path in args.checkpoints:
+        if not Path(path).with_suffix(".json").exists():
+            raise UsageError(f"{path}: not a reference-model checkpoint (no JSON config beside it)")
+    intervene_command(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="otprior",
@@ -268,6 +279,19 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--plot", type=Path, help="write figures into this folder")
     k.add_argument("--json", action="store_true", help="machine-readable output")
     k.set_defaults(func=_cmd_checkpoint)
+
+    v = sub.add_parser("intervene", help="change only the bias beyond the training length; predicted vs measured loss (torch extra)",
+                       description="For reference-model checkpoints with the log-distance bias: set every head's exponent beyond "
+                       "the training length to alpha + shift, predict from the prior whether long-context loss rises or falls, "
+                       "measure it, and report the agreement.")
+    v.add_argument("checkpoints", type=Path, nargs="+", help="reference-model .safetensors files (JSON config beside them)")
+    v.add_argument("--eval-length", type=_number, required=True, help="evaluation length (beyond the training length)")
+    v.add_argument("--shifts", type=float, nargs="+", default=[-0.5, 0.5], help="exponent changes beyond the training length")
+    v.add_argument("--data", type=Path, nargs="+", help="text files to evaluate on (default: the Python standard library)")
+    v.add_argument("--max-bytes", type=_number, default=2_000_000, help="bytes of data to read")
+    v.add_argument("--batches", type=_number, default=8, help="evaluation batches of 8 sequences")
+    v.add_argument("--json", action="store_true", help="machine-readable output")
+    v.set_defaults(func=_cmd_intervene)
     return parser
 
 
@@ -279,7 +303,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
-    except (DomainError, UsageError, PrecisionError, ConvergenceError) as exc:
+    except (DomainError, UsageError, PrecisionError, ConvergenceError, FileFormatError) as exc:
         message = " ".join(str(exc).split())  # one line, whatever the source wrote
         if isinstance(exc, DomainError):
             flag = _FLAGS.get(exc.parameter, exc.parameter.replace("_", "-"))

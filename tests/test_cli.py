@@ -102,7 +102,7 @@ def test_no_traceback_from_the_console_script():
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
 
 
-@pytest.mark.parametrize("sub", ["margin", "classify", "prior", "mass", "report", "checkpoint"])
+@pytest.mark.parametrize("sub", ["margin", "classify", "prior", "mass", "report", "checkpoint", "intervene"])
 def test_help(capsys, sub):
     with pytest.raises(SystemExit) as info:
         main([sub, "--help"])

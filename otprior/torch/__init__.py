@@ -1,0 +1,36 @@
+"""The torch adapter: checkpoints in, theory out (install with ``pip install 'otprior[torch]'``).
+
+Importing :mod:`otprior` never imports torch; this subpackage does. Checkpoints are data,
+never code: safetensors files are read key by key, and pickled state dicts only with
+``torch.load(weights_only=True)``, which refuses any object that is not a tensor or a
+plain container.
+"""
+
+try:
+    import torch as _torch  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("otprior.torch needs PyTorch: pip install 'otprior[torch]'") from exc
+
+from ._analysis import CheckpointReport, analyse_checkpoint, checkpoint_report
+from ._checkpoint import Checkpoint, CheckpointError, HeadParameters, load_checkpoint
+from .model import ModelConfig, ReferenceModel, load_model, save_model
+from .train import byte_corpus, evaluate_loss, intervene, measure_distant_mass, train
+
+__all__ = [
+    "load_checkpoint",
+    "Checkpoint",
+    "CheckpointError",
+    "HeadParameters",
+    "analyse_checkpoint",
+    "CheckpointReport",
+    "checkpoint_report",
+    "ModelConfig",
+    "ReferenceModel",
+    "save_model",
+    "load_model",
+    "train",
+    "byte_corpus",
+    "evaluate_loss",
+    "measure_distant_mass",
+    "intervene",
+]

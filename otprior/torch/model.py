@@ -1,0 +1,279 @@
+"""A small causal transformer language model with pluggable positional schemes.
+
+Schemes: ``nope``, ``rope`` (YaRN scaling at evaluation via ``yarn_scale``), ``alibi``,
+``kerple-log``, ``cable``, ``log-distance`` (exponent ``alpha = 1 + margin + softplus(raw)``
+per head) and ``causal-ot`` (the operator of :func:`otprior.causal_ot_attention`, batched
+and differentiable, a fixed number of log-domain sweeps per prefix).
+
+The log-distance bias can be changed beyond a length ``L`` only (the intervention of the
+paper): for ``d >= L`` the exponent becomes ``alpha'`` and the bias stays continuous at L.
+Parameters are saved as safetensors with a JSON config beside them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+SCHEMES = ("nope", "rope", "alibi", "kerple-log", "cable", "log-distance", "causal-ot")
+
+
+@dataclass
+class ModelConfig:
+    """Hyper-parameters of :class:`ReferenceModel` (byte-level vocabulary of 256)."""
+
+    scheme: str = "log-distance"
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    d_ff: int = 256
+    dropout: float = 0.0
+    alpha_margin: float = 0.05
+    rope_base: float = 10000.0
+    ot_rho: float = 0.5
+    ot_sweeps: int = 8
+    train_length: int = 64
+
+    def __post_init__(self):
+        if self.scheme not in SCHEMES:
+            raise ValueError(f"scheme={self.scheme!r} is outside the valid domain: one of {', '.join(SCHEMES)}")
+        if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
+            raise ValueError(f"d_model={self.d_model} must be a multiple of 2 * n_heads={2 * self.n_heads}")
+
+
+def _distances(T, device):
+    i = torch.arange(T, device=device)
+    return (i[:, None] - i[None, :]).clamp(min=0).to(torch.float32)
+
+
+class PositionalBias(nn.Module):
+    """The additive bias b(i, j) of one attention layer, or ``None`` (NoPE, RoPE)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        H = cfg.n_heads
+        self.override = None  # (L, alpha') for the intervention on the log-distance bias
+        if cfg.scheme == "log-distance":
+            self.alpha_raw = nn.Parameter(torch.zeros(H))
+            self.register_buffer("alpha_margin", torch.tensor([cfg.alpha_margin]))
+        elif cfg.scheme == "alibi":
+            from ..encodings import ALiBi
+
+            self.register_buffer("slopes", torch.tensor(ALiBi.slopes(H), dtype=torch.float32))
+        elif cfg.scheme == "kerple-log":
+            # as in KERPLE: r1 ~ U(0, 2), r2 ~ U(0, 1), both clamped at 0.01 in the forward pass
+            self.bias_p = nn.Parameter(torch.rand(H, 1, 1) * 2)
+            self.bias_a = nn.Parameter(torch.rand(H, 1, 1))
+        elif cfg.scheme == "cable":
+            self.increment = nn.Linear(cfg.d_model, H)
+
+    def alpha(self):
+        return 1.0 + self.alpha_margin + F.softplus(self.alpha_raw)
+
+    def forward(self, x):
+        T = x.shape[1]
+        d = _distances(T, x.device)
+        s = self.cfg.scheme
+        if s == "log-distance":
+            alpha = self.alpha()[:, None, None]
+            bias = -alpha * torch.log1p(d)
+            if self.override is not None:
+                L, new_alpha = self.override
+                far = d >= L
+                bent = -alpha * math.log1p(L) - new_alpha * (torch.log1p(d) - math.log1p(L))
+                bias = torch.where(far, bent, bias)
+            return bias[None]
+        if s == "alibi":
+            return (-self.slopes[:, None, None] * d)[None]
+        if s == "kerple-log":
+            p, a = self.bias_p.clamp(min=0.01), self.bias_a.clamp(min=0.01)
+            return (-p * torch.log1p(a * d))[None]
+        if s == "cable":
+            inc = F.softplus(self.increment(x))  # (B, T, H)
+            cum = torch.cumsum(inc, dim=1).transpose(1, 2)  # (B, H, T)
+            return -(cum[:, :, :, None] - cum[:, :, None, :]).clamp(min=0)
+        return None
+
+
+def rope_frequencies(head_dim, base, *, yarn_scale=None, original_length=64, beta_fast=32.0, beta_slow=1.0):
+    """Rotary inverse frequencies and attention factor (YaRN as in ``_compute_yarn_parameters``)."""
+    pos = base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    extrapolation = 1.0 / pos
+    if yarn_scale is None or yarn_scale == 1.0:
+        return extrapolation.float(), 1.0
+    interpolation = 1.0 / (yarn_scale * pos)
+
+    def correction_dim(rotations):
+        return head_dim * math.log(original_length / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low = max(math.floor(correction_dim(beta_fast)), 0)
+    high = min(math.ceil(correction_dim(beta_slow)), head_dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = ((torch.arange(head_dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+    keep = 1 - ramp
+    inv = interpolation * (1 - keep) + extrapolation * keep
+    return inv.float(), 0.1 * math.log(yarn_scale) + 1.0
+
+
+def apply_rope(q, k, inv_freq, factor):
+    T = q.shape[-2]
+    angles = torch.arange(T, device=q.device, dtype=torch.float32)[:, None] * inv_freq.to(q.device)[None, :]
+    cos, sin = torch.cos(angles) * factor, torch.sin(angles) * factor
+
+    def rotate(x):
+        x1, x2 = x[..., ::2], x[..., 1::2]
+        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+    return rotate(q), rotate(k)
+
+
+def causal_ot_rows(scores, rho, sweeps):
+    """Prefix-consistent causal OT attention, differentiable, ``sweeps`` log-domain sweeps.
+
+    ``scores``: (..., T, T). Every prefix p is its own problem on the p x p block; all are
+    solved together on a (..., T, T, T) tensor (prefix, row, column), O(T^3) memory.
+    Returns the (..., T, T) attention whose row p is the last row of prefix p.
+    """
+    T = scores.shape[-1]
+    i = torch.arange(T, device=scores.device)
+    mask = (i[None, None, :] <= i[None, :, None]) & (i[None, :, None] <= i[:, None, None])  # [p, r, c]: c <= r <= p
+    valid = i[None, :] <= i[:, None]  # [p, k]: row or column k exists in prefix p
+    # a finite fill keeps every logsumexp and its gradient finite; exp(-1e9) is exactly 0
+    s = torch.where(mask, scores.unsqueeze(-3), torch.full((), -1e9, dtype=scores.dtype, device=scores.device))
+    zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
+    g = torch.zeros(*scores.shape[:-2], T, T, device=scores.device, dtype=scores.dtype)  # [p, c]
+    for _ in range(sweeps):
+        f = torch.where(valid, -torch.logsumexp(s + g[..., None, :], dim=-1), zero)  # [p, r]
+        g = torch.where(valid, -rho * torch.logsumexp(s + f[..., :, None], dim=-2), zero)  # [p, c]
+    f = -torch.logsumexp(s + g[..., None, :], dim=-1)
+    # row p of prefix p: A[p, c] = exp(f[p, p] + s[p, p, c] + g[p, c])
+    last_row = torch.diagonal(s, dim1=-3, dim2=-2).transpose(-1, -2)  # [p, c] = s[p, p, c]
+    f_last = torch.diagonal(f, dim1=-2, dim2=-1)[..., :, None]
+    return torch.where(valid, torch.exp(f_last + last_row + g), zero)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.out = nn.Linear(cfg.d_model, cfg.d_model)
+        self.pos = PositionalBias(cfg)
+        self.yarn_scale = None  # set at evaluation for RoPE + YaRN
+
+    def forward(self, x, return_scores=False):
+        B, T, _ = x.shape
+        H = self.cfg.n_heads
+        hd = self.cfg.d_model // H
+        q, k, v = self.qkv(x).view(B, T, 3, H, hd).permute(2, 0, 3, 1, 4)
+        if self.cfg.scheme == "rope":
+            inv, factor = rope_frequencies(hd, self.cfg.rope_base, yarn_scale=self.yarn_scale, original_length=self.cfg.train_length)
+            q, k = apply_rope(q, k, inv, factor)
+        content = q @ k.transpose(-1, -2) / math.sqrt(hd)
+        bias = self.pos(x)
+        scores = content if bias is None else content + bias
+        causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        if self.cfg.scheme == "causal-ot":
+            attn = causal_ot_rows(scores, self.cfg.ot_rho, self.cfg.ot_sweeps)
+        else:
+            attn = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+        y = (attn @ v).transpose(1, 2).reshape(B, T, -1)
+        out = self.out(y)
+        if return_scores:
+            return out, attn, content
+        return out
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.attn = Attention(cfg)
+        self.ln2 = nn.LayerNorm(cfg.d_model)
+        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Linear(cfg.d_ff, cfg.d_model))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class ReferenceModel(nn.Module):
+    """Byte-level causal transformer LM. ``forward(idx)`` returns logits ``(B, T, 256)``."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(256, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.ln = nn.LayerNorm(cfg.d_model)
+        self.head = nn.Linear(cfg.d_model, 256, bias=False)
+
+    def forward(self, idx):
+        x = self.embed(idx)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln(x))
+
+    def loss(self, idx):
+        logits = self(idx[:, :-1])
+        return F.cross_entropy(logits.reshape(-1, 256), idx[:, 1:].reshape(-1))
+
+    def attention_maps(self, idx):
+        """Per layer: (attention, content scores), each (B, H, T, T)."""
+        maps = []
+        x = self.embed(idx)
+        for block in self.blocks:
+            h = block.ln1(x)
+            out, attn, content = block.attn(h, return_scores=True)
+            maps.append((attn, content))
+            x = x + out
+            x = x + block.mlp(block.ln2(x))
+        return maps
+
+    def set_yarn(self, scale):
+        for block in self.blocks:
+            block.attn.yarn_scale = scale
+
+    def set_bias_beyond(self, length, alpha):
+        """Intervention: exponent ``alpha`` (scalar or per head) for d >= length; ``None`` resets."""
+        for block in self.blocks:
+            pos = block.attn.pos
+            if length is None:
+                pos.override = None
+            else:
+                a = torch.as_tensor(alpha, dtype=torch.float32).reshape(-1, 1, 1)
+                pos.override = (int(length), a)
+
+    def num_parameters(self):
+        return sum(p.numel() for p in self.parameters())
+
+
+def save_model(model: ReferenceModel, path) -> Path:
+    """Save parameters as safetensors and the config as JSON beside them (``path.json``)."""
+    from safetensors.torch import save_file
+
+    path = Path(path).with_suffix(".safetensors")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    save_file(state, str(path))
+    path.with_suffix(".json").write_text(json.dumps(asdict(model.cfg), indent=2))
+    return path
+
+
+def load_model(path) -> ReferenceModel:
+    """Rebuild a :class:`ReferenceModel` from ``save_model``'s files (no pickle involved)."""
+    from safetensors.torch import load_file
+
+    path = Path(path).with_suffix(".safetensors")
+    cfg = ModelConfig(**json.loads(path.with_suffix(".json").read_text()))
+    model = ReferenceModel(cfg)
+    model.load_state_dict(load_file(str(path)))
+    return model
