@@ -24,6 +24,7 @@ from otprior.torch import ModelConfig, byte_corpus, evaluate_loss, intervene, sa
 SCHEMES = ["nope", "rope", "alibi", "kerple-log", "log-distance", "cable"]
 
 
+@torch.no_grad()
 def verdict(model):
     """The theory's verdict for a trained model, from its own positional parameters."""
     s = model.cfg.scheme
