@@ -37,10 +37,21 @@ def _check(window, n, alpha, offset):
     return window, n, alpha, offset - 1.0
 
 
-def _sums(window, n, alpha, shift):
-    head = power_sum(1, window, alpha, shift)
-    tail = power_sum(window + 1, n, alpha, shift)
-    return head, tail
+def _head_and_tail(window, n, alpha, offset, dps):
+    """H_W and T = sum_{k=W+1}^{n}: doubles, or mpmath numbers correct to ``dps`` digits."""
+    window, n, alpha, shift = _check(window, n, alpha, offset)
+    if dps is None:
+        return power_sum(1, window, alpha, shift), power_sum(window + 1, n, alpha, shift)
+    dps = check_int(dps, "dps", minimum=1, maximum=_MAX_DPS - 50)
+    return _mp_sum(1, window, alpha, shift, dps), _mp_sum(window + 1, n, alpha, shift, dps)
+
+
+def _share(part, head, tail, dps):
+    """part / (head + tail); with ``dps`` the sum too is taken at the raised precision."""
+    if dps is None:
+        return part / (head + tail)
+    with mpmath.workdps(dps + 5):
+        return +(part / (head + tail))
 
 
 def _mp_sum(a, b, alpha, shift, dps):
@@ -98,15 +109,8 @@ def window_mass(window, n, alpha, *, offset=1.0, dps=None):
     >>> window_mass(1, 10**15, 2.0) > 6 / math.pi**2
     True
     """
-    window, n, alpha, shift = _check(window, n, alpha, offset)
-    if dps is not None:
-        dps = check_int(dps, "dps", minimum=1, maximum=_MAX_DPS - 50)
-        head = _mp_sum(1, window, alpha, shift, dps)
-        tail = _mp_sum(window + 1, n, alpha, shift, dps)
-        with mpmath.workdps(dps + 5):
-            return +(head / (head + tail))
-    head, tail = _sums(window, n, alpha, shift)
-    return head / (head + tail)
+    head, tail = _head_and_tail(window, n, alpha, offset, dps)
+    return _share(head, head, tail, dps)
 
 
 def distant_mass(window, n, alpha, *, offset=1.0, dps=None):
@@ -121,15 +125,8 @@ def distant_mass(window, n, alpha, *, offset=1.0, dps=None):
     >>> distant_mass(5, 5, 1.3)
     0.0
     """
-    window, n, alpha, shift = _check(window, n, alpha, offset)
-    if dps is not None:
-        dps = check_int(dps, "dps", minimum=1, maximum=_MAX_DPS - 50)
-        head = _mp_sum(1, window, alpha, shift, dps)
-        tail = _mp_sum(window + 1, n, alpha, shift, dps)
-        with mpmath.workdps(dps + 5):
-            return +(tail / (head + tail))
-    head, tail = _sums(window, n, alpha, shift)
-    return tail / (head + tail)
+    head, tail = _head_and_tail(window, n, alpha, offset, dps)
+    return _share(tail, head, tail, dps)
 
 
 def _sum_bounds(window, n, alpha, shift, order):

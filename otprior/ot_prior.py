@@ -18,8 +18,9 @@ import mpmath
 import numpy as np
 
 from ._anderson import anderson_solve
-from ._harmonic import generalized_harmonic, log_normaliser
+from ._power_sums import power_sum
 from ._validation import PrecisionError, check_int, check_real, check_rho, check_window
+from .scale_invariant import log_normaliser
 
 __all__ = ["ot_prior", "ot_window_mass", "ot_window_law", "ot_dilution_bound", "PriorInfo"]
 
@@ -264,7 +265,7 @@ def ot_window_law(window, n, rho):
     window = check_window(window, n)
     rho = check_rho(rho)
     q = 1.0 - rho
-    return generalized_harmonic(window, rho) * math.exp(q * (log_normaliser(q) - math.log(n)))
+    return power_sum(1, window, rho) * math.exp(q * (log_normaliser(q) - math.log(n)))
 
 
 def ot_dilution_bound(window, n, rho, score_bound):

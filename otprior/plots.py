@@ -177,11 +177,11 @@ def plot_encoding_map(window=64, encodings=None, lengths=None):
 
 def plot_dilution_constants(window=16):
     """Dilution exponent 1 - ρ and the law's constant H_W^(ρ) Z_q^(1-ρ) vs ρ (Theorems 4, 6)."""
-    from ._harmonic import generalized_harmonic
+    from ._power_sums import power_sum
     from .scale_invariant import scale_invariant_normaliser
 
     rhos = np.linspace(0.0, 0.99, 200)
-    const = [generalized_harmonic(window, r) * np.exp((1 - r) * scale_invariant_normaliser(r, log=True)) for r in rhos]
+    const = [power_sum(1, window, r) * np.exp((1 - r) * scale_invariant_normaliser(r, log=True)) for r in rhos]
     zpow = [np.exp((1 - r) * scale_invariant_normaliser(r, log=True)) for r in rhos]
     fig, (ax1, ax2) = _figure(2)
     ax1.plot(rhos, 1 - rhos)

@@ -19,12 +19,16 @@ import math
 import numpy as np
 from scipy.special import gammaincinv, gammaln
 
-from ._harmonic import log_normaliser
 from ._validation import DomainError, PrecisionError, check_rho
 
 _LOG_TINY = math.log(np.finfo(float).tiny)
 
 __all__ = ["scale_invariant_cdf", "scale_invariant_density", "scale_invariant_normaliser"]
+
+
+def log_normaliser(q: float) -> float:
+    """:math:`\\log Z_q`, :math:`Z_q = \\int_0^\\infty e^{-s^q/q}\\,ds = q^{1/q-1}\\Gamma(1/q)` (Theorem 3, step 4)."""
+    return (1.0 / q - 1.0) * math.log(q) + float(gammaln(1.0 / q))
 
 
 def _delta(delta) -> np.ndarray:
