@@ -296,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # library parameter names that the command spells differently
-_FLAGS = {"Lrange": "lengths", "n": "n", "window": "window"}
+_FLAGS = {"Lrange": "lengths"}
 
 
 def main(argv=None) -> int:

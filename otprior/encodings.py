@@ -377,27 +377,40 @@ class KerplePower(Encoding):
     def bias(self, d, n=None):
         return -self.r1 * np.asarray(d, dtype=float) ** self.r2
 
+    def _cut(self):
+        """Distance beyond which every weight e^(-r1 d^r2) is below e^-800 (None: beyond direct summation)."""
+        cut = (800.0 / self.r1) ** (1.0 / self.r2)
+        return int(cut) + 2 if cut < _DIRECT_MAX else None
+
     def distant_mass(self, window, n):
         n, window = _check_wn(window, n)
         if self.r1 == 0.0:
             return (n - window) / n
-        # beyond d* = (800 / r1)^(1/r2) every term is below e^-800: the sum stops there
-        cut = (800.0 / self.r1) ** (1.0 / self.r2)
-        if cut < _DIRECT_MAX:
-            return Encoding.distant_mass(self, window, min(n, max(window, int(cut) + 2)))
-        return Encoding.distant_mass(self, window, n)
+        cut = self._cut()
+        # terms beyond the cut are below e^-800 of the first: the sum stops there
+        return Encoding.distant_mass(self, window, n if cut is None else min(n, max(window, cut)))
 
     def verdict(self):
         r1, r2 = self.r1, self.r2
         if r1 == 0.0:
             return Verdict(self, False, "diluting", "r1 = 0: no bias, uniform prior.", "1 - D_n(W) = W/n")
+
+        def limit(W):
+            cut = self._cut()
+            if cut is None:
+                raise PrecisionError(
+                    f"D_oo(W) for r1 = {r1:g}, r2 = {r2:g}: the weights stay above e^-800 beyond d = {_DIRECT_MAX}, "
+                    "too far to sum directly"
+                )
+            return self.distant_mass(W, max(W, cut))
+
         return Verdict(
             self,
             True,
             "bounded",
             f"e^(-r1 d^r2) with r1 = {r1:g} > 0, r2 = {r2:g} > 0 decays faster than any power of d: summable.",
             "D_n(W) reaches D_oo(W) up to e^{-r1 n^r2}",
-            _limit=lambda W: self.distant_mass(W, max(W, 10**6) if (800.0 / r1) ** (1.0 / r2) > _DIRECT_MAX else W + int((800.0 / r1) ** (1.0 / r2)) + 2),
+            _limit=limit,
         )
 
     def _params(self):

@@ -260,24 +260,30 @@ def margin_for(window, Lrange, tol, *, growth="absolute", score_bound=0.0, offse
     if hit is None:
         margin, lower = 0.0, 0.0
     else:
-        a, b, ra = hit
+        a, b = hit
         margin = b - 1.0
         # the bracket's lower end: a point where the growth is certified above tol, so no
         # margin below it works; step down from a until the bounds prove it
         lower, step = a, precision
-        while lower > 1.0 and G.bounds(lower, level)[0] <= level and step < 1.0:
+        while not G.bounds(lower, level)[0] > level:
+            if lower <= 1.0 or step >= 1.0:
+                lower = None  # nothing certified: only delta >= 0 is known
+                break
             lower = max(1.0, a - step)
             step *= 2.0
-        top = a  # refine: the highest certified exceedance between lower and a
-        for _ in range(40):
-            if top - lower <= precision / 4:
-                break
-            mid = 0.5 * (lower + top)
-            if G.bounds(mid, level)[0] > level:
-                lower = mid
-            else:
-                top = mid
-        lower = max(0.0, lower - 1.0)
+        if lower is None:
+            lower = 0.0
+        else:
+            top = a  # refine: the highest certified exceedance between lower and a
+            for _ in range(40):
+                if top - lower <= precision / 4:
+                    break
+                mid = 0.5 * (lower + top)
+                if G.bounds(mid, level)[0] > level:
+                    lower = mid
+                else:
+                    top = mid
+            lower = max(0.0, lower - 1.0)
     g, masses = G.point(1.0 + margin)
     return MarginResult(
         margin=margin,
@@ -310,7 +316,7 @@ def _search(G, lo, hi, level, precision):
         if (ra[1] + rb[1]) / 2.0 + G.lipschitz(ra, rb) * (b - a) / 2.0 <= level:
             continue
         if b - a <= precision:
-            return a, b, ra
+            return a, b
         m = 0.5 * (a + b)
         rm = G.bounds(m, level)
         stack.append((a, m, ra, rm))  # the lower half is visited later

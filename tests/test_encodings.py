@@ -231,3 +231,11 @@ def test_refusals(make, name):
     with pytest.raises(DomainError) as info:
         make()
     assert info.value.parameter == name
+
+
+def test_kerple_power_limit_refused_when_too_slow_to_sum():
+    enc = KerplePower(1e-3, 0.05)  # weights stay above e^-800 far beyond direct summation
+    with pytest.raises(otprior.PrecisionError, match="too far to sum"):
+        classify(enc).limit_distant_mass(8)
+    fast = KerplePower(0.5, 0.7)
+    assert classify(fast).limit_distant_mass(8) == pytest.approx(direct_D(fast, 8, 4000), rel=1e-12)

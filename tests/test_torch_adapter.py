@@ -243,3 +243,17 @@ def test_yarn_frequencies():
     # high frequencies (beta_fast side) are kept, low ones interpolated by the scale
     assert inv[0] == pytest.approx(base[0])
     assert inv[-1] == pytest.approx(base[-1] / 4.0)
+
+
+def test_bias_beyond_a_length_is_shifted_and_continuous():
+    model = ReferenceModel(ModelConfig(scheme="log-distance", train_length=16, n_layers=1, n_heads=2))
+    pos = model.blocks[0].attn.pos
+    x = torch.zeros(1, 40, model.cfg.d_model)
+    alpha = pos.alpha().detach().reshape(-1, 1)
+    d = torch.arange(40, dtype=torch.float32)
+    model.set_bias_beyond(16, 0.3)
+    bias = pos(x)[0][:, -1, :].flip(-1)  # last query: bias against distance 0..39
+    expected = torch.where(d < 16, -alpha * torch.log1p(d), -alpha * np.log1p(16) - (alpha + 0.3) * (torch.log1p(d) - np.log1p(16)))
+    torch.testing.assert_close(bias, expected)
+    model.set_bias_beyond(None, None)
+    torch.testing.assert_close(pos(x)[0][:, -1, :].flip(-1), -alpha * torch.log1p(d))

@@ -242,15 +242,16 @@ class ReferenceModel(nn.Module):
         for block in self.blocks:
             block.attn.yarn_scale = scale
 
-    def set_bias_beyond(self, length, alpha):
-        """Intervention: exponent ``alpha`` (scalar or per head) for d >= length; ``None`` resets."""
+    def set_bias_beyond(self, length, shift):
+        """Intervention: beyond distance ``length`` every head's exponent becomes ``alpha + shift``
+        (the bias stays continuous at ``length``); ``length=None`` restores the trained bias."""
         for block in self.blocks:
             pos = block.attn.pos
             if length is None:
                 pos.override = None
             else:
-                a = torch.as_tensor(alpha, dtype=torch.float32).reshape(-1, 1, 1)
-                pos.override = (int(length), a)
+                new_alpha = (pos.alpha().detach() + shift).reshape(-1, 1, 1)
+                pos.override = (int(length), new_alpha)
 
     def num_parameters(self):
         return sum(p.numel() for p in self.parameters())

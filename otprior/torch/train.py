@@ -161,13 +161,12 @@ def intervene(model, data, *, eval_length, shifts=(-0.5, 0.5), train_length=None
         w = np.exp(logw - logw.max())
         return w[L:].sum() / w.sum()
 
+    alphas = np.concatenate([block.attn.pos.alpha().detach().cpu().numpy() for block in model.blocks])
+    before = np.mean([far_mass(a, a) for a in alphas])
     rows = []
     for shift in shifts:
-        alphas = [block.attn.pos.alpha().detach().cpu().numpy() for block in model.blocks]
-        before = np.mean([far_mass(a, a) for al in alphas for a in al])
-        after = np.mean([far_mass(a, a + shift) for al in alphas for a in al])
-        for block, al in zip(model.blocks, alphas, strict=True):
-            block.attn.pos.override = (L, torch.tensor(al + shift, dtype=torch.float32, device=device).reshape(-1, 1, 1))
+        after = np.mean([far_mass(a, a + shift) for a in alphas])
+        model.set_bias_beyond(L, shift)
         changed = evaluate_loss(model, data, eval_length, start=L, batches=batches, batch_size=batch_size, device=device)
         model.set_bias_beyond(None, None)
         predicted = int(np.sign(after - before))
