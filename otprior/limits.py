@@ -92,3 +92,53 @@ def check_allocation(nbytes, name: str, value) -> None:
     cap = current().max_bytes
     if nbytes > cap:
         raise ResourceError(name, value, _human(float(nbytes)), _human(float(cap)))
+
+
+@dataclass(frozen=True)
+class CheckpointCaps:
+    """Caps on what the checkpoint reader (:mod:`otprior.torch`) reads or materialises.
+
+    Attributes
+    ----------
+    max_json_bytes : int
+        Largest JSON file read (a model's ``config.json``, a shard index, a training
+        record); default 4 MiB (``OTPRIOR_MAX_JSON_BYTES``).
+    max_header_bytes : int
+        Largest safetensors header (the JSON before the data); default 64 MiB
+        (``OTPRIOR_MAX_HEADER_BYTES``).
+    max_tensor_bytes : int
+        Largest single tensor materialised, counted at 8 bytes per element (float64);
+        positional parameters are small; default 64 MiB (``OTPRIOR_MAX_TENSOR_BYTES``).
+    max_pickle_bytes : int
+        Largest pickle (``data.pkl``) inside a torch zip archive; default 64 MiB
+        (``OTPRIOR_MAX_PICKLE_BYTES``).
+    max_files : int
+        Most files a model folder may name (shards, per-layer files); default 4096
+        (``OTPRIOR_MAX_FILES``).
+    """
+
+    max_json_bytes: int = 4 << 20
+    max_header_bytes: int = 64 << 20
+    max_tensor_bytes: int = 64 << 20
+    max_pickle_bytes: int = 64 << 20
+    max_files: int = 4096
+
+
+_CHECKPOINT_DEFAULT = CheckpointCaps(**{f.name: _env_int("OTPRIOR_" + f.name.upper(), f.default) for f in fields(CheckpointCaps)})
+
+
+def current_checkpoint_caps() -> CheckpointCaps:
+    """The checkpoint-reading caps in force in this thread."""
+    return getattr(_local, "checkpoint_caps", _CHECKPOINT_DEFAULT)
+
+
+@contextmanager
+def checkpoint_caps(**changes):
+    """Override checkpoint-reading caps for a block (this thread only)."""
+    old = current_checkpoint_caps()
+    _local.checkpoint_caps = replace(old, **changes)
+    try:
+        yield _local.checkpoint_caps
+    finally:
+        _local.checkpoint_caps = old
+

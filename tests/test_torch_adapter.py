@@ -92,19 +92,26 @@ def kerple_state(H=4, layers=2):
     return sd
 
 
-def test_kerple_needs_a_scheme_and_then_reads_both_variants(tmp_path):
+def test_kerple_needs_a_scheme_and_then_reads_both_variants_under_kerples_names(tmp_path):
     from safetensors.torch import save_file
 
     sd = kerple_state()
     save_file(sd, str(tmp_path / "k.safetensors"))
     with pytest.raises(CheckpointError, match="kerple-log.*kerple-power"):
         load_checkpoint(tmp_path / "k.safetensors")
+    p = np.concatenate([sd[f"layers.{i}.attention.bias_p"].flatten().numpy() for i in range(2)]).astype(float)
+    a = np.concatenate([sd[f"layers.{i}.attention.bias_a"].flatten().numpy() for i in range(2)]).astype(float)
+    d = np.arange(4096.0)
     for scheme in ("kerple-log", "kerple-power"):
         ckpt = load_checkpoint(tmp_path / "k.safetensors", scheme=scheme)
-        r1 = np.array([h.params["r1"] for h in ckpt.heads])
-        expected = np.concatenate([sd[f"layers.{i}.attention.bias_p"].flatten().numpy() for i in range(2)])
-        np.testing.assert_allclose(r1, np.maximum(expected, 0.01), rtol=1e-6)
         assert not any("dense" in k for k in ckpt.keys_read)
+        report = analyse_checkpoint(ckpt, window=16, lengths=(256, 4096))
+        for r, pp, aa in zip(report.rows, p, a, strict=True):
+            # KERPLE's forward pass: log -bias_p log(1 + bias_a d); power -bias_a d^bias_p (bias_p in [0.01, 2])
+            pp, aa = max(pp, 0.01), max(aa, 0.01)
+            bias = -pp * np.log1p(aa * d) if scheme == "kerple-log" else -aa * d ** min(pp, 2.0)
+            w = np.exp(bias - bias.max())
+            assert r["distant_mass"]["4096"] == pytest.approx(w[16:].sum() / w.sum(), rel=1e-9, abs=1e-300)
 
 
 def test_alibi_stored_and_implied(tmp_path):
@@ -112,10 +119,12 @@ def test_alibi_stored_and_implied(tmp_path):
 
     save_file({"blocks.0.attn.slopes": torch.tensor([0.5, 0.25])}, str(tmp_path / "a.safetensors"))
     assert [h.params["slope"] for h in load_checkpoint(tmp_path / "a.safetensors").heads] == [0.5, 0.25]
-    save_file({"blocks.0.attn.qkv.weight": torch.zeros(3, 3)}, str(tmp_path / "b.safetensors"))
-    ckpt = load_checkpoint(tmp_path / "b.safetensors", num_heads=8)
+    save_file({"blocks.0.attn.qkv.weight": torch.zeros(24, 8)}, str(tmp_path / "b.safetensors"))
+    ckpt = load_checkpoint(tmp_path / "b.safetensors", scheme="alibi", num_heads=8)
     assert [h.params["slope"] for h in ckpt.heads] == pytest.approx(otprior.encodings.ALiBi.slopes(8))
-    assert "implied by 8 heads" in ckpt.note
+    assert ckpt.num_heads == 8 and ckpt.encoding_params["heads"] == 8
+    with pytest.raises(CheckpointError, match="do not divide the hidden size 8"):
+        load_checkpoint(tmp_path / "b.safetensors", scheme="alibi", num_heads=10**8)
 
 
 def test_user_mapping(tmp_path):
@@ -143,7 +152,7 @@ def test_corrupt_missing_and_mismatched(tmp_path):
     sd = kerple_state(layers=1)
     sd["layers.0.attention.bias_a"] = torch.rand(3, 1, 1)
     save_file(sd, str(tmp_path / "shape.safetensors"))
-    with pytest.raises(CheckpointError, match=r"bias_p.*shape.*bias_a"):
+    with pytest.raises(CheckpointError, match=r"bias_.*shape.*bias_"):
         load_checkpoint(tmp_path / "shape.safetensors", scheme="kerple-log")
     with pytest.raises(CheckpointError, match="no such file"):
         load_checkpoint(tmp_path / "absent.safetensors")
@@ -160,30 +169,19 @@ def test_analysis_against_the_theory(tmp_path):
     raw = torch.log(torch.expm1(alphas - 1.0 - 0.05).clamp(min=1e-6))  # alpha = 1.05 + softplus(raw), clamped
     save_file({"blocks.0.attn.pos.alpha_raw": raw, "blocks.0.attn.pos.alpha_margin": torch.tensor([0.05])}, str(tmp_path / "c.safetensors"))
     report = analyse_checkpoint(tmp_path / "c.safetensors", window=64, lengths=(512, 8192), tol=0.05)
+    assert report.lengths_note == "as given"
     assert report.margin.margin == otprior.margin_for(64, (512, 8192), 0.05).margin
-    got = [r["exponent"] for r in report.rows]
+    got = [r["decided_by"]["value"] for r in report.rows]
+    assert all(r["decided_by"]["name"] == "alpha" and r["decided_by"]["boundary"] == 1.0 for r in report.rows)
     for r in report.rows:
-        a = r["exponent"]
-        assert r["growth"] == pytest.approx(otprior.distant_mass(64, 8192, a) - otprior.distant_mass(64, 512, a), rel=1e-12)
+        a = r["decided_by"]["value"]
+        assert r["distance_from_boundary"] == pytest.approx(a - 1.0)
+        assert r["distant_mass"]["8192"] == pytest.approx(otprior.distant_mass(64, 8192, a), rel=1e-12)
         assert r["kind"] == "bounded"  # alpha >= 1.05 by construction
     assert {(r["layer"], r["head"]) for r in report.near_boundary} == {(0, h) for h, a in enumerate(got) if a < 1.3628}
-    json.dumps(report.as_dict())
-    assert "within the margin" in report.table()
-    paths = report.plots(tmp_path / "plots")
-    assert all(p.stat().st_size > 1000 for p in paths)
-
-
-def test_checkpoint_command(trained, tmp_path, capsys):
-    from otprior.cli import main
-
-    path = save_model(trained, tmp_path / "ckpt")
-    assert main(["checkpoint", str(path), "--json", "--plot", str(tmp_path / "figs")]) == 0
-    data = json.loads(capsys.readouterr().out)
-    assert data["scheme"] == "log-distance" and len(data["heads"]) == 8 and len(data["plots"]) == 2
-    (tmp_path / "k.safetensors").write_bytes(b"")
-    assert main(["checkpoint", str(tmp_path / "k.safetensors")]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err
+    json.loads(json.dumps(report.as_dict()), parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert "within the margin" in report.format_text()
+    assert report.nearest[0]["decided_by"]["value"] == min(got)
 
 
 def test_model_causal_ot_equals_the_library():
@@ -220,7 +218,6 @@ def test_intervention_prediction_follows_the_prior(trained, corpus):
     flatter = [r for r in rows if r["shift"] < 0][0]
     assert steeper["prior_far_mass_after"] < steeper["prior_far_mass_before"] < flatter["prior_far_mass_after"]
     assert steeper["predicted_loss_direction"] == -1 and flatter["predicted_loss_direction"] == 1
-    assert all(r["measured_loss_direction"] in (-1, 0, 1) for r in rows)
     # the model is restored afterwards
     assert all(b.attn.pos.override is None for b in trained.blocks)
 

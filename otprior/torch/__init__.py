@@ -11,8 +11,18 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("otprior.torch needs PyTorch: pip install 'otprior[torch]'") from exc
 
-from ._analysis import CheckpointReport, analyse_checkpoint, checkpoint_report
-from ._checkpoint import Checkpoint, CheckpointError, HeadParameters, load_checkpoint
+from ._analysis import CheckpointReport, analyse_checkpoint, default_lengths
+from ._checkpoint import (
+    SCHEMES,
+    Checkpoint,
+    CheckpointError,
+    HeadParameters,
+    checkpoint_from_model,
+    checkpoint_from_state_dict,
+    encoding_for,
+    load_checkpoint,
+)
+from .measurement import AttentionMeasurement, measure_attention, plot_measurement
 from .model import ModelConfig, ReferenceModel, load_model, save_model
 from .train import byte_corpus, evaluate_loss, intervene, measure_distant_mass, train
 
@@ -23,7 +33,14 @@ __all__ = [
     "HeadParameters",
     "analyse_checkpoint",
     "CheckpointReport",
-    "checkpoint_report",
+    "default_lengths",
+    "checkpoint_from_model",
+    "checkpoint_from_state_dict",
+    "encoding_for",
+    "SCHEMES",
+    "AttentionMeasurement",
+    "measure_attention",
+    "plot_measurement",
     "ModelConfig",
     "ReferenceModel",
     "save_model",

@@ -1,145 +1,241 @@
-"""A checkpoint's positional parameters held against the theory."""
+"""A checkpoint's positional parameters held against the theory (data in, data out).
+
+For every head: the verdict of Theorem 11 (``proofs/classification.md``: bounded iff
+:math:`\\sum_d e^{b(d)} < \\infty`), the parameter that decides it and its distance to
+the boundary, and the constant-content distant mass :math:`D_n(W)` at the lengths asked
+(default: the training length found beside the checkpoint and ``factor`` times it). For
+the power-law schemes (log-distance, KERPLE-log) the exponent margin of Theorem 9
+(:func:`otprior.margin_for`) is given as well; for ALiBi, KERPLE-power, T5, RoPE and
+NoPE a margin in the exponent means nothing and none is given.
+"""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from pathlib import Path
+import math
+from dataclasses import dataclass, field
 
-import numpy as np
-
-from ..encodings import ALiBi, KerpleLog, KerplePower, LogDistance, classify
+from .._validation import DomainError, PrecisionError
+from ..encodings import classify
 from ..margin import margin_for
-from ._checkpoint import Checkpoint, load_checkpoint
+from ._checkpoint import Checkpoint, encoding_for, load_checkpoint
+
+__all__ = ["CheckpointReport", "analyse_checkpoint", "default_lengths", "DEFAULT_FACTOR", "FALLBACK_LENGTH"]
+
+DEFAULT_FACTOR = 8
+"""Default evaluation length as a multiple of the training length."""
+FALLBACK_LENGTH = 2048
+"""Training length assumed (and stated in the report) when none is found."""
+
+_MARGIN_SCHEMES = ("log-distance", "kerple-log")
 
 
-def _encoding(scheme, params):
+def _decider(scheme, params):
+    """``(name, value, boundary)``: the parameter whose side of ``boundary`` decides the verdict."""
     if scheme == "log-distance":
-        return LogDistance(params["alpha"]), params["alpha"]
+        return "alpha", params["alpha"], 1.0
     if scheme == "kerple-log":
-        return KerpleLog(params["r1"], params["r2"]), params["r1"]
+        return "bias_p", params["bias_p"], 1.0  # exponent of (1 + bias_a d)^(-bias_p)
     if scheme == "kerple-power":
-        return KerplePower(params["r1"], min(params["r2"], 2.0)), None  # KERPLE clamps r2 to [0.01, 2]
-    return ALiBi(params["slope"]), None
+        if "bias_a" in params or "bias_p" in params:
+            return "bias_a", params.get("bias_a", 1.0), 0.0  # coefficient of d^bias_p
+        return None
+    if scheme == "alibi":
+        return "slope", params["slope"], 0.0
+    if scheme == "cable":
+        return "min_increment", params["min_increment"], 0.0
+    return None
+
+
+def default_lengths(checkpoint: Checkpoint, factor=DEFAULT_FACTOR):
+    """``((L, factor * L), source)`` with ``L`` the training length found, or
+    :data:`FALLBACK_LENGTH` (stated as assumed) when none is."""
+    if type(factor) is not int or factor < 2:
+        raise DomainError("factor", factor, "an integer at least 2")
+    L = checkpoint.training_length
+    if L is None:
+        return (FALLBACK_LENGTH, factor * FALLBACK_LENGTH), f"no training length found; {FALLBACK_LENGTH} assumed, and {factor}x beyond"
+    return (L, factor * L), f"training length {L} ({checkpoint.training_length_source}) and {factor}x beyond"
 
 
 @dataclass
 class CheckpointReport:
-    """Per-head verdicts and predictions for one checkpoint; ``rows`` has one dict per head."""
+    """Per-head verdicts and predictions for one checkpoint.
+
+    Attributes
+    ----------
+    checkpoint : Checkpoint
+    window : int
+    lengths : tuple of int
+    lengths_note : str
+        Where the lengths come from.
+    tol : float
+    margin : MarginResult or None
+        Theorem 9's margin, for the power-law schemes only.
+    rows : list of dict
+        One per head: ``layer``, ``head``, ``stack``, ``params``, ``kind``, ``reason``,
+        ``decided_by`` (``{"name", "value", "boundary"}`` or None),
+        ``distance_from_boundary``, ``distant_mass`` and ``window_mass`` (``{str(n): value}``),
+        ``limit_distant_mass``.
+    nearest : list of dict
+        The heads nearest their boundary (smallest distance first).
+    """
 
     checkpoint: Checkpoint
     window: int
     lengths: tuple
+    lengths_note: str
     tol: float
     margin: object
     rows: list
+    nearest: list = field(default_factory=list)
 
     @property
     def near_boundary(self):
-        """Heads whose exponent lies below ``1 + margin`` (the margin ``margin_for`` imposes)."""
-        return [r for r in self.rows if r["exponent"] is not None and r["exponent"] < 1 + self.margin.margin]
+        """Heads of a power-law scheme whose exponent lies below ``1 + margin``."""
+        if self.margin is None:
+            return []
+        return [r for r in self.rows if r["decided_by"] is not None and r["decided_by"]["value"] < 1.0 + self.margin.margin]
 
-    def as_dict(self):
+    def as_dict(self) -> dict:
+        """Strict JSON data (no NaN or infinities: absent values are ``None``)."""
+        ckpt = self.checkpoint
         return {
-            "path": str(self.checkpoint.path),
-            "scheme": self.checkpoint.scheme,
-            "scheme_note": self.checkpoint.note,
-            "keys_read": self.checkpoint.keys_read,
-            "bytes_read": self.checkpoint.bytes_read,
+            "path": str(ckpt.path),
+            "scheme": ckpt.scheme,
+            "family": ckpt.family,
+            "note": ckpt.note,
+            "encoding_params": ckpt.encoding_params,
+            "num_layers": ckpt.num_layers,
+            "num_heads": ckpt.num_heads,
+            "keys_read": ckpt.keys_read,
+            "bytes_read": ckpt.bytes_read,
             "window": self.window,
             "lengths": list(self.lengths),
+            "lengths_note": self.lengths_note,
             "tol": self.tol,
-            "margin": self.margin.as_dict(),
-            "heads_near_boundary": [(r["layer"], r["head"]) for r in self.near_boundary],
-            "counts": {k: sum(r["kind"] == k for r in self.rows) for k in ("bounded", "diluting")},
+            "margin": None if self.margin is None else self.margin.as_dict(),
+            "counts": {k: sum(r["kind"] == k for r in self.rows) for k in ("bounded", "diluting", "undecided")},
+            "heads_near_boundary": [[r["stack"], r["layer"], r["head"]] for r in self.near_boundary],
+            "nearest_boundary": [[r["stack"], r["layer"], r["head"], r["distance_from_boundary"]] for r in self.nearest],
             "heads": self.rows,
         }
 
-    def table(self) -> str:
-        L0, L1 = self.lengths
+    def format_text(self) -> str:
+        """The report as a table (one line per head)."""
+        ckpt = self.checkpoint
+        L = self.lengths
         lines = [
-            f"{self.checkpoint.path}: {self.checkpoint.note}; read {len(self.checkpoint.keys_read)} keys ({self.checkpoint.bytes_read} bytes)",
-            f"margin for W = {self.window}, L = {L0}..{L1}, tol = {self.tol:g}: delta = {self.margin.margin:.4f} (exponent >= {self.margin.exponent:.4f})",
-            f"{'layer':>5} {'head':>4} {'parameters':<28} {'alpha-1':>8} {'verdict':<9} {'D_L0':>8} {'D_L1':>8} {'growth':>8} near",
+            f"{ckpt.path}: {ckpt.note}",
+            f"scheme {ckpt.scheme} ({ckpt.family}), {ckpt.num_layers} layers x {ckpt.num_heads} heads; read {len(ckpt.keys_read)} tensors ({ckpt.bytes_read} bytes)",
+            f"window W = {self.window}; lengths {', '.join(map(str, L))}: {self.lengths_note}",
         ]
-        for r in self.rows:
-            params = ", ".join(f"{k}={v:.4g}" for k, v in r["params"].items())
-            dist = f"{r['distance_from_boundary']:8.4f}" if r["distance_from_boundary"] is not None else f"{'-':>8}"
-            near = "*" if r in self.near_boundary else ""
+        if self.margin is not None:
             lines.append(
-                f"{r['layer']:>5} {r['head']:>4} {params:<28} {dist} {r['kind']:<9} {r['distant_mass'][str(L0)]:8.4f} "
-                f"{r['distant_mass'][str(L1)]:8.4f} {r['growth']:8.4f} {near}"
+                f"margin for W = {self.window}, L = {L[0]}..{L[-1]}, tol = {self.tol:g}: delta = {self.margin.margin:.4f} "
+                f"(exponent >= {self.margin.exponent:.4f})"
             )
+        stacked = any(r["stack"] for r in self.rows)
+        head = f"{'stack':<8}" if stacked else ""
+        cols = " ".join(f"{'D_' + str(n):>9}" for n in L)
+        lines.append(f"{head}{'layer':>5} {'head':>4} {'decided by':<24} {'distance':>9} {'verdict':<9} {cols}")
+        near = {id(r) for r in self.near_boundary}
+        for r in self.rows:
+            d = r["decided_by"]
+            decided = f"{d['name']}={d['value']:.4g} (>{d['boundary']:g})" if d else "-"
+            dist = f"{r['distance_from_boundary']:9.4f}" if r["distance_from_boundary"] is not None else f"{'-':>9}"
+            masses = " ".join(f"{r['distant_mass'][str(n)]:9.4f}" for n in L)
+            mark = " *" if id(r) in near else ""
+            prefix = f"{r['stack']:<8}" if stacked else ""
+            lines.append(f"{prefix}{r['layer']:>5} {r['head']:>4} {decided:<24} {dist} {r['kind']:<9} {masses}{mark}")
         counts = self.as_dict()["counts"]
-        lines.append(f"{counts['bounded']} bounded, {counts['diluting']} diluting, {len(self.near_boundary)} within the margin of the boundary (*)")
+        lines.append(f"{counts['bounded']} bounded, {counts['diluting']} diluting, {counts['undecided']} undecided")
+        if self.margin is not None:
+            lines.append(f"{len(self.near_boundary)} heads within the margin of the boundary (*)")
+        if self.nearest:
+            near_txt = ", ".join(f"{(r['stack'] + ' ') if r['stack'] else ''}L{r['layer']}H{r['head']} ({r['distance_from_boundary']:.4g})" for r in self.nearest)
+            lines.append(f"nearest the boundary: {near_txt}")
         return "\n".join(lines)
 
-    def plots(self, folder) -> list:
-        """Exponent histogram against the boundary, and per-head predicted distant mass vs length."""
-        from ..plots import _figure
 
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        out = []
-        exps = [r["exponent"] for r in self.rows if r["exponent"] is not None]
-        if exps:
-            fig, (ax,) = _figure(1)
-            ax.hist(exps, bins=min(30, max(5, len(exps))), color="C0")
-            ax.axvline(1.0, color="k", label="summability boundary α = 1")
-            ax.axvline(1 + self.margin.margin, color="C3", ls="--", label=f"1 + margin = {1 + self.margin.margin:.3f}")
-            ax.set(xlabel="per-head exponent α", ylabel="heads", title=f"{self.checkpoint.path.name}: exponents vs boundary")
-            ax.legend(fontsize=8)
-            fig.savefig(folder / "exponents.png", dpi=120)
-            out.append(folder / "exponents.png")
-        fig, (ax,) = _figure(1, width=6.0)
-        lengths = sorted(int(k) for k in self.rows[0]["distant_mass"])
-        for r in self.rows:
-            ax.semilogx(lengths, [r["distant_mass"][str(n)] for n in lengths], alpha=0.6, ls="-" if r["kind"] == "bounded" else "--")
-        ax.set(xlabel="context length n (tokens)", ylabel=f"predicted distant mass D_n(W = {self.window})", title="per-head predicted distant mass")
-        fig.savefig(folder / "distant_mass.png", dpi=120)
-        out.append(folder / "distant_mass.png")
-        return out
+def _finite_or_none(x):
+    return x if x is not None and math.isfinite(x) else None
 
 
-def analyse_checkpoint(checkpoint, *, scheme=None, mapping=None, num_heads=None, window=64, lengths=(512, 8192), tol=0.05, eval_lengths=None):
-    """Per head: parameters, distance from the summability boundary, verdict, predicted distant
-    mass at the lengths, growth from ``lengths[0]`` to ``lengths[1]``, and the margin
-    :func:`otprior.margin_for` imposes for ``(window, lengths, tol)``."""
+def analyse_checkpoint(
+    checkpoint, *, scheme=None, mapping=None, num_heads=None, window=None, lengths=None, factor=DEFAULT_FACTOR, tol=0.05, nearest=5
+) -> CheckpointReport:
+    """Per-head verdicts, deciding parameters and predicted distant masses of a checkpoint.
+
+    Parameters
+    ----------
+    checkpoint : Checkpoint, str or Path
+        A loaded checkpoint, or a path for :func:`load_checkpoint` (with ``scheme``,
+        ``mapping``, ``num_heads``).
+    window : int, optional
+        ``W``; default ``min(64, lengths[0] // 2)``.
+    lengths : sequence of int, optional
+        Increasing context lengths; default :func:`default_lengths` (the training length
+        found and ``factor`` times it).
+    tol : float
+        Allowed growth of the distant mass from ``lengths[0]`` to ``lengths[-1]`` for the
+        margin (power-law schemes only).
+    nearest : int
+        How many heads nearest their boundary to list.
+
+    Returns
+    -------
+    CheckpointReport
+
+    Notes
+    -----
+    ``D_n(W)`` is the constant-content distant mass of the head's bias (the encodings'
+    ``distant_mass``: closed forms for ALiBi, certified power sums for the power laws,
+    direct log-sum-exp otherwise); the window mass is ``1 - D_n(W)``.
+    """
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint, scheme, mapping, num_heads=num_heads)
-    L0, L1 = lengths
-    grid = sorted({L0, L1, *(eval_lengths or ()), *np.geomspace(max(window + 1, 64), max(L1, 65536), 8).astype(int).tolist()})
-    margin = margin_for(window, (L0, L1), tol)
+    if lengths is None:
+        lengths, note = default_lengths(ckpt, factor)
+    else:
+        note = "as given"
+    lengths = tuple(lengths)
+    if len(lengths) < 2 or not all(type(n) is int and n >= 2 for n in lengths) or list(lengths) != sorted(set(lengths)):
+        raise DomainError("lengths", lengths, "at least two increasing integers >= 2")
+    if window is None:
+        window = max(1, min(64, lengths[0] // 2))
+    if type(window) is not int or not 1 <= window < lengths[0]:
+        raise DomainError("window", window, f"an integer in [1, {lengths[0] - 1}] (below the shortest length)")
+    if not (isinstance(tol, float | int) and not isinstance(tol, bool) and 0 < tol < 1):
+        raise DomainError("tol", tol, "a number in (0, 1)")
+    margin = margin_for(window, (lengths[0], lengths[-1]), tol) if ckpt.scheme in _MARGIN_SCHEMES else None
     rows = []
+    cache = {}
     for head in ckpt.heads:
-        enc, exponent = _encoding(ckpt.scheme, head.params)
-        v = classify(enc)
-        D = {str(n): enc.distant_mass(window, n) for n in grid}
+        key = (head.stack, tuple(sorted((k, v) for k, v in head.params.items())))
+        if key not in cache:
+            enc = encoding_for(ckpt, head)
+            v = classify(enc)
+            D = {str(n): enc.distant_mass(window, n) for n in lengths}
+            try:
+                limit = v.limit_distant_mass(window) if v.kind != "undecided" else None
+            except PrecisionError:
+                limit = None
+            cache[key] = (v, D, limit)
+        v, D, limit = cache[key]
+        dec = _decider(ckpt.scheme, head.params)
         rows.append(
             {
                 "layer": head.layer,
                 "head": head.head,
-                "params": head.params,
-                "exponent": exponent,
-                "distance_from_boundary": None if exponent is None else exponent - 1.0,
+                "stack": head.stack,
+                "params": {k: (list(x) if isinstance(x, tuple) else x) for k, x in head.params.items()},
                 "kind": v.kind,
                 "reason": v.reason,
-                "limit_distant_mass": v.limit_distant_mass(window),
+                "decided_by": None if dec is None else {"name": dec[0], "value": dec[1], "boundary": dec[2]},
+                "distance_from_boundary": None if dec is None else dec[1] - dec[2],
                 "distant_mass": D,
-                "growth": D[str(L1)] - D[str(L0)],
+                "window_mass": {n: 1.0 - x for n, x in D.items()},
+                "limit_distant_mass": _finite_or_none(limit),
             }
         )
-    return CheckpointReport(ckpt, window, (L0, L1), tol, margin, rows)
-
-
-def checkpoint_report(args):
-    """The ``otprior checkpoint`` command."""
-    report = analyse_checkpoint(args.path, scheme=args.scheme, window=args.window, lengths=tuple(args.lengths), tol=args.tol)
-    paths = report.plots(args.plot) if args.plot else []
-    if args.json:
-        data = report.as_dict()
-        data["plots"] = [str(p) for p in paths]
-        print(json.dumps(data, indent=2))
-    else:
-        print(report.table())
-        for p in paths:
-            print(f"plot written to {p}")
+    ranked = sorted((r for r in rows if r["distance_from_boundary"] is not None), key=lambda r: abs(r["distance_from_boundary"]))
+    return CheckpointReport(ckpt, window, lengths, note, float(tol), margin, rows, ranked[: max(0, int(nearest))])

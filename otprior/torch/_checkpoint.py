@@ -1,25 +1,67 @@
 """Reading positional parameters out of checkpoints, safely.
 
-Supported layouts (per layer, per head):
+What is read
+------------
+``load_checkpoint(PATH)`` takes
 
-* ``log-distance`` (the reference model): ``...pos.alpha_raw`` (shape ``(H,)``), with the
-  exponent ``alpha = 1 + margin + softplus(raw)``; the margin from ``...pos.alpha_margin``
-  or the JSON config beside the file;
-* ``kerple-log`` / ``kerple-power`` (KERPLE's code): ``...bias_p`` (r1) and ``...bias_a``
-  (r2), shape ``(H, 1, 1)``; both variants use these names, so ``scheme`` must say which;
-* ``alibi``: stored ``...slopes`` (shape ``(H,)``), or none with ``num_heads`` given: the
-  standard slopes are implied by the head count;
-* anything else through ``mapping``: ``{regex on key: role}`` with roles ``alpha``,
-  ``alpha_raw``, ``alpha_margin``, ``r1``, ``r2``, ``slope``.
+* a model folder: ``config.json`` beside ``model.safetensors``, sharded safetensors
+  (``model.safetensors.index.json``), ``pytorch_model.bin`` (or its shard index), a
+  GPT-NeoX/KERPLE pipeline folder of per-layer files ``layer_XX-model_YY-model_states.pt``,
+  or a folder holding one checkpoint file;
+* a single ``.safetensors`` file, or a torch zip archive (``.pt``, ``.pth``, ``.bin``,
+  ``.ckpt``), with the JSON config beside it (``PATH.json`` or ``config.json``).
+
+The scheme and its parameters come from the config's model type and the tensor names:
+
+=================  ==========================================================================
+family             positional parameters (per layer, per head)
+=================  ==========================================================================
+BLOOM              ALiBi, slopes implied by ``n_head`` (no tensor stores them)
+MPT                ALiBi when ``attn_config.alibi``, slopes from ``alibi_bias_max``
+Falcon             ALiBi when ``alibi``, BLOOM's slopes divided by :math:`\\sqrt{d_{head}}`
+                   (Falcon scales the biased logits by :math:`1/\\sqrt{d_{head}}`)
+T5, mT5, LongT5    the learned ``relative_attention_bias`` table (buckets x heads); the
+                   encoder's is bidirectional (its causal half is read), the decoder's causal;
+                   stored in block 0 and shared by every layer of its stack
+Llama, Mistral,    RoPE: ``rope_theta`` and ``rope_scaling`` (``rope_parameters``) recorded;
+Qwen2, GPT-NeoX    no bias, the constant-content prior is uniform
+KERPLE             ``bias_p``/``bias_a``: log variant :math:`-p\\log(1 + a d)`, power
+                   variant :math:`-a\\,d^{p}`, optional ``wei_a``/``wei_p`` multiplicative
+                   kernel :math:`e^{-w_a d^{w_p}}` on the content logits
+reference model    ``log-distance`` (``pos.alpha_raw``), ``alibi`` (stored ``slopes``),
+                   ``kerple-log``, ``cable``, ``rope``, ``nope``, ``causal-ot``
+=================  ==========================================================================
+
+A ``scheme`` given by the caller confirms the detection and is refused when the config or
+the tensors contradict it.
+
+Resource limits (caps in :class:`otprior.limits.CheckpointCaps`)
+----------------------------------------------------------------
+Only regular files are opened (a FIFO, device or socket is refused before any read; a
+config symlinked to ``/dev/zero`` is a character device). JSON files are read up to a cap
+and must be UTF-8 objects. Safetensors headers are parsed here, each entry's declared
+size checked against the file's size, and only the positional tensors read (``pread`` of
+their bytes). Torch archives are checked entry by entry before ``torch.load``: every entry
+stored uncompressed inside the file, ``data.pkl`` below its cap; the load itself runs with
+``weights_only=True`` and ``mmap=True``; bare and legacy pickles are refused. Every tensor
+materialised is checked first: a plain strided, real floating-point tensor, its elements
+within its storage (a zero-stride view of 2^26 elements over one stored value is refused),
+its float64 copy below the cap. Methods are called through ``torch.Tensor`` itself, never
+through the loaded object, whose stored state could shadow them. Counts from a config
+(heads, layers) are bounded by what the tensors imply.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import pickle
 import re
+import stat
+import struct
 import warnings
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,16 +69,49 @@ import numpy as np
 import torch
 
 from .._validation import DomainError, FileFormatError
+from ..limits import current_checkpoint_caps
+
+__all__ = [
+    "SCHEMES",
+    "ROLES",
+    "CheckpointError",
+    "HeadParameters",
+    "Checkpoint",
+    "load_checkpoint",
+    "checkpoint_from_state_dict",
+    "checkpoint_from_model",
+    "encoding_for",
+]
+
+SCHEMES = ("log-distance", "kerple-log", "kerple-power", "alibi", "t5", "rope", "nope", "cable", "causal-ot")
+ROLES = ("alpha", "alpha_raw", "alpha_margin", "slope", "bias_p", "bias_a", "wei_p", "wei_a", "relative_attention_bias")
+_PER_HEAD_ROLES = ("alpha", "alpha_raw", "slope", "bias_p", "bias_a", "wei_p", "wei_a")
 
 _LAYER = re.compile(r"(?:^|\.)(?:layers|blocks|layer|h|block)\.(\d+)\.")
-
 _PATTERNS = {
-    "log-distance": {"alpha_raw": re.compile(r"(?:^|\.)pos\.alpha_raw$"), "alpha_margin": re.compile(r"(?:^|\.)pos\.alpha_margin$")},
-    "kerple": {"r1": re.compile(r"(?:^|\.)bias_p$"), "r2": re.compile(r"(?:^|\.)bias_a$")},
-    "alibi": {"slope": re.compile(r"(?:^|\.)(?:alibi_)?slopes$")},
+    "alpha_raw": re.compile(r"(?:^|\.)pos\.alpha_raw$"),
+    "alpha_margin": re.compile(r"(?:^|\.)pos\.alpha_margin$"),
+    "slope": re.compile(r"(?:^|\.)(?:alibi_)?slopes$"),
+    "bias_p": re.compile(r"(?:^|\.)bias_p$"),
+    "bias_a": re.compile(r"(?:^|\.)bias_a$"),
+    "wei_p": re.compile(r"(?:^|\.)wei_p$"),
+    "wei_a": re.compile(r"(?:^|\.)wei_a$"),
+    "relative_attention_bias": re.compile(r"(?:^|\.)relative_attention_bias\.weight$"),
 }
-SCHEMES = ("log-distance", "kerple-log", "kerple-power", "alibi")
-_ROLES = ("alpha", "alpha_raw", "alpha_margin", "r1", "r2", "slope")
+_ROPE_KEYS = re.compile(r"(?:^|\.)rotary_emb\.inv_freq$")
+_CABLE_KEYS = re.compile(r"(?:^|\.)pos\.increment\.weight$")
+_EMBED = re.compile(r"(?:^|\.)(?:word_embeddings|wte|embed_tokens|embed_in|shared|embed|tok_embeddings)\.weight$")
+_PER_LAYER_FILE = re.compile(r"^layer_(\d+)-model_(\d+)-model_states\.pt$")
+
+_ALIBI_TYPES = {"bloom": "bloom", "mpt": "mpt", "falcon": "falcon"}
+_T5_TYPES = ("t5", "mt5", "longt5", "umt5", "switch_transformers", "pop2piano", "udop")
+_ROPE_TYPES = (
+    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gpt_neox", "gpt_neox_japanese", "gptj",
+    "gemma", "gemma2", "gemma3_text", "phi", "phi3", "olmo", "olmo2", "stablelm", "starcoder2", "cohere", "persimmon",
+    "falcon", "internlm2", "deepseek_v2", "deepseek_v3", "granite", "exaone",
+)  # fmt: skip
+_TRAIN_LENGTH_KEYS = ("train_length", "seq_length", "max_seq_len", "max_position_embeddings", "n_positions", "max_sequence_length", "n_ctx")
+_RECORDS = ("training_record.json", "train_record.json")
 
 
 class CheckpointError(FileFormatError):
@@ -45,11 +120,21 @@ class CheckpointError(FileFormatError):
 
 @dataclass(frozen=True)
 class HeadParameters:
-    """The positional parameters of one head: ``layer``, ``head`` and ``params`` (floats)."""
+    """The positional parameters of one head.
+
+    Attributes
+    ----------
+    layer, head : int
+    params : dict
+        The parameters under their stored names (floats; a T5 head's ``table`` is a tuple).
+    stack : str
+        ``"encoder"`` or ``"decoder"`` for encoder-decoder models, else ``""``.
+    """
 
     layer: int
     head: int
     params: dict
+    stack: str = ""
 
 
 @dataclass
@@ -60,15 +145,24 @@ class Checkpoint:
     ----------
     path : Path
     scheme : str
+        One of :data:`SCHEMES`.
     heads : list of HeadParameters
     keys_read : list of str
         The only tensors materialised.
     bytes_read : int
-        Their total size.
+        Their total size as stored.
     note : str
         How the scheme was chosen.
     config : dict
-        The JSON config beside the file, if any.
+        The JSON config found, if any.
+    family : str
+        The model family (config ``model_type``, or ``"tensors"`` when decided by names alone).
+    encoding_params : dict
+        Scheme-wide parameters (e.g. ``num_buckets``, ``rope_theta``, ``variant``).
+    training_length : int or None
+        The training length found in the config or a training record beside it.
+    training_length_source : str
+    num_layers, num_heads : int
     """
 
     path: Path
@@ -78,87 +172,601 @@ class Checkpoint:
     bytes_read: int
     note: str
     config: dict = field(default_factory=dict)
+    family: str = ""
+    encoding_params: dict = field(default_factory=dict)
+    training_length: int | None = None
+    training_length_source: str = ""
+    num_layers: int = 0
+    num_heads: int = 0
 
 
-class _Reader:
-    """Key listing and single-tensor access, without loading the whole file."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.suffix = path.suffix.lower()
-        if self.suffix == ".safetensors":
-            from safetensors import safe_open
-
-            try:
-                self._handle = safe_open(str(path), framework="pt")
-                self.keys = list(self._handle.keys())
-            except Exception as exc:  # safetensors raises its own error types
-                raise CheckpointError(f"{path}: not a readable safetensors file ({exc})") from None
-            self._dict = None
-        elif self.suffix in (".pt", ".pth", ".bin"):
-            state = _load_pickle(path)
-            self._dict = _find_state_dict(state, path)
-            self.keys = list(self._dict)
-        else:
-            raise CheckpointError(f"{path}: unsupported suffix {path.suffix!r}; expected .safetensors, .pt, .pth or .bin")
-
-    def get(self, key) -> torch.Tensor:
-        if key not in self.keys:
-            raise CheckpointError(f"{self.path}: missing key {key!r}")
-        if self._dict is not None:
-            return self._dict[key].detach().to("cpu")
-        return self._handle.get_tensor(key)
+# --------------------------------------------------------------------------- files
 
 
-def _load_pickle(path: Path):
+def _open_regular(path: Path, what: str):
+    """Open ``path`` read-only without blocking (a FIFO opens at once) and refuse anything
+    but a regular file; returns ``(fd, size)``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot open the {what} ({exc.strerror})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise CheckpointError(f"{path}: the {what} is not a regular file (a FIFO, device, socket or folder); refused unread")
+    return fd, st.st_size
+
+
+def _pread(fd, size, offset):
+    out = bytearray()
+    while len(out) < size:
+        chunk = os.pread(fd, size - len(out), offset + len(out))
+        if not chunk:
+            break
+        out += chunk
+    return bytes(out)
+
+
+def _refuse_constant(name):
+    raise ValueError(f"the non-JSON constant {name}")
+
+
+def _read_json(path: Path, what: str) -> dict:
+    """A JSON object of bounded size from a regular file, UTF-8, without NaN or Infinity."""
+    cap = current_checkpoint_caps().max_json_bytes
+    fd, size = _open_regular(path, what)
+    try:
+        if size > cap:
+            raise CheckpointError(f"{path}: the {what} is {size} bytes, above the cap of {cap} (OTPRIOR_MAX_JSON_BYTES); refused unread")
+        raw = _pread(fd, size + 1, 0)
+    finally:
+        os.close(fd)
+    if len(raw) > cap:
+        raise CheckpointError(f"{path}: the {what} grew beyond the cap of {cap} bytes while read; refused")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"{path}: the {what} is not UTF-8 text (byte {exc.start}); refused") from None
+    try:
+        data = json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as exc:
+        raise CheckpointError(f"{path}: the {what} is not valid JSON ({str(exc)[:200]})") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: the {what} holds a JSON {type(data).__name__}, not an object")
+    return data
+
+
+# --------------------------------------------------------------------------- tensors
+
+
+@dataclass
+class _Entry:
+    key: str
+    shape: tuple
+    dtype: str
+    file: Path
+    offset: int = 0  # safetensors: absolute offset of the data
+    nbytes: int = 0
+    tensors: tuple = ()  # torch archives: the loaded tensors (one per model-parallel rank)
+
+
+_ST_ITEMSIZE = {
+    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2,
+    "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "C64": 8, "C128": 16,
+}  # fmt: skip
+_ST_FLOATS = {"F64": "<f8", "F32": "<f4", "F16": "<f2"}
+
+
+def _check_elements(numel, key, path):
+    need = 8 * numel
+    cap = current_checkpoint_caps().max_tensor_bytes
+    if need > cap:
+        raise CheckpointError(
+            f"{path}: tensor {key!r} would need {need} bytes as float64, above the cap of {cap} (OTPRIOR_MAX_TENSOR_BYTES); refused"
+        )
+
+
+def _safetensors_entries(path: Path) -> dict:
+    """Parse a safetensors header and check every entry against the file's size."""
+    fd, size = _open_regular(path, "safetensors file")
+    try:
+        if size < 8:
+            raise CheckpointError(f"{path}: not a safetensors file ({size} bytes, shorter than its 8-byte header length)")
+        (n,) = struct.unpack("<Q", _pread(fd, 8, 0))
+        if n > size - 8:
+            raise CheckpointError(f"{path}: not a safetensors file (header of {n} bytes declared, the file has {size})")
+        cap = current_checkpoint_caps().max_header_bytes
+        if n > cap:
+            raise CheckpointError(f"{path}: safetensors header of {n} bytes, above the cap of {cap} (OTPRIOR_MAX_HEADER_BYTES)")
+        raw = _pread(fd, n, 8)
+    finally:
+        os.close(fd)
+    try:
+        header = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise CheckpointError(f"{path}: not a safetensors file (its header is not a UTF-8 JSON object)") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{path}: not a safetensors file (its header is not a JSON object)")
+    start, data_len = 8 + n, size - 8 - n
+    entries = {}
+    for key, meta in header.items():
+        if key == "__metadata__":
+            continue
+        bad = f"{path}: malformed safetensors entry {key!r}"
+        if not isinstance(meta, dict):
+            raise CheckpointError(f"{bad} (not an object)")
+        dtype, shape, offsets = meta.get("dtype"), meta.get("shape"), meta.get("data_offsets")
+        if dtype not in _ST_ITEMSIZE:
+            raise CheckpointError(f"{bad} (dtype {dtype!r} unknown)")
+        if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape) or len(shape) > 64:
+            raise CheckpointError(f"{bad} (shape {shape!r} is not a list of non-negative integers)")
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)):
+            raise CheckpointError(f"{bad} (data_offsets {offsets!r} are not two integers)")
+        begin, end = offsets
+        if not 0 <= begin <= end <= data_len:
+            raise CheckpointError(f"{bad} (bytes {begin}..{end} lie outside the {data_len} bytes of data in the file)")
+        numel = math.prod(shape)
+        if numel * _ST_ITEMSIZE[dtype] != end - begin:
+            raise CheckpointError(f"{bad} (shape {shape} of {dtype} needs {numel * _ST_ITEMSIZE[dtype]} bytes, the entry holds {end - begin})")
+        entries[key] = _Entry(key, tuple(shape), dtype, path, start + begin, end - begin)
+    return entries
+
+
+def _read_safetensors(entry: _Entry) -> np.ndarray:
+    if entry.dtype not in _ST_FLOATS and entry.dtype != "BF16":
+        raise CheckpointError(f"{entry.file}: tensor {entry.key!r} has dtype {entry.dtype}, not a real floating-point type; refused")
+    _check_elements(math.prod(entry.shape), entry.key, entry.file)
+    fd, _ = _open_regular(entry.file, "safetensors file")
+    try:
+        raw = _pread(fd, entry.nbytes, entry.offset)
+    finally:
+        os.close(fd)
+    if len(raw) != entry.nbytes:
+        raise CheckpointError(f"{entry.file}: tensor {entry.key!r} is cut short (the file shrank while read)")
+    if entry.dtype == "BF16":
+        # bfloat16 is the upper half of a float32
+        values = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+    else:
+        values = np.frombuffer(raw, dtype=_ST_FLOATS[entry.dtype])
+    return values.astype(np.float64).reshape(entry.shape)
+
+
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+def _weights_only_reason(exc) -> str:
+    """The offending global from torch's weights-only refusal, without its advice."""
+    text = str(exc)
+    match = re.search(r"(Unsupported (?:global|operand)[^\n]*?)(?: was not an allowed global|\.\s|$)", text)
+    if match:
+        return match.group(1).strip()
+    for line in text.splitlines():
+        line = line.strip()
+        if line and "weights_only" not in line and "trust" not in line.lower() and not line.startswith("("):
+            return line[:200]
+    return type(exc).__name__
+
+
+def _torch_archive(path: Path):
+    """Check a torch zip archive entry by entry, then load it with ``weights_only=True``."""
+    fd, size = _open_regular(path, "torch checkpoint")
+    try:
+        head = _pread(fd, 4, 0)
+    finally:
+        os.close(fd)
+    if head != _ZIP_MAGIC:
+        if head[:1] == b"\x80":
+            raise CheckpointError(
+                f"{path}: refused: a bare or legacy pickle, whose storage sizes cannot be checked before they are allocated; "
+                "nothing in it was executed (re-save it with torch.save, or as safetensors)"
+            )
+        raise CheckpointError(f"{path}: not a torch checkpoint (neither a zip archive nor a pickle: starts with {head!r})")
+    caps = current_checkpoint_caps()
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise CheckpointError(f"{path}: not a readable torch checkpoint (broken zip archive: {exc})") from None
+    if len(infos) > 16 * caps.max_files + 64:
+        raise CheckpointError(f"{path}: {len(infos)} entries in the archive, above the cap; refused")
+    pickles = [i for i in infos if i.filename == "data.pkl" or i.filename.endswith("/data.pkl")]
+    if len(pickles) != 1:
+        raise CheckpointError(f"{path}: not a torch checkpoint ({len(pickles)} data.pkl entries in the archive)")
+    for info in infos:
+        if info.compress_type != zipfile.ZIP_STORED:
+            raise CheckpointError(
+                f"{path}: refused: entry {info.filename!r} is compressed (torch.save stores entries uncompressed; "
+                "a compressed entry can expand far beyond the file); nothing in it was read"
+            )
+        if info.header_offset + info.file_size > size:
+            raise CheckpointError(f"{path}: entry {info.filename!r} declares {info.file_size} bytes beyond the end of the file; refused")
+    if pickles[0].file_size > caps.max_pickle_bytes:
+        raise CheckpointError(
+            f"{path}: data.pkl of {pickles[0].file_size} bytes, above the cap of {caps.max_pickle_bytes} (OTPRIOR_MAX_PICKLE_BYTES)"
+        )
     try:
         with warnings.catch_warnings():
-            # informational: torch notes protocols other than 2; the weights-only unpickler decides
-            warnings.filterwarnings("ignore", message="Detected pickle protocol")
-            try:
-                return torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
-            except RuntimeError as exc:
-                if "mmap" not in str(exc).lower() and "zip" not in str(exc).lower():
-                    raise
-                return torch.load(str(path), map_location="cpu", weights_only=True)
+            warnings.simplefilter("ignore")  # torch's notes on protocols and storages; the unpickler decides
+            return torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
     except pickle.UnpicklingError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CheckpointError(
-            f"{path}: refused: the pickle holds objects other than tensors and plain containers "
-            f"(weights_only load failed: {first}); nothing in it was executed"
+            f"{path}: refused: the pickle asks for more than tensors and plain containers ({_weights_only_reason(exc)}); "
+            "nothing in it was executed"
         ) from None
-    except (EOFError, OSError, RuntimeError, ValueError) as exc:
-        raise CheckpointError(f"{path}: not a readable torch checkpoint ({type(exc).__name__}: {exc})") from None
+    except Exception as exc:  # torch raises many types on malformed archives; all mean "unreadable"
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        raise CheckpointError(f"{path}: not a readable torch checkpoint ({type(exc).__name__}: {first})") from None
+
+
+def _is_tensor_dict(obj):
+    return isinstance(obj, dict) and obj and all(type(k) is str for k in obj) and any(isinstance(v, torch.Tensor) for v in obj.values())
 
 
 def _find_state_dict(state, path):
-    if isinstance(state, dict) and state and all(isinstance(v, torch.Tensor) for v in state.values()):
+    """The dict of tensors in a loaded archive: the top level or one of the usual wrappers."""
+    if _is_tensor_dict(state) and all(isinstance(v, torch.Tensor) for v in state.values()):
         return state
     if isinstance(state, dict):
-        for key in ("state_dict", "model", "module", "model_state_dict"):
+        for key in ("state_dict", "model", "module", "model_state_dict", "model_states"):
             inner = state.get(key)
-            if isinstance(inner, dict) and inner and all(isinstance(v, torch.Tensor) for v in inner.values()):
-                return inner
+            if _is_tensor_dict(inner):
+                return {k: v for k, v in inner.items() if isinstance(v, torch.Tensor)}
+        if _is_tensor_dict(state):
+            return {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
     raise CheckpointError(f"{path}: no state dict of tensors found (top-level type {type(state).__name__})")
 
 
-def _layer_of(key, order):
-    match = _LAYER.search(key)
-    return int(match.group(1)) if match else order
+def _tensor_entries(state_dict, path) -> dict:
+    entries = {}
+    for key, t in state_dict.items():
+        if type(t) not in (torch.Tensor, torch.nn.Parameter):
+            raise CheckpointError(f"{path}: {key!r} is a {type(t).__name__}, not a plain tensor; refused")
+        shape = tuple(int(s) for s in torch.Tensor.size(t))
+        entries[key] = _Entry(key, shape, str(t.dtype).replace("torch.", ""), path, tensors=(t,))
+    return entries
 
 
-def _match(keys, pattern):
-    return [k for k in keys if pattern.search(k)]
+def _checked_array(t, key, path) -> np.ndarray:
+    """A float64 copy of a loaded tensor, after checking it is what it claims (methods are
+    called through ``torch.Tensor``: instance state cannot shadow them)."""
+    if type(t) not in (torch.Tensor, torch.nn.Parameter):
+        raise CheckpointError(f"{path}: {key!r} is a {type(t).__name__}, not a plain tensor; refused")
+    if t.layout != torch.strided:
+        raise CheckpointError(f"{path}: tensor {key!r} has layout {t.layout} (sparse or other); only dense tensors are read")
+    if torch.Tensor.is_complex(t) or not torch.Tensor.is_floating_point(t):
+        raise CheckpointError(f"{path}: tensor {key!r} has dtype {t.dtype}, not a real floating-point type; refused")
+    if t.device.type != "cpu":
+        raise CheckpointError(f"{path}: tensor {key!r} lives on {t.device}, not the CPU")
+    shape = tuple(torch.Tensor.size(t))
+    numel = math.prod(shape)
+    _check_elements(numel, key, path)
+    if numel:
+        item = torch.Tensor.element_size(t)
+        stored = torch.UntypedStorage.nbytes(torch.Tensor.untyped_storage(t)) // item
+        strides = torch.Tensor.stride(t)
+        extent = torch.Tensor.storage_offset(t) + sum((s - 1) * st for s, st in zip(shape, strides, strict=True)) + 1
+        if numel > stored or extent > stored or min(strides, default=1) < 0:
+            raise CheckpointError(
+                f"{path}: tensor {key!r} is a view of {numel} elements over a storage of {stored}; refused "
+                "(a view larger than its storage would be materialised from nothing)"
+            )
+    with torch.no_grad():
+        out = torch.Tensor.to(torch.Tensor.detach(t), dtype=torch.float64, copy=True)
+    return torch.Tensor.numpy(out).reshape(shape)
 
 
-def _config_beside(path: Path) -> dict:
-    for candidate in (path.with_suffix(".json"), path.parent / "config.json"):
-        if candidate.exists():
-            try:
-                return json.loads(candidate.read_text())
-            except json.JSONDecodeError as exc:
-                raise CheckpointError(f"{candidate}: not valid JSON ({exc})") from None
-    return {}
+class _Source:
+    """Tensor names, shapes and single-tensor reads over one or several files."""
+
+    def __init__(self, entries: dict, description: str, path: Path, *, layer_of=None):
+        self.entries = entries
+        self.description = description
+        self.path = path
+        self.layer_of = layer_of or {}
+        self.read = []
+
+    @property
+    def keys(self):
+        return list(self.entries)
+
+    def shape(self, key):
+        return self.entries[key].shape
+
+    def get(self, key) -> np.ndarray:
+        entry = self.entries.get(key)
+        if entry is None:
+            raise CheckpointError(f"{self.path}: missing key {key!r}")
+        if entry.tensors:
+            parts = [_checked_array(t, key, entry.file) for t in entry.tensors]
+            value = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+            nbytes = sum(p.size for p in parts) * torch.Tensor.element_size(entry.tensors[0])
+        else:
+            value = _read_safetensors(entry)
+            nbytes = entry.nbytes
+        if not np.all(np.isfinite(value)):
+            raise CheckpointError(f"{entry.file}: tensor {key!r} holds non-finite values")
+        self.read.append((key, int(nbytes)))
+        return value
+
+    def layer(self, key, order):
+        if key in self.layer_of:
+            return self.layer_of[key]
+        match = _LAYER.search(key)
+        return int(match.group(1)) if match else order
+
+
+def _plain_name(name, folder, what):
+    if not isinstance(name, str) or "/" in name or "\\" in name or name in ("", ".", "..") or "\x00" in name:
+        raise CheckpointError(f"{folder}: the {what} names {name!r}, not a file inside the folder; refused")
+    return folder / name
+
+
+def _sharded(folder: Path, index_name: str, reader):
+    index = _read_json(folder / index_name, "shard index")
+    weight_map = index.get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise CheckpointError(f"{folder / index_name}: no weight_map object in the shard index")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()):
+        raise CheckpointError(f"{folder / index_name}: the weight_map's values are not all file names")
+    files = sorted(set(weight_map.values()))
+    if len(files) > current_checkpoint_caps().max_files:
+        raise CheckpointError(f"{folder / index_name}: {len(files)} shards, above the cap of {current_checkpoint_caps().max_files}")
+    entries = {}
+    for name in files:
+        part = reader(_plain_name(name, folder, "shard index"))
+        for key, entry in part.items():
+            if weight_map.get(key) == name:
+                entries[key] = entry
+    missing = [k for k in weight_map if k not in entries]
+    if missing:
+        raise CheckpointError(f"{folder / index_name}: {len(missing)} keys of the weight_map are not in their shards (first: {missing[0]!r})")
+    return entries, files
+
+
+def _archive_entries(path: Path) -> dict:
+    return _tensor_entries(_find_state_dict(_torch_archive(path), path), path)
+
+
+def _per_layer(folder: Path, names):
+    """GPT-NeoX pipeline folders: ``layer_XX-model_YY-model_states.pt``, one file per layer and
+    model-parallel rank; per-head tensors of the ranks are concatenated in rank order."""
+    groups = {}
+    for name in names:
+        m = _PER_LAYER_FILE.match(name)
+        groups.setdefault(int(m.group(1)), []).append((int(m.group(2)), name))
+    entries, layer_of = {}, {}
+    for pipe_index in sorted(groups):
+        ranks = sorted(groups[pipe_index])
+        parts = [_archive_entries(folder / name) for _, name in ranks]
+        for key, entry in parts[0].items():
+            pieces = [p.get(key) for p in parts]
+            if any(p is None for p in pieces):
+                raise CheckpointError(f"{folder}: {key!r} is missing from some model-parallel ranks of layer file {pipe_index}")
+            shape = (sum(p.shape[0] for p in pieces), *entry.shape[1:]) if entry.shape else entry.shape
+            full = f"layers.{pipe_index}.{key}"
+            entries[full] = _Entry(full, shape, entry.dtype, entry.file, tensors=tuple(t for p in pieces for t in p.tensors))
+            layer_of[full] = pipe_index
+    return entries, layer_of, len(names)
+
+
+def _open_source(path: Path):
+    """``(source, config, config_path)`` for a folder or a file."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: no such file or folder") from None
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot be read ({exc.strerror})") from None
+    caps = current_checkpoint_caps()
+    layer_of = None
+    if stat.S_ISDIR(st.st_mode):
+        try:
+            with os.scandir(path) as it:
+                names = []
+                for e in it:
+                    names.append(e.name)
+                    if len(names) > 16 * caps.max_files:
+                        raise CheckpointError(f"{path}: more than {16 * caps.max_files} entries in the folder; refused")
+        except OSError as exc:
+            raise CheckpointError(f"{path}: cannot list the folder ({exc.strerror})") from None
+        names = sorted(names)
+        layer_files = [n for n in names if _PER_LAYER_FILE.match(n)]
+        singles = [n for n in names if n.endswith((".safetensors", ".pt", ".pth", ".bin", ".ckpt"))]
+        if "model.safetensors.index.json" in names:
+            entries, files = _sharded(path, "model.safetensors.index.json", _safetensors_entries)
+            what = f"sharded safetensors ({len(files)} shards)"
+        elif "model.safetensors" in names:
+            entries, what = _safetensors_entries(path / "model.safetensors"), "model.safetensors"
+        elif "pytorch_model.bin.index.json" in names:
+            entries, files = _sharded(path, "pytorch_model.bin.index.json", _archive_entries)
+            what = f"sharded pytorch_model.bin ({len(files)} shards, weights_only)"
+        elif "pytorch_model.bin" in names:
+            entries, what = _archive_entries(path / "pytorch_model.bin"), "pytorch_model.bin (weights_only)"
+        elif layer_files:
+            if len(layer_files) > caps.max_files:
+                raise CheckpointError(f"{path}: {len(layer_files)} per-layer files, above the cap of {caps.max_files}")
+            entries, layer_of, count = _per_layer(path, layer_files)
+            what = f"per-layer pipeline files ({count})"
+        elif len(singles) == 1:
+            return _open_source(path / singles[0])
+        else:
+            found = ", ".join(singles[:5]) or "none"
+            raise CheckpointError(
+                f"{path}: no model found in the folder (expected model.safetensors, a shard index, pytorch_model.bin, "
+                f"per-layer layer_XX-model_YY-model_states.pt files, or one checkpoint file; checkpoint files: {found})"
+            )
+        config_path = path / "config.json" if "config.json" in names else None
+        description = f"model folder: {what}"
+        folder = path
+    elif stat.S_ISREG(st.st_mode):
+        suffix = path.suffix.lower()
+        if suffix == ".safetensors":
+            entries = _safetensors_entries(path)
+        elif suffix in (".pt", ".pth", ".bin", ".ckpt"):
+            entries = _archive_entries(path)
+        else:
+            raise CheckpointError(f"{path}: unsupported suffix {path.suffix!r}; expected a model folder, .safetensors, .pt, .pth, .bin or .ckpt")
+        description = f"file: {path.name}"
+        folder = path.parent
+        config_path = next((c for c in (path.with_suffix(".json"), folder / "config.json") if os.path.lexists(c)), None)
+    else:
+        raise CheckpointError(f"{path}: not a regular file or folder (a FIFO, device or socket); refused unread")
+    config = _read_json(config_path, "config") if config_path is not None else {}
+    record = {}
+    for name in _RECORDS:
+        if os.path.lexists(folder / name):
+            record = _read_json(folder / name, "training record")
+            break
+    return _Source(entries, description, path, layer_of=layer_of), config, config_path, record
+
+
+# --------------------------------------------------------------------------- config values
+
+
+class _Config:
+    """Typed access to config values, each refused with one clear line when mistyped."""
+
+    def __init__(self, data: dict, where: str):
+        self.data = data
+        self.where = where
+
+    def value(self, names, kind, default=None, data=None):
+        data = self.data if data is None else data
+        for name in names:
+            if name in data and data[name] is not None:
+                v = data[name]
+                ok = {
+                    "int": type(v) is int and v > 0,
+                    "float": type(v) in (int, float) and math.isfinite(v),
+                    "bool": type(v) is bool,
+                    "str": type(v) is str,
+                    "dict": type(v) is dict,
+                }[kind]
+                if not ok:
+                    desc = {"int": "a positive integer", "float": "a finite number", "bool": "true or false", "str": "a string", "dict": "an object"}[kind]
+                    raise CheckpointError(f"{self.where}: {name} = {v!r} is not {desc}")
+                return v
+        return default
+
+
+# --------------------------------------------------------------------------- ALiBi slopes
+
+
+def interim_alibi_slopes(variant, heads, *, alibi_bias_max=8.0, head_dim=None):
+    """Per-head ALiBi slopes of the families, until the encodings registry provides them.
+
+    * ``bloom`` (and the ALiBi paper, GPT-NeoX): :math:`2^{-8h/H}`, ``h = 1..H`` for ``H`` a
+      power of two; otherwise those of the power of two below, then every other slope of
+      the power of two above (:meth:`otprior.encodings.ALiBi.slopes`);
+    * ``mpt`` (``build_mpt_alibi_tensor``): with :math:`P = 2^{\\lceil\\log_2 H\\rceil}`,
+      :math:`m_h = 2^{-h\\,b/P}`, ``h = 1..P``, ``b = alibi_bias_max``; for ``H < P`` the odd
+      then the even entries, the first ``H`` kept;
+    * ``falcon``: BLOOM's slopes divided by :math:`\\sqrt{d_{head}}`, since Falcon multiplies
+      the biased logits by :math:`1/\\sqrt{d_{head}}`.
+    """
+    from ..encodings import ALiBi
+
+    if variant == "mpt":
+        P = 1 << max(0, (heads - 1).bit_length())
+        base = [2.0 ** (-(h + 1) * alibi_bias_max / P) for h in range(P)]
+        return base if P == heads else (base[1::2] + base[0::2])[:heads]
+    slopes = ALiBi.slopes(heads)
+    if variant == "falcon":
+        return [m / math.sqrt(head_dim) for m in slopes]
+    return slopes
+
+
+# --------------------------------------------------------------------------- detection
+
+
+def _config_scheme(cfg: _Config, family: str):
+    """``(scheme, encoding_params, note)`` the config alone implies, or ``(None, {}, "")``."""
+    c = cfg.data
+    if "scheme" in c and "n_heads" in c and "d_model" in c:  # the reference model's ModelConfig
+        scheme = cfg.value(["scheme"], "str")
+        if scheme not in SCHEMES:
+            raise CheckpointError(f"{cfg.where}: scheme = {scheme!r} is not one of {', '.join(SCHEMES)}")
+        return scheme, {"variant": "bloom"} if scheme == "alibi" else {}, "reference-model config"
+    if family in _ALIBI_TYPES:
+        if family == "mpt":
+            attn = cfg.value(["attn_config"], "dict", {})
+            if not cfg.value(["alibi"], "bool", True, data=attn):
+                return "nope", {}, "MPT with attn_config.alibi = false: no relative bias (learned absolute positions enter the content)"
+            return "alibi", {"variant": "mpt", "alibi_bias_max": float(cfg.value(["alibi_bias_max"], "float", 8.0, data=attn))}, "MPT ALiBi"
+        if family == "falcon":
+            if not cfg.value(["alibi"], "bool", False):
+                return "rope", _rope_params(cfg), "Falcon without ALiBi: RoPE"
+            return "alibi", {"variant": "falcon"}, "Falcon ALiBi"
+        return "alibi", {"variant": "bloom"}, "BLOOM ALiBi"
+    if family in _T5_TYPES:
+        return "t5", {}, f"{family} relative_attention_bias"
+    pos_emb = cfg.value(["pos_emb"], "str")
+    if pos_emb is not None:  # GPT-NeoX / KERPLE configs
+        if pos_emb.startswith("kerple_log"):
+            return "kerple-log", {}, f"pos_emb = {pos_emb!r}"
+        if pos_emb.startswith("kerple_power"):
+            return "kerple-power", {}, f"pos_emb = {pos_emb!r}"
+        if pos_emb == "alibi":
+            return "alibi", {"variant": "bloom"}, "pos_emb = 'alibi'"
+        if pos_emb == "rotary":
+            return "rope", _rope_params(cfg), "pos_emb = 'rotary'"
+        if pos_emb == "none":
+            return "nope", {}, "pos_emb = 'none'"
+    if cfg.value(["alibi", "use_alibi"], "bool", False) or cfg.value(["position_embedding_type"], "str") == "alibi":
+        return "alibi", {"variant": "bloom"}, "the config's alibi setting"
+    if family in _ROPE_TYPES or any(k in c for k in ("rope_theta", "rope_parameters", "rope_scaling", "rotary_emb_base")):
+        return "rope", _rope_params(cfg), f"{family or 'config'} RoPE"
+    return None, {}, ""
+
+
+def _rope_params(cfg: _Config) -> dict:
+    params = cfg.value(["rope_parameters"], "dict") or {}
+    scaling = cfg.value(["rope_scaling"], "dict") or {}
+    theta = cfg.value(["rope_theta"], "float") or cfg.value(["rope_theta"], "float", data=params) or cfg.value(["rotary_emb_base"], "float") or 10000.0
+    merged = {**scaling, **params}
+    rope_type = cfg.value(["rope_type", "type"], "str", "default", data=merged)
+    out = {"rope_theta": float(theta), "rope_type": rope_type}
+    if rope_type != "default":
+        factor = cfg.value(["factor"], "float", None, data=merged)
+        if factor is not None:
+            out["factor"] = float(factor)
+        original = cfg.value(["original_max_position_embeddings"], "int", None, data=merged)
+        if original is not None:
+            out["original_max_position_embeddings"] = original
+        for key in ("beta_fast", "beta_slow", "attention_factor", "low_freq_factor", "high_freq_factor"):
+            v = cfg.value([key], "float", None, data=merged)
+            if v is not None:
+                out[key] = float(v)
+    return out
+
+
+def _tensor_schemes(keys):
+    found = {role: [k for k in keys if p.search(k)] for role, p in _PATTERNS.items()}
+    present = set()
+    if found["alpha_raw"]:
+        present.add("log-distance")
+    if found["bias_p"] or found["bias_a"] or found["wei_p"] or found["wei_a"]:
+        present.add("kerple")
+    if found["slope"]:
+        present.add("alibi")
+    if found["relative_attention_bias"]:
+        present.add("t5")
+    if any(_ROPE_KEYS.search(k) for k in keys):
+        present.add("rope")
+    if any(_CABLE_KEYS.search(k) for k in keys):
+        present.add("cable")
+    return present, found
+
+
+def _compatible(scheme, present):
+    """Whether tensors of the kinds ``present`` can belong to ``scheme``."""
+    family = "kerple" if scheme.startswith("kerple") else scheme
+    return present <= {family}
+
+
+# --------------------------------------------------------------------------- loading
 
 
 def load_checkpoint(path, scheme=None, mapping=None, *, num_heads=None) -> Checkpoint:
@@ -167,144 +775,436 @@ def load_checkpoint(path, scheme=None, mapping=None, *, num_heads=None) -> Check
     Parameters
     ----------
     path : str or Path
-        ``.safetensors`` (read key by key) or ``.pt``/``.pth``/``.bin`` (``torch.load``
-        with ``weights_only=True``; a pickle that would run code is refused).
-    scheme : {"log-distance", "kerple-log", "kerple-power", "alibi"}, optional
-        Detected from parameter names when omitted; KERPLE's two variants share names,
-        so for them it must be given.
+        A model folder or a checkpoint file (see the module docstring).
+    scheme : str, optional
+        One of :data:`SCHEMES`. Decided from the config and the tensor names when omitted;
+        when given it must agree with them (otherwise :class:`CheckpointError`).
     mapping : dict, optional
-        ``{regex: role}`` for other layouts; roles: ``alpha``, ``alpha_raw``,
-        ``alpha_margin``, ``r1``, ``r2``, ``slope``. Requires ``scheme``.
+        ``{tensor name or regex: role}`` for layouts the names do not reveal; roles are
+        :data:`ROLES`. Every mapped tensor is shape-checked: per-head roles ``(H,)`` or
+        ``(H, 1, 1)``, ``relative_attention_bias`` ``(buckets, H)``, with one ``H`` for all
+        (``num_heads`` when given). Requires ``scheme``.
     num_heads : int, optional
-        For ALiBi without stored slopes: the slopes implied by the head count.
+        The head count where no tensor stores one per head (ALiBi with implied slopes);
+        bounded by the hidden size the tensors imply.
 
     Returns
     -------
     Checkpoint
     """
     path = Path(path)
-    if not path.exists():
-        raise CheckpointError(f"{path}: no such file")
     if scheme is not None and scheme not in SCHEMES:
         raise DomainError("scheme", scheme, f"one of {', '.join(SCHEMES)}")
-    reader = _Reader(path)
-    config = _config_beside(path)
-    keys = reader.keys
+    if num_heads is not None and (type(num_heads) is not int or num_heads < 1):
+        raise DomainError("num_heads", num_heads, "a positive integer")
+    source, config, config_path, record = _open_source(path)
+    return _build(source, config, str(config_path or path), record, scheme, mapping, num_heads)
+
+
+def checkpoint_from_state_dict(state_dict, config=None, *, scheme=None, mapping=None, num_heads=None, name="<state dict>") -> Checkpoint:
+    """:func:`load_checkpoint` for a state dict in memory (a running model's), with its config dict."""
+    entries = _tensor_entries(dict(state_dict), Path(name))
+    return _build(_Source(entries, "state dict in memory", Path(name)), dict(config or {}), name, {}, scheme, mapping, num_heads)
+
+
+def checkpoint_from_model(model, *, scheme=None, mapping=None, num_heads=None) -> Checkpoint:
+    """The positional parameters of a model in memory: an :class:`otprior.torch.ReferenceModel`
+    or a ``transformers`` model (``model.config``)."""
+    from dataclasses import asdict, is_dataclass
+
+    cfg = getattr(model, "cfg", None)
+    if is_dataclass(cfg):
+        config = asdict(cfg)
+    elif hasattr(model, "config") and hasattr(model.config, "to_dict"):
+        config = json.loads(json.dumps(model.config.to_dict(), default=str))
+    else:
+        config = {}
+    return checkpoint_from_state_dict(model.state_dict(), config, scheme=scheme, mapping=mapping, num_heads=num_heads, name=type(model).__name__)
+
+
+def _training_length(cfg: _Config, record: dict, encoding_params: dict):
+    original = encoding_params.get("original_max_position_embeddings")
+    if original is not None:
+        return int(original), "rope_scaling.original_max_position_embeddings in the config"
+    rec = _Config(record, "training record")
+    for key in ("train_length", "seq_length", "max_seq_length"):
+        v = rec.value([key], "int")
+        if v is not None:
+            return v, f"{key} in the training record"
+    for key in _TRAIN_LENGTH_KEYS:
+        v = cfg.value([key], "int")
+        if v is not None:
+            return v, f"{key} in the config"
+    return None, "not found"
+
+
+def _hidden_size(source: _Source):
+    for key in source.keys:
+        if _EMBED.search(key) and len(source.shape(key)) == 2:
+            return source.shape(key)[1], key
+    dims = [(source.shape(k)[1], k) for k in source.keys if len(source.shape(k)) == 2 and re.search(r"(?:qkv|query|q_proj|Wqkv|\.q)\.weight$", k)]
+    return max(dims) if dims else (None, None)
+
+
+def _layer_ids(source: _Source):
+    return sorted({source.layer(k, -1) for k in source.keys if source.layer(k, -1) >= 0})
+
+
+def _bounded_heads(H, source, where, what):
+    hidden, key = _hidden_size(source)
+    if hidden is None:
+        raise CheckpointError(f"{where}: {what} = {H}, but no embedding or attention weight bounds the head count; refused")
+    if H > hidden or hidden % H:
+        raise CheckpointError(f"{where}: {what} = {H} heads do not divide the hidden size {hidden} of {key!r}; refused")
+    return hidden // H
+
+
+def _build(source, config, where, record, scheme, mapping, num_heads) -> Checkpoint:
+    cfg = _Config(config, where)
+    family = cfg.value(["model_type"], "str", "") or ""
+    keys = source.keys
+    present, found = _tensor_schemes(keys)
+    config_scheme, enc_params, config_note = _config_scheme(cfg, family)
 
     if mapping is not None:
         if scheme is None:
             raise DomainError("scheme", None, "a scheme name when a mapping is given")
-        patterns = {}
-        for regex, role in mapping.items():
-            if role not in _ROLES:
-                raise DomainError("mapping", mapping, f"roles among {', '.join(_ROLES)}")
-            patterns[role] = re.compile(regex)
+        found = _mapped(mapping, keys, source, num_heads)
         note = f"scheme {scheme!r} with a user mapping"
+        if scheme == "alibi" and "variant" not in enc_params:
+            enc_params = {"variant": "bloom"}
     else:
-        found = {name: {role: _match(keys, p) for role, p in pats.items()} for name, pats in _PATTERNS.items()}
-        present = [name for name, roles in found.items() if any(roles.values())]
-        if scheme is None:
-            if "kerple" in present:
+        if config_scheme is not None:
+            detected = config_scheme
+            family_of = "kerple" if detected.startswith("kerple") else detected
+            if present - {family_of}:
                 raise CheckpointError(
-                    f"{path}: KERPLE parameters (bias_p, bias_a) found; KERPLE's log and power variants share these "
-                    "names: pass scheme='kerple-log' or scheme='kerple-power' (--scheme on the command line)"
+                    f"{where}: the config says {detected} ({config_note}) but the tensors hold "
+                    f"{', '.join(sorted(present - {family_of}))} parameters"
                 )
-            if len(present) == 1:
-                scheme = present[0]
-            elif not present and num_heads is not None:
-                scheme = "alibi"
-            elif not present:
+            note = f"detected {detected!r} from the config ({config_note})"
+        else:
+            kinds = present
+            if kinds == {"kerple"}:
+                power_only = found["wei_p"] or found["wei_a"]
+                if scheme in ("kerple-log", "kerple-power") and not (power_only and scheme == "kerple-log"):
+                    detected = scheme
+                elif power_only or not found["bias_p"] or not found["bias_a"]:
+                    detected = "kerple-power"
+                else:
+                    raise CheckpointError(
+                        f"{where}: KERPLE parameters (bias_p, bias_a) found; KERPLE's log and power variants share these "
+                        "names: pass scheme='kerple-log' or scheme='kerple-power' (--scheme on the command line)"
+                    )
+            elif len(kinds) == 1:
+                detected = next(iter(kinds))
+            elif not kinds and scheme is not None:
+                detected = scheme
+            elif not kinds:
                 raise CheckpointError(
-                    f"{path}: no positional parameters recognised among {len(keys)} keys; pass scheme= and mapping= "
-                    "(or num_heads= for ALiBi with implied slopes)"
+                    f"{where}: no positional parameters recognised among {len(keys)} tensors and no model type in a config; "
+                    "pass scheme= and mapping= (or scheme='alibi' with num_heads= for slopes implied by the head count)"
                 )
             else:
-                raise CheckpointError(f"{path}: parameters of several schemes found ({', '.join(present)}); pass scheme=")
-            note = f"detected scheme {scheme!r} from parameter names"
-        else:
-            note = f"scheme {scheme!r} as given"
-        family = "kerple" if scheme.startswith("kerple") else scheme
-        patterns = _PATTERNS[family]
+                raise CheckpointError(f"{where}: parameters of several schemes found ({', '.join(sorted(kinds))}); pass scheme= and mapping=")
+            if detected == "alibi":
+                enc_params = {"variant": "bloom"}
+            note = f"scheme {detected!r} as given" if not kinds else f"detected {detected!r} from the tensor names"
+        if scheme is not None and scheme != detected:
+            raise CheckpointError(f"{where}: scheme {scheme!r} contradicts the checkpoint, which holds {detected} ({note})")
+        scheme = detected
 
-    role_keys = {role: _match(keys, p) for role, p in patterns.items()}
-    read = []
-
-    def tensor(key):
-        t = reader.get(key)
-        read.append((key, t.numel() * t.element_size()))
-        return t.detach().to(torch.float64).reshape(-1).numpy()
-
-    heads = []
-    if scheme == "log-distance":
-        raw_keys = role_keys.get("alpha_raw") or role_keys.get("alpha")
-        if not raw_keys:
-            raise CheckpointError(f"{path}: missing key for the log-distance exponent (…pos.alpha_raw)")
-        margin_keys = role_keys.get("alpha_margin", [])
-        for order, key in enumerate(raw_keys):
-            values = tensor(key)
-            layer = _layer_of(key, order)
-            if "alpha" in role_keys and role_keys["alpha"]:
-                alphas = values
-            else:
-                margin = _margin_for_key(key, margin_keys, tensor, config, path)
-                alphas = 1.0 + margin + np.logaddexp(0.0, values)  # softplus
-            heads += [HeadParameters(layer, h, {"alpha": float(a)}) for h, a in enumerate(alphas)]
-    elif scheme in ("kerple-log", "kerple-power"):
-        r1_keys, r2_keys = role_keys.get("r1", []), role_keys.get("r2", [])
-        if not r1_keys:
-            raise CheckpointError(f"{path}: missing key for KERPLE r1 (…bias_p)")
-        for order, k1 in enumerate(r1_keys):
-            k2 = _partner(k1, r2_keys, path, "r2 (…bias_a)")
-            p, a = tensor(k1), tensor(k2)
-            if p.shape != a.shape:
-                raise CheckpointError(f"{path}: key {k1!r} has shape {tuple(p.shape)} but {k2!r} has shape {tuple(a.shape)}")
-            # KERPLE clamps both at 0.01 in its forward pass
-            p, a = np.maximum(p, 0.01), np.maximum(a, 0.01)
-            heads += [HeadParameters(_layer_of(k1, order), h, {"r1": float(x), "r2": float(y)}) for h, (x, y) in enumerate(zip(p, a, strict=True))]
-    elif scheme == "alibi":
-        slope_keys = role_keys.get("slope", [])
-        if slope_keys:
-            for order, key in enumerate(slope_keys):
-                heads += [HeadParameters(_layer_of(key, order), h, {"slope": float(m)}) for h, m in enumerate(tensor(key))]
-        else:
-            H = num_heads or config.get("n_heads")
-            if not H:
-                raise CheckpointError(f"{path}: no stored ALiBi slopes; pass num_heads= to use the slopes implied by the head count")
-            from ..encodings import ALiBi
-
-            n_layers = int(config.get("n_layers", 1))
-            heads = [HeadParameters(layer, h, {"slope": m}) for layer in range(n_layers) for h, m in enumerate(ALiBi.slopes(int(H)))]
-            note += f"; slopes implied by {H} heads"
-    if not heads:
-        raise CheckpointError(f"{path}: scheme {scheme!r} found no heads")
-    for head in heads:
-        for name, value in head.params.items():
-            if not math.isfinite(value):
-                raise CheckpointError(f"{path}: layer {head.layer} head {head.head}: {name} = {value} is not finite")
+    heads, layers, H = _heads(scheme, source, cfg, found, enc_params, num_heads, where)
+    train_length, train_source = _training_length(cfg, record, enc_params)
+    enc_params = dict(enc_params)
+    if scheme == "rope" and not enc_params:
+        enc_params = _rope_params(cfg)
     return Checkpoint(
-        path=path,
+        path=source.path,
         scheme=scheme,
         heads=heads,
-        keys_read=[k for k, _ in read],
-        bytes_read=sum(b for _, b in read),
-        note=note,
+        keys_read=[k for k, _ in source.read],
+        bytes_read=sum(b for _, b in source.read),
+        note=f"{note}; {source.description}",
         config=config,
+        family=family or "tensors",
+        encoding_params=enc_params,
+        training_length=train_length,
+        training_length_source=train_source,
+        num_layers=layers,
+        num_heads=H,
     )
 
 
-def _margin_for_key(key, margin_keys, tensor, config, path):
-    prefix = key.rsplit(".", 1)[0]
-    for mk in margin_keys:
-        if mk.rsplit(".", 1)[0] == prefix:
-            return float(tensor(mk)[0])
-    if "alpha_margin" in config:
-        return float(config["alpha_margin"])
-    raise CheckpointError(f"{path}: missing key {prefix + '.alpha_margin'!r} (and no alpha_margin in the JSON config)")
+def _mapped(mapping, keys, source, num_heads):
+    if not isinstance(mapping, dict) or not mapping:
+        raise DomainError("mapping", mapping, "a non-empty dict {tensor name or regex: role}")
+    found = {role: [] for role in ROLES}
+    for pattern, role in mapping.items():
+        if role not in ROLES:
+            raise DomainError("mapping", f"{pattern}={role}", f"roles among {', '.join(ROLES)}")
+        if not isinstance(pattern, str):
+            raise DomainError("mapping", pattern, "tensor names or regular expressions (strings)")
+        if pattern in source.entries:
+            matched = [pattern]
+        else:
+            try:
+                regex = re.compile(pattern)
+            except re.error as exc:
+                raise DomainError("mapping", pattern, f"a tensor name or a valid regular expression ({exc})") from None
+            matched = [k for k in keys if regex.search(k)]
+        if not matched:
+            raise CheckpointError(f"{source.path}: mapping {pattern!r} -> {role} matches no tensor")
+        found[role] += matched
+    heads_seen = set() if num_heads is None else {num_heads}
+    for role, ks in found.items():
+        for k in ks:
+            shape = source.shape(k)
+            if role in _PER_HEAD_ROLES:
+                if not (len(shape) == 1 or (len(shape) == 3 and shape[1:] == (1, 1))):
+                    raise CheckpointError(f"{source.path}: {k!r} mapped to {role} has shape {shape}; a per-head role needs (H,) or (H, 1, 1)")
+                heads_seen.add(shape[0])
+            elif role == "relative_attention_bias":
+                if len(shape) != 2:
+                    raise CheckpointError(f"{source.path}: {k!r} mapped to {role} has shape {shape}; a bucket table needs (buckets, H)")
+                heads_seen.add(shape[1])
+            elif role == "alpha_margin" and math.prod(shape) != 1:
+                raise CheckpointError(f"{source.path}: {k!r} mapped to {role} has shape {shape}; it needs one value")
+    if len(heads_seen) > 1:
+        raise CheckpointError(f"{source.path}: the mapped tensors disagree on the head count ({sorted(heads_seen)})")
+    return found
 
 
-def _partner(key, candidates, path, what):
+def _per_head(values, key, path):
+    v = np.asarray(values)
+    if v.ndim == 3 and v.shape[1:] == (1, 1):
+        v = v[:, 0, 0]
+    if v.ndim != 1:
+        raise CheckpointError(f"{path}: {key!r} has shape {v.shape}; per-head parameters need (H,) or (H, 1, 1)")
+    return v
+
+
+def _partner(key, candidates):
     prefix = key.rsplit(".", 1)[0]
     for c in candidates:
         if c.rsplit(".", 1)[0] == prefix:
             return c
-    raise CheckpointError(f"{path}: missing key {prefix + '.bias_a'!r} for {what}")
+    return None
+
+
+def _renumber(heads):
+    """Layers numbered 0, 1, ... in the order found (pipeline files count from their index)."""
+    order = {layer: i for i, layer in enumerate(sorted({h.layer for h in heads}))}
+    return [HeadParameters(order[h.layer], h.head, h.params, h.stack) for h in heads]
+
+
+def _config_layers(cfg, names, tensor_layers, where):
+    n = cfg.value(names, "int")
+    if n is not None and tensor_layers and n != len(tensor_layers):
+        raise CheckpointError(f"{where}: {names[0]} = {n} but the tensors hold {len(tensor_layers)} layers; refused")
+    return len(tensor_layers) or 1
+
+
+def _heads(scheme, source, cfg, found, enc_params, num_heads, where):
+    path = source.path
+    heads = []
+    if scheme == "log-distance":
+        raw_keys = found.get("alpha") or found.get("alpha_raw")
+        if not raw_keys:
+            raise CheckpointError(f"{where}: missing key for the log-distance exponent (…pos.alpha_raw)")
+        direct = bool(found.get("alpha"))
+        for order, key in enumerate(raw_keys):
+            values = _per_head(source.get(key), key, path)
+            if direct:
+                alphas = values
+            else:
+                mk = _partner(key, found.get("alpha_margin", []))
+                if mk is not None:
+                    margin = float(source.get(mk).reshape(-1)[0])
+                else:
+                    margin = cfg.value(["alpha_margin"], "float")
+                    if margin is None:
+                        raise CheckpointError(f"{where}: missing key {key.rsplit('.', 1)[0] + '.alpha_margin'!r} (and no alpha_margin in the config)")
+                alphas = 1.0 + margin + np.logaddexp(0.0, values)  # alpha = 1 + margin + softplus(raw)
+            heads += [HeadParameters(source.layer(key, order), h, {"alpha": float(a)}) for h, a in enumerate(alphas)]
+    elif scheme in ("kerple-log", "kerple-power"):
+        heads = _kerple(scheme, source, found, where)
+    elif scheme == "alibi":
+        slope_keys = found.get("slope", [])
+        if slope_keys:
+            for order, key in enumerate(slope_keys):
+                heads += [HeadParameters(source.layer(key, order), h, {"slope": float(m)}) for h, m in enumerate(_per_head(source.get(key), key, path))]
+        else:
+            heads = _implied_alibi(source, cfg, enc_params, num_heads, where)
+    elif scheme == "t5":
+        heads = _t5(source, cfg, found, enc_params, where)
+    elif scheme in ("rope", "nope", "cable", "causal-ot"):
+        H = num_heads or cfg.value(["n_heads", "num_attention_heads", "n_head", "num_heads"], "int")
+        if H is None:
+            raise CheckpointError(f"{where}: {scheme}: no head count in the config; pass num_heads=")
+        _bounded_heads(H, source, where, "the head count")
+        layers = _config_layers(cfg, ["n_layers", "num_hidden_layers", "n_layer", "num_layers"], _layer_ids(source), where)
+        params = {}
+        if scheme == "cable":
+            params = {"min_increment": 0.0}  # softplus increments can come arbitrarily close to 0: the worst case
+        if scheme == "causal-ot":
+            params = {"rho": float(cfg.value(["ot_rho"], "float", 0.5))}
+        heads = [HeadParameters(layer, h, dict(params)) for layer in range(layers) for h in range(H)]
+    if not heads:
+        raise CheckpointError(f"{where}: scheme {scheme!r} found no heads")
+    if source.layer_of:
+        heads = _renumber(heads)
+    for head in heads:
+        for name, value in head.params.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                raise CheckpointError(f"{where}: layer {head.layer} head {head.head}: {name} = {value} is not finite")
+    layers = len({(h.stack, h.layer) for h in heads})
+    counts = {}
+    for h in heads:
+        counts[(h.stack, h.layer)] = counts.get((h.stack, h.layer), 0) + 1
+    H = max(counts.values())
+    declared = cfg.value(["n_heads", "num_attention_heads", "n_head", "num_heads"], "int")
+    if declared is not None and scheme not in ("rope", "nope", "cable", "causal-ot") and declared != H:
+        raise CheckpointError(f"{where}: the config says {declared} heads but the tensors hold {H} per layer; refused")
+    return heads, layers, H
+
+
+def _kerple(scheme, source, found, where):
+    """KERPLE (``ParallelKerpleLog``, ``ParallelKerplePower``): ``bias_p``, ``bias_a`` of shape
+    ``(H, 1, 1)``, clamped as KERPLE's forward pass does: both at >= 0.01, the power
+    variant's exponents ``bias_p`` and ``wei_p`` also at <= 2."""
+    p_keys, a_keys = found.get("bias_p", []), found.get("bias_a", [])
+    wp_keys, wa_keys = found.get("wei_p", []), found.get("wei_a", [])
+    anchors = p_keys or a_keys or wa_keys or wp_keys
+    if scheme == "kerple-log":
+        for have, other, name in ((p_keys, a_keys, "bias_a"), (a_keys, p_keys, "bias_p")):
+            for k in have:
+                if _partner(k, other) is None:
+                    raise CheckpointError(
+                        f"{where}: missing key {k.rsplit('.', 1)[0] + '.' + name!r}: KERPLE-log needs both bias_p and bias_a "
+                        "(the kernel -bias_p log(1 + bias_a d))"
+                    )
+    heads = []
+    for order, anchor in enumerate(anchors):
+        layer = source.layer(anchor, order)
+        values = {}
+        for name, ks in (("bias_p", p_keys), ("bias_a", a_keys), ("wei_p", wp_keys), ("wei_a", wa_keys)):
+            k = _partner(anchor, ks)
+            if k is None and ks:
+                raise CheckpointError(f"{where}: missing key {anchor.rsplit('.', 1)[0] + '.' + name!r} beside {anchor!r}")
+            if k is not None:
+                values[name] = (_per_head(source.get(k), k, source.path), k)
+        shapes = {name: v.shape for name, (v, _) in values.items()}
+        if len(set(shapes.values())) > 1:
+            (n1, (_, k1)), (n2, (_, k2)) = list(values.items())[:2]
+            raise CheckpointError(f"{where}: key {k1!r} has shape {shapes[n1]} but {k2!r} has shape {shapes[n2]}")
+        H = next(iter(shapes.values()))[0]
+        for h in range(H):
+            params = {}
+            for name, (v, _) in values.items():
+                x = max(float(v[h]), 0.01)
+                if scheme == "kerple-power" and name in ("bias_p", "wei_p"):
+                    x = min(x, 2.0)
+                params[name] = x
+            heads.append(HeadParameters(layer, h, params))
+    return heads
+
+
+def _implied_alibi(source, cfg, enc_params, num_heads, where):
+    """ALiBi slopes implied by the head count (no tensor stores them)."""
+    names = ["n_head", "num_attention_heads", "n_heads"]
+    H = num_heads if num_heads is not None else cfg.value(names, "int")
+    if H is None:
+        raise CheckpointError(f"{where}: no stored ALiBi slopes and no head count in a config; pass num_heads=")
+    head_dim = _bounded_heads(H, source, where, "num_heads" if num_heads is not None else "the config's head count")
+    layers = _config_layers(cfg, ["n_layer", "num_hidden_layers", "n_layers"], _layer_ids(source), where)
+    variant = enc_params.get("variant", "bloom")
+    slopes = interim_alibi_slopes(variant, H, alibi_bias_max=enc_params.get("alibi_bias_max", 8.0), head_dim=head_dim)
+    enc_params.update({"heads": H, "head_dim": head_dim})
+    return [HeadParameters(layer, h, {"slope": float(m)}) for layer in range(layers) for h, m in enumerate(slopes)]
+
+
+def _t5(source, cfg, found, enc_params, where):
+    """T5's ``relative_attention_bias`` (``(num_buckets, H)``), in block 0 of each stack and
+    shared by every layer of it (a table in every block is read per layer)."""
+    keys = found.get("relative_attention_bias", [])
+    if not keys:
+        raise CheckpointError(f"{where}: missing …relative_attention_bias.weight")
+    nb = cfg.value(["relative_attention_num_buckets"], "int", None)
+    max_distance = cfg.value(["relative_attention_max_distance"], "int", 128)
+    heads = []
+    stacks = {}
+    for k in keys:
+        stack = "encoder" if k.startswith("encoder.") else "decoder" if k.startswith("decoder.") else ""
+        stacks.setdefault(stack, []).append(k)
+    is_enc_dec = cfg.value(["is_encoder_decoder"], "bool", bool(stacks.keys() & {"encoder", "decoder"}))
+    for stack, ks in stacks.items():
+        bidirectional = stack == "encoder" or (stack == "" and not is_enc_dec and not cfg.value(["is_decoder"], "bool", True))
+        layer_ids = sorted({source.layer(k2, -1) for k2 in source.keys if k2.startswith(stack + ".") and source.layer(k2, -1) >= 0}) if stack else []
+        names = ["num_layers"] if stack == "encoder" else ["num_decoder_layers", "num_layers"]
+        n_layers = _config_layers(cfg, names, layer_ids, where) if layer_ids else 1
+        tables = {}
+        for order, k in enumerate(ks):
+            table = source.get(k)
+            if table.ndim != 2:
+                raise CheckpointError(f"{where}: {k!r} has shape {table.shape}; a bucket table needs (num_buckets, heads)")
+            if nb is not None and table.shape[0] != nb:
+                raise CheckpointError(f"{where}: {k!r} has {table.shape[0]} buckets but relative_attention_num_buckets = {nb}")
+            tables[source.layer(k, order)] = table
+        num_buckets = next(iter(tables.values())).shape[0]
+        half = num_buckets // 2 if bidirectional else num_buckets
+        if half < 2 or max_distance < 2:
+            raise CheckpointError(f"{where}: a T5 table needs at least 2 causal buckets and max_distance >= 2")
+        enc_params.setdefault("stacks", {})[stack or "self"] = {"num_buckets": num_buckets, "max_distance": max_distance, "bidirectional": bidirectional}
+        for layer in range(n_layers):
+            table = tables.get(layer, tables[min(tables)])  # shared from block 0 as T5 shares it
+            for h in range(table.shape[1]):
+                # distances d >= 0 (keys before the query) use the lower half when bidirectional
+                heads.append(HeadParameters(layer, h, {"table": tuple(float(x) for x in table[:half, h])}, stack))
+    return heads
+
+
+# --------------------------------------------------------------------------- encodings
+
+
+def encoding_for(checkpoint: Checkpoint, head: HeadParameters, *, logit_bound=0.0):
+    """The :mod:`otprior.encodings` object for one head of a checkpoint.
+
+    This is the one place where a family's stored parameters become an encoding's; the
+    KERPLE names follow KERPLE's code: log variant :math:`-\\text{bias\\_p}\\log(1 +
+    \\text{bias\\_a}\\,d)` (``KerpleLog(r1=bias_p, r2=bias_a)``), power variant
+    :math:`-\\text{bias\\_a}\\,d^{\\text{bias\\_p}}` (``KerplePower(r1=bias_a, r2=bias_p)``;
+    an absent ``bias_a`` is 1, an absent ``bias_p`` is 1, neither means no bias). The power
+    variant's multiplicative kernel :math:`e^{-w_a d^{w_p}} \\in (0, 1]` scales content
+    logits only, so content within ``B`` stays within ``B`` and Theorem 10's band holds as is.
+    """
+    from .. import encodings as E
+
+    s, p = checkpoint.scheme, head.params
+    if s == "log-distance":
+        return E.LogDistance(p["alpha"], logit_bound=logit_bound)
+    if s == "kerple-log":
+        return E.KerpleLog(p["bias_p"], p["bias_a"], logit_bound=logit_bound)
+    if s == "kerple-power":
+        if "bias_p" not in p and "bias_a" not in p:
+            return E.NoPE(logit_bound)
+        return E.KerplePower(p.get("bias_a", 1.0), p.get("bias_p", 1.0), logit_bound=logit_bound)
+    if s == "alibi":
+        return E.ALiBi(p["slope"], logit_bound=logit_bound)
+    if s == "t5":
+        stack = checkpoint.encoding_params["stacks"][head.stack or "self"]
+        return E.T5Buckets(stack["num_buckets"], stack["max_distance"], values=np.array(p["table"]), bidirectional=stack["bidirectional"], logit_bound=logit_bound)
+    if s == "rope":
+        ep = checkpoint.encoding_params
+        if ep.get("rope_type") == "yarn" and "factor" in ep:
+            kw = {k: ep[k] for k in ("beta_fast", "beta_slow") if k in ep}
+            original = ep.get("original_max_position_embeddings", checkpoint.training_length or 4096)
+            return E.YaRN(max(ep["factor"], 1.0), logit_bound, original_max_position=original, **kw)
+        return E.RoPE(logit_bound)
+    if s == "nope":
+        return E.NoPE(logit_bound)
+    if s == "cable":
+        return E.CABLE(p["min_increment"], logit_bound=logit_bound)
+    if s == "causal-ot":
+        return E.CausalOT(p["rho"], logit_bound=logit_bound)
+    raise DomainError("scheme", s, f"one of {', '.join(SCHEMES)}")

@@ -1,0 +1,254 @@
+"""Theory against the running model: each head's measured window and distant mass.
+
+For a model that can be run (an :class:`otprior.torch.ReferenceModel`, or a
+``transformers`` model with the eager attention path), the attention of the last query
+over ``n`` tokens of a text is read for several lengths ``n``; per layer and head:
+
+* the measured distant mass :math:`\\hat D_n(W) = \\sum_{d \\ge W} A_{n-1, n-1-d}`
+  (mean over ``samples`` stretches of the text) and the window mass :math:`1 - \\hat D_n`;
+* the prior's prediction :math:`D_n(W)` for constant content (the head's bias alone, as
+  :func:`otprior.torch.analyse_checkpoint` computes it);
+* the content band of Theorem 10: with the row's content scores within :math:`B` of a
+  constant, :math:`T/(T + e^{2B}H) \\le \\hat D_n \\le T/(T + e^{-2B}H)`, ``T/H`` the
+  prior's distant-to-window ratio. ``B`` is measured: the half-spread of the content
+  scores of the row, largest over the samples. The reference model exposes its content
+  scores; for a ``transformers`` model they are recovered from the attention itself,
+  :math:`s_j = \\log A_j - b(d_j)` up to a constant (rows with an attention weight that
+  underflows to 0 give an unknown ``B``, and the band [0, 1]).
+
+For an encoder-decoder model the decoder's (causal) self-attention is measured.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .._validation import DomainError
+from ._checkpoint import Checkpoint, checkpoint_from_model, encoding_for
+
+__all__ = ["AttentionMeasurement", "measure_attention", "plot_measurement"]
+
+
+@dataclass
+class AttentionMeasurement:
+    """Measured against predicted mass, one row per (stack, layer, head, length).
+
+    Attributes
+    ----------
+    checkpoint : Checkpoint
+        The positional parameters of the model measured.
+    window : int
+    lengths : tuple of int
+    samples : int
+        Stretches of the text measured per length.
+    rows : list of dict
+        ``stack``, ``layer``, ``head``, ``length``, ``measured_distant_mass``,
+        ``measured_window_mass``, ``prior_distant_mass``, ``content_bound`` (``B``, None
+        when unknown), ``band`` (``[lower, upper]``), ``within_band``.
+    note : str
+    """
+
+    checkpoint: Checkpoint
+    window: int
+    lengths: tuple
+    samples: int
+    rows: list
+    note: str
+
+    def as_dict(self) -> dict:
+        return {
+            "scheme": self.checkpoint.scheme,
+            "family": self.checkpoint.family,
+            "window": self.window,
+            "lengths": list(self.lengths),
+            "samples": self.samples,
+            "note": self.note,
+            "rows": self.rows,
+        }
+
+    def largest_gap(self) -> float:
+        """Largest ``|measured - prior|`` over the rows."""
+        return max(abs(r["measured_distant_mass"] - r["prior_distant_mass"]) for r in self.rows)
+
+    def format_text(self) -> str:
+        lines = [
+            f"{self.checkpoint.scheme} ({self.checkpoint.family}): W = {self.window}, {self.samples} samples per length; {self.note}",
+            f"{'stack':<8}{'layer':>5} {'head':>4} {'n':>6} {'measured D':>11} {'prior D':>9} {'B':>7} {'band':>19} in",
+        ]
+        for r in self.rows:
+            B = f"{r['content_bound']:7.3f}" if r["content_bound"] is not None else f"{'?':>7}"
+            lo, hi = r["band"]
+            lines.append(
+                f"{r['stack']:<8}{r['layer']:>5} {r['head']:>4} {r['length']:>6} {r['measured_distant_mass']:11.5f} "
+                f"{r['prior_distant_mass']:9.5f} {B} [{lo:8.5f}, {hi:8.5f}] {'yes' if r['within_band'] else 'NO'}"
+            )
+        return "\n".join(lines)
+
+
+def _tokens(tokens, tokenizer):
+    if isinstance(tokens, str):
+        if tokenizer is None:
+            tokens = tokens.encode("utf-8")
+        else:
+            tokens = tokenizer(tokens)["input_ids"]
+    if isinstance(tokens, bytes | bytearray):
+        tokens = np.frombuffer(bytes(tokens), dtype=np.uint8)
+    t = torch.as_tensor(np.asarray(tokens), dtype=torch.long).reshape(-1)
+    if t.numel() == 0:
+        raise DomainError("tokens", "empty", "a non-empty token sequence or text")
+    return t
+
+
+def _is_reference(model):
+    return hasattr(model, "attention_maps") and hasattr(model, "cfg")
+
+
+def _attention_maps(model, batch):
+    """Per layer ``(attention, content or None)``, each ``(B, H, T, T)``."""
+    if _is_reference(model):
+        return model.attention_maps(batch)
+    config = getattr(model, "config", None)
+    if config is None:
+        raise DomainError("model", type(model).__name__, "an otprior ReferenceModel or a transformers model")
+    if getattr(config, "_attn_implementation", "eager") != "eager":
+        if not hasattr(model, "set_attn_implementation"):
+            raise DomainError("model", type(model).__name__, "a model whose eager attention path can return attention weights")
+        model.set_attn_implementation("eager")
+    kwargs = {"output_attentions": True, "use_cache": False}
+    if getattr(config, "is_encoder_decoder", False):
+        out = model(input_ids=batch, decoder_input_ids=batch, **kwargs)
+        attentions = out.decoder_attentions
+    else:
+        out = model(input_ids=batch, **kwargs)
+        attentions = out.attentions
+    if not attentions or any(a is None for a in attentions):
+        raise DomainError("model", type(model).__name__, "a model that returns attention weights with output_attentions=True")
+    return [(a, None) for a in attentions]
+
+
+@torch.no_grad()
+def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=None, checkpoint=None) -> AttentionMeasurement:
+    """Measure each head's window and distant mass over a text at several lengths.
+
+    Parameters
+    ----------
+    model : ReferenceModel or transformers model
+        Run on the CPU in evaluation mode (the caller's mode is restored).
+    tokens : str, bytes or sequence of int
+        The text (bytes for the reference model; with ``tokenizer`` for others) or its tokens.
+    lengths : sequence of int
+        Context lengths ``n``, each above ``window`` and at most the number of tokens.
+    window : int
+        ``W``.
+    samples : int
+        Evenly spaced stretches of ``n`` tokens per length.
+    checkpoint : Checkpoint, optional
+        The model's positional parameters (default :func:`checkpoint_from_model`).
+
+    Returns
+    -------
+    AttentionMeasurement
+    """
+    lengths = tuple(lengths)
+    if not lengths or not all(type(n) is int for n in lengths):
+        raise DomainError("lengths", lengths, "a non-empty sequence of integers")
+    if type(window) is not int or window < 1 or min(lengths) <= window:
+        raise DomainError("window", window, f"an integer in [1, {min(lengths) - 1}] (below every length)")
+    if type(samples) is not int or not 1 <= samples <= 256:
+        raise DomainError("samples", samples, "an integer in [1, 256]")
+    seq = _tokens(tokens, tokenizer)
+    if seq.numel() < max(lengths):
+        raise DomainError("tokens", f"{seq.numel()} tokens", f"at least max(lengths) = {max(lengths)} tokens")
+    from ..limits import check_allocation
+
+    # attention maps: layers x samples x heads x n x n float32, twice (attention and content)
+    ckpt = checkpoint if checkpoint is not None else checkpoint_from_model(model)
+    layers = max(h.layer for h in ckpt.heads) + 1
+    check_allocation(2 * 4 * layers * samples * ckpt.num_heads * max(lengths) ** 2, "lengths", max(lengths))
+    heads = [h for h in ckpt.heads if h.stack in ("", "decoder")]
+    was_training = model.training
+    model.eval()
+    rows = []
+    try:
+        for n in lengths:
+            starts = np.linspace(0, seq.numel() - n, samples).astype(int)
+            batch = torch.stack([seq[s : s + n] for s in starts])
+            maps = _attention_maps(model, batch)
+            d = np.arange(n - 1, -1, -1, dtype=float)  # distance of key j from the last query
+            for head in heads:
+                attn, content = maps[head.layer]
+                last = attn[:, head.head, -1, :].double().numpy()  # (samples, n)
+                measured = last[:, : n - window].sum(-1)
+                enc = encoding_for(ckpt, head)
+                if content is not None:
+                    c = content[:, head.head, -1, :].double().numpy()
+                    spreads = 0.5 * (c.max(-1) - c.min(-1))
+                else:
+                    with np.errstate(divide="ignore"):
+                        c = np.log(last) - enc.bias(d, n)[None, :]
+                    spreads = np.where(np.all(last > 0, axis=-1), 0.5 * (c.max(-1) - c.min(-1)), np.inf)
+                B = float(spreads.max())
+                prior = enc.distant_mass(window, n)
+                if math.isfinite(B):
+                    # Theorem 10's band; it is to come from otprior.content_bound, here from the
+                    # encodings' distant_mass_range (a RoPE model's measured B already includes
+                    # any attention scaling, hence the plain uniform prior for the band)
+                    band_enc = encoding_for(ckpt, head, logit_bound=B)
+                    if ckpt.scheme == "rope":
+                        from ..encodings import NoPE
+
+                        band_enc = NoPE(B)
+                    lo, hi = band_enc.distant_mass_range(window, n)
+                else:
+                    lo, hi = 0.0, 1.0
+                slack = 1e-5  # float32 attention weights
+                rows.append(
+                    {
+                        "stack": head.stack,
+                        "layer": head.layer,
+                        "head": head.head,
+                        "length": n,
+                        "measured_distant_mass": float(measured.mean()),
+                        "measured_window_mass": float(1.0 - measured.mean()),
+                        "prior_distant_mass": float(prior),
+                        "content_bound": B if math.isfinite(B) else None,
+                        "band": [float(lo), float(hi)],
+                        "within_band": bool(lo - slack <= measured.min() and measured.max() <= hi + slack),
+                    }
+                )
+    finally:
+        model.train(was_training)
+    note = "content scores read from the model" if _is_reference(model) else "content recovered from the attention (log A - bias)"
+    return AttentionMeasurement(ckpt, window, lengths, samples, rows, note)
+
+
+def plot_measurement(measurement: AttentionMeasurement, layer, *, stack="", ax=None):
+    """One layer's heads: measured distant mass (markers), the prior (line) and Theorem 10's
+    band (shaded) against the context length. Draws on ``ax`` (a new figure when None,
+    made without pyplot or global settings) and returns it."""
+    if ax is None:
+        from matplotlib.figure import Figure
+
+        ax = Figure(figsize=(6.0, 4.0)).add_subplot()
+    rows = [r for r in measurement.rows if r["layer"] == layer and r["stack"] == stack]
+    if not rows:
+        raise DomainError("layer", layer, "a layer present in the measurement")
+    for i, h in enumerate(sorted({r["head"] for r in rows})):
+        mine = sorted((r for r in rows if r["head"] == h), key=lambda r: r["length"])
+        n = [r["length"] for r in mine]
+        color = f"C{i % 10}"
+        ax.fill_between(n, [r["band"][0] for r in mine], [r["band"][1] for r in mine], color=color, alpha=0.12, lw=0)
+        ax.plot(n, [r["prior_distant_mass"] for r in mine], color=color, lw=1.2)
+        ax.plot(n, [r["measured_distant_mass"] for r in mine], "o", color=color, ms=4, label=f"head {h}")
+    ax.set_xscale("log")
+    ax.set(
+        xlabel="context length n",
+        ylabel=f"distant mass D_n(W = {measurement.window})",
+        title=f"{(stack + ' ') if stack else ''}layer {layer}: measured (dots), prior (line), Theorem 10 band",
+    )
+    ax.legend(fontsize=7, ncol=2)
+    return ax
