@@ -441,7 +441,6 @@ def _checked_array(t, key, path) -> np.ndarray:
         raise CheckpointError(f"{path}: tensor {key!r} lives on {t.device}, not the CPU")
     shape = tuple(torch.Tensor.size(t))
     numel = math.prod(shape)
-    _check_elements(numel, key, path)
     if numel:
         item = torch.Tensor.element_size(t)
         stored = torch.UntypedStorage.nbytes(torch.Tensor.untyped_storage(t)) // item
@@ -452,6 +451,7 @@ def _checked_array(t, key, path) -> np.ndarray:
                 f"{path}: tensor {key!r} is a view of {numel} elements over a storage of {stored}; refused "
                 "(a view larger than its storage would be materialised from nothing)"
             )
+    _check_elements(numel, key, path)
     with torch.no_grad():
         out = torch.Tensor.to(torch.Tensor.detach(t), dtype=torch.float64, copy=True)
     return torch.Tensor.numpy(out).reshape(shape)
@@ -842,7 +842,7 @@ def _hidden_size(source: _Source):
     for key in source.keys:
         if _EMBED.search(key) and len(source.shape(key)) == 2:
             return source.shape(key)[1], key
-    dims = [(source.shape(k)[1], k) for k in source.keys if len(source.shape(k)) == 2 and re.search(r"(?:qkv|query|q_proj|Wqkv|\.q)\.weight$", k)]
+    dims = [(source.shape(k)[1], k) for k in source.keys if len(source.shape(k)) == 2 and re.search(r"(?:qkv|query_key_value|query|q_proj|Wqkv|c_attn|\.q)\.weight$", k)]
     return max(dims) if dims else (None, None)
 
 
