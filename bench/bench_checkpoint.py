@@ -52,6 +52,7 @@ def main():
         print(f"load_checkpoint: {t_load * 1e3:.1f} ms, read {len(ckpt.keys_read)} tensors = {ckpt.bytes_read} bytes of {size} ({ckpt.bytes_read / size:.1e})")
         print(f"analysis (verdicts, margin, distant masses for every head): {t_report:.2f} s")
         print(f"for scale: materialising every tensor takes {t_full:.2f} s with the file in the page cache (checksum {checksum:.3g})")
+        print(f"ratio load_checkpoint / full read: {t_load / t_full:.2e}")
         print(f"{len(report.rows)} heads, {len(report.near_boundary)} within the margin of the boundary")
 
 
