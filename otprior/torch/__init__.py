@@ -22,7 +22,7 @@ from ._checkpoint import (
     encoding_for,
     load_checkpoint,
 )
-from .measurement import AttentionMeasurement, measure_attention, plot_measurement
+from .measurement import AttentionMeasurement, load_runnable, measure_attention, measure_checkpoint, plot_measurement
 from .model import ModelConfig, ReferenceModel, load_model, save_model
 from .train import byte_corpus, evaluate_loss, intervene, measure_distant_mass, train
 
@@ -40,6 +40,8 @@ __all__ = [
     "SCHEMES",
     "AttentionMeasurement",
     "measure_attention",
+    "measure_checkpoint",
+    "load_runnable",
     "plot_measurement",
     "ModelConfig",
     "ReferenceModel",

@@ -143,7 +143,7 @@ class CheckpointReport:
             d = r["decided_by"]
             decided = f"{d['name']}={d['value']:.4g} (>{d['boundary']:g})" if d else "-"
             dist = f"{r['distance_from_boundary']:9.4f}" if r["distance_from_boundary"] is not None else f"{'-':>9}"
-            masses = " ".join(f"{r['distant_mass'][str(n)]:9.4f}" for n in L)
+            masses = " ".join(f"{r['distant_mass'][str(n)]:9.4f}" if r["distant_mass"][str(n)] is not None else f"{'?':>9}" for n in L)
             mark = " *" if id(r) in near else ""
             prefix = f"{r['stack']:<8}" if stacked else ""
             lines.append(f"{prefix}{r['layer']:>5} {r['head']:>4} {decided:<24} {dist} {r['kind']:<9} {masses}{mark}")
@@ -214,13 +214,19 @@ def analyse_checkpoint(
         if key not in cache:
             enc = encoding_for(ckpt, head)
             v = classify(enc)
-            D = {str(n): enc.distant_mass(window, n) for n in lengths}
+            reason = v.reason
+            try:
+                D = {str(n): enc.distant_mass(window, n) for n in lengths}
+            except (OverflowError, PrecisionError, DomainError) as exc:
+                # parameters whose sums the encodings cannot evaluate: stated, not guessed
+                D = {str(n): None for n in lengths}
+                reason += f" (distant mass not evaluated: {exc})"
             try:
                 limit = v.limit_distant_mass(window) if v.kind != "undecided" else None
-            except PrecisionError:
+            except (OverflowError, PrecisionError, DomainError):
                 limit = None
-            cache[key] = (v, D, limit)
-        v, D, limit = cache[key]
+            cache[key] = (v, D, limit, reason)
+        v, D, limit, reason = cache[key]
         dec = _decider(ckpt.scheme, head.params)
         rows.append(
             {
@@ -229,11 +235,11 @@ def analyse_checkpoint(
                 "stack": head.stack,
                 "params": {k: (list(x) if isinstance(x, tuple) else x) for k, x in head.params.items()},
                 "kind": v.kind,
-                "reason": v.reason,
+                "reason": reason,
                 "decided_by": None if dec is None else {"name": dec[0], "value": dec[1], "boundary": dec[2]},
                 "distance_from_boundary": None if dec is None else dec[1] - dec[2],
                 "distant_mass": D,
-                "window_mass": {n: 1.0 - x for n, x in D.items()},
+                "window_mass": {n: None if x is None else 1.0 - x for n, x in D.items()},
                 "limit_distant_mass": _finite_or_none(limit),
             }
         )

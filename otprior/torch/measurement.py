@@ -30,7 +30,7 @@ import torch
 from .._validation import DomainError
 from ._checkpoint import Checkpoint, checkpoint_from_model, encoding_for
 
-__all__ = ["AttentionMeasurement", "measure_attention", "plot_measurement"]
+__all__ = ["AttentionMeasurement", "measure_attention", "measure_checkpoint", "load_runnable", "plot_measurement"]
 
 
 @dataclass
@@ -223,6 +223,11 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
     finally:
         model.train(was_training)
     note = "content scores read from the model" if _is_reference(model) else "content recovered from the attention (log A - bias)"
+    if ckpt.family == "falcon" and ckpt.scheme == "alibi":
+        note += (
+            "; transformers' eager Falcon path adds ALiBi twice (scaled by 1/sqrt(head_dim) and again inside the mask), "
+            "so its measured masses follow slopes 2/sqrt(head_dim) times BLOOM's while the prior uses Falcon's 1/sqrt(head_dim)"
+        )
     return AttentionMeasurement(ckpt, window, lengths, samples, rows, note)
 
 
@@ -252,3 +257,54 @@ def plot_measurement(measurement: AttentionMeasurement, layer, *, stack="", ax=N
     )
     ax.legend(fontsize=7, ncol=2)
     return ax
+
+
+def load_runnable(path):
+    """A model to run from a checkpoint: the reference model (a ``save_model`` file with its
+    JSON config beside it) or a ``transformers`` model folder, loaded with
+    ``trust_remote_code=False`` and the eager attention path (the folder's own code is
+    never run). Returns ``(model, tokenizer or None)``."""
+    from pathlib import Path
+
+    from ._checkpoint import CheckpointError
+
+    path = Path(path)
+    if path.is_file() and path.suffix == ".safetensors" and path.with_suffix(".json").is_file():
+        from .model import load_model
+
+        return load_model(path), None
+    if not (path.is_dir() and (path / "config.json").is_file()):
+        raise CheckpointError(f"{path}: no runnable model (a reference-model .safetensors with its .json, or a transformers folder)")
+    try:
+        import transformers
+    except ImportError:
+        raise CheckpointError(f"{path}: running a transformers model needs transformers installed") from None
+    config = transformers.AutoConfig.from_pretrained(path, trust_remote_code=False)
+    cls = transformers.AutoModelForSeq2SeqLM if getattr(config, "is_encoder_decoder", False) else transformers.AutoModelForCausalLM
+    model = cls.from_pretrained(path, attn_implementation="eager", trust_remote_code=False)
+    tokenizer = None
+    if any((path / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
+        tokenizer = transformers.AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+    return model, tokenizer
+
+
+def measure_checkpoint(path, text, *, lengths, window, samples=4):
+    """:func:`measure_attention` for a checkpoint on disk (:func:`load_runnable`) over ``text``
+    (str or bytes). Without a tokenizer in the folder the text's bytes are the tokens,
+    taken modulo the vocabulary size (stated in the note)."""
+    from ._checkpoint import load_checkpoint
+
+    model, tokenizer = load_runnable(path)
+    ckpt = load_checkpoint(path)
+    note = ""
+    if tokenizer is not None:
+        tokens = tokenizer(text if isinstance(text, str) else bytes(text).decode("utf-8", "replace"))["input_ids"]
+    else:
+        raw = np.frombuffer(text.encode("utf-8") if isinstance(text, str) else bytes(text), dtype=np.uint8).astype(np.int64)
+        vocab = getattr(getattr(model, "config", None), "vocab_size", 256)
+        tokens = raw % vocab
+        if vocab < 256 and not _is_reference(model):
+            note = f"; no tokenizer: bytes modulo the vocabulary size {vocab} as tokens"
+    out = measure_attention(model, tokens, lengths=lengths, window=window, samples=samples, checkpoint=ckpt)
+    out.note += note
+    return out
