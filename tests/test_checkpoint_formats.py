@@ -272,3 +272,50 @@ def test_largest_gaps_per_family():
         pytest.skip("needs the per-family tests of this module")
     print("\nlargest |otprior - model| distant mass per family: " + ", ".join(f"{k} {v:.1e}" for k, v in GAPS.items()))
     assert max(GAPS.values()) < 2e-5
+
+
+def test_fire_parameters_as_stored(tmp_path):
+    from safetensors.torch import save_file
+
+    g = torch.Generator().manual_seed(5)
+    H, width = 3, 8
+    sd = {
+        "model.fire.c": torch.tensor(0.1),
+        "model.fire.init_L": torch.tensor(512.0),
+        "model.fire.L_multiplier": torch.tensor(1.0),
+        "model.fire.mlp.0.weight": torch.randn(width, 1, generator=g),
+        "model.fire.mlp.0.bias": torch.randn(width, generator=g),
+        "model.fire.mlp.2.weight": torch.randn(H, width, generator=g) * 3,
+        "model.fire.mlp.2.bias": torch.randn(H, generator=g),
+    }
+    save_file(sd, str(tmp_path / "fire.safetensors"))
+    report = analyse_checkpoint(tmp_path / "fire.safetensors", window=8, lengths=(64, 256))
+    assert report.checkpoint.scheme == "fire" and {r["kind"] for r in report.rows} == {"diluting"}
+    n = 256
+    # FIRE's forward pass for the last query (position n - 1 < L: the threshold L normalises)
+    rel = torch.arange(n - 1, -1, -1, dtype=torch.float64)
+    x = torch.log(0.1 * rel + 1) / (torch.log(torch.tensor(0.1 * 512.0 + 1, dtype=torch.float64)) + 1e-6)
+    mlp = torch.nn.Sequential(torch.nn.Linear(1, width), torch.nn.ReLU(), torch.nn.Linear(width, H)).double()
+    mlp.load_state_dict({k.split("mlp.")[1]: v.double() for k, v in sd.items() if ".mlp." in k})
+    with torch.no_grad():
+        bias = mlp(x[:, None])  # (n, H), keys in order 0..n-1
+    for r in report.rows:
+        attn = torch.softmax(bias[:, r["head"]], 0).numpy()
+        assert r["distant_mass"]["256"] == pytest.approx(attn[: n - 8].sum(), rel=1e-5)
+    assert report.plot() is not None
+
+
+def test_config_and_tensors_must_agree(tmp_path):
+    from safetensors.torch import save_file
+
+    (tmp_path / "m").mkdir()
+    save_file({"blocks.0.attn.pos.alpha_raw": torch.zeros(4), "blocks.0.attn.qkv.weight": torch.zeros(24, 8)}, str(tmp_path / "m" / "model.safetensors"))
+    (tmp_path / "m" / "config.json").write_text(json.dumps({"model_type": "bloom", "n_head": 4}))
+    with pytest.raises(CheckpointError, match="config says alibi .* tensors hold log-distance"):
+        load_checkpoint(tmp_path / "m")
+    (tmp_path / "m" / "config.json").write_text(json.dumps({"n_heads": 8, "alpha_margin": 0.05}))
+    with pytest.raises(CheckpointError, match="config says 8 heads but the tensors hold 4"):
+        load_checkpoint(tmp_path / "m")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match="no model found in the folder"):
+        load_checkpoint(tmp_path / "empty")

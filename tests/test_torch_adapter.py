@@ -34,7 +34,7 @@ def corpus():
 @pytest.fixture(scope="module")
 def trained(corpus):
     torch.set_num_threads(2)
-    return train(ModelConfig(scheme="log-distance", train_length=32, n_layers=2, n_heads=4), corpus[0], steps=30, batch_size=8).model
+    return train(ModelConfig(scheme="log-distance", train_length=32, n_layers=2, n_heads=4), corpus[0], steps=5, batch_size=8).model
 
 
 def model_alphas(model):
@@ -190,6 +190,7 @@ def test_model_causal_ot_equals_the_library():
         np.testing.assert_allclose(causal_ot_rows(S[b], 0.6, 300).numpy(), otprior.causal_ot_attention(S[b].numpy(), 0.6), atol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["log-distance", "alibi", "kerple-log", "nope"])
 def test_measured_distant_mass_lies_in_the_predicted_band(corpus, scheme):
     torch.manual_seed(1)
@@ -222,6 +223,7 @@ def test_intervention_prediction_follows_the_prior(trained, corpus):
     assert all(b.attn.pos.override is None for b in trained.blocks)
 
 
+@pytest.mark.slow
 def test_every_scheme_trains_a_step(corpus):
     from otprior.torch.model import SCHEMES
 

@@ -157,6 +157,38 @@ class CheckpointReport:
         return "\n".join(lines)
 
 
+    def plot(self, ax=None):
+        """Per head, the deciding parameter against its boundary (or, for schemes with none,
+        the predicted distant mass at the longest length). Draws on ``ax`` (a new figure,
+        made without pyplot or global settings, when None) and returns it."""
+        if ax is None:
+            from matplotlib.figure import Figure
+
+            ax = Figure(figsize=(6.0, 4.0)).add_subplot()
+        H = max(1, self.checkpoint.num_heads)
+        stacks = sorted({r["stack"] for r in self.rows})
+        decided = [r for r in self.rows if r["decided_by"] is not None]
+        for i, stack in enumerate(stacks):
+            rows = [r for r in (decided or self.rows) if r["stack"] == stack]
+            x = [r["layer"] + (r["head"] + 0.5) / H for r in rows]
+            if decided:
+                y = [r["decided_by"]["value"] for r in rows]
+            else:
+                y = [r["distant_mass"][str(self.lengths[-1])] for r in rows]
+            ax.plot(x, y, "o", ms=4, color=f"C{i}", label=stack or None)
+        if decided:
+            d = decided[0]["decided_by"]
+            ax.axhline(d["boundary"], color="k", lw=1, label=f"boundary {d['name']} = {d['boundary']:g}")
+            if self.margin is not None:
+                ax.axhline(1.0 + self.margin.margin, color="C3", ls="--", lw=1, label=f"1 + margin = {1 + self.margin.margin:.3f}")
+            ax.set_ylabel(f"{d['name']} per head")
+        else:
+            ax.set_ylabel(f"predicted D_n(W = {self.window}), n = {self.lengths[-1]}")
+        ax.set(xlabel="layer (heads spread within it)", title=f"{self.checkpoint.path.name}: {self.checkpoint.scheme}")
+        ax.legend(fontsize=7)
+        return ax
+
+
 def _finite_or_none(x):
     return x if x is not None and math.isfinite(x) else None
 

@@ -28,6 +28,7 @@ Qwen2, GPT-NeoX    no bias, the constant-content prior is uniform
 KERPLE             ``bias_p``/``bias_a``: log variant :math:`-p\\log(1 + a d)`, power
                    variant :math:`-a\\,d^{p}`, optional ``wei_a``/``wei_p`` multiplicative
                    kernel :math:`e^{-w_a d^{w_p}}` on the content logits
+FIRE               ``c``, ``init_L``, ``L_multiplier`` and the MLP ``mlp.0``/``mlp.2`` (per head)
 reference model    ``log-distance`` (``pos.alpha_raw``), ``alibi`` (stored ``slopes``),
                    ``kerple-log``, ``cable``, ``rope``, ``nope``, ``causal-ot``
 =================  ==========================================================================
@@ -83,7 +84,7 @@ __all__ = [
     "encoding_for",
 ]
 
-SCHEMES = ("log-distance", "kerple-log", "kerple-power", "alibi", "t5", "rope", "nope", "cable", "causal-ot")
+SCHEMES = ("log-distance", "kerple-log", "kerple-power", "alibi", "t5", "fire", "rope", "nope", "cable", "causal-ot")
 ROLES = ("alpha", "alpha_raw", "alpha_margin", "slope", "bias_p", "bias_a", "wei_p", "wei_a", "relative_attention_bias")
 _PER_HEAD_ROLES = ("alpha", "alpha_raw", "slope", "bias_p", "bias_a", "wei_p", "wei_a")
 
@@ -100,6 +101,7 @@ _PATTERNS = {
 }
 _ROPE_KEYS = re.compile(r"(?:^|\.)rotary_emb\.inv_freq$")
 _CABLE_KEYS = re.compile(r"(?:^|\.)pos\.increment\.weight$")
+_FIRE_KEYS = re.compile(r"(?:^|\.)L_multiplier$")
 _EMBED = re.compile(r"(?:^|\.)(?:word_embeddings|wte|embed_tokens|embed_in|shared|embed|tok_embeddings)\.weight$")
 _PER_LAYER_FILE = re.compile(r"^layer_(\d+)-model_(\d+)-model_states\.pt$")
 
@@ -757,6 +759,9 @@ def _tensor_schemes(keys):
         present.add("rope")
     if any(_CABLE_KEYS.search(k) for k in keys):
         present.add("cable")
+    found["fire"] = [k for k in keys if _FIRE_KEYS.search(k)]
+    if found["fire"]:
+        present.add("fire")
     return present, found
 
 
@@ -1038,6 +1043,8 @@ def _heads(scheme, source, cfg, found, enc_params, num_heads, where):
             heads = _implied_alibi(source, cfg, enc_params, num_heads, where)
     elif scheme == "t5":
         heads = _t5(source, cfg, found, enc_params, where)
+    elif scheme == "fire":
+        heads = _fire(source, found, where)
     elif scheme in ("rope", "nope", "cable", "causal-ot"):
         H = num_heads or cfg.value(["n_heads", "num_attention_heads", "n_head", "num_heads"], "int")
         if H is None:
@@ -1164,6 +1171,54 @@ def _t5(source, cfg, found, enc_params, where):
     return heads
 
 
+def _fire(source, found, where):
+    """FIRE (``cramming/architectures/embeddings.py``): ``c``, ``init_L``, ``L_multiplier`` and the
+    MLP ``mlp.0`` (1 -> width), ReLU, ``mlp.2`` (width -> H); the threshold is
+    ``|L_multiplier * init_L|`` and the log transform uses ``|c|``."""
+    heads = []
+    for order, anchor in enumerate(found.get("fire", [])):
+        prefix = anchor[: -len("L_multiplier")]
+        names = {"c": "c", "init_L": "init_L", "w0": "mlp.0.weight", "b0": "mlp.0.bias", "w2": "mlp.2.weight", "b2": "mlp.2.bias"}
+        missing = [prefix + n for n in names.values() if prefix + n not in source.entries]
+        if missing:
+            raise CheckpointError(f"{where}: FIRE parameters beside {anchor!r} lack {missing[0]!r}")
+        shapes = {k: source.shape(prefix + n) for k, n in names.items()}
+        width = shapes["b0"][0] if len(shapes["b0"]) == 1 else -1
+        H = shapes["b2"][0] if len(shapes["b2"]) == 1 else -1
+        if (
+            math.prod(shapes["c"]) != 1
+            or math.prod(shapes["init_L"]) != 1
+            or math.prod(source.shape(anchor)) != 1
+            or shapes["w0"] != (width, 1)
+            or shapes["w2"] != (H, width)
+            or width < 1
+            or H < 1
+        ):
+            raise CheckpointError(f"{where}: FIRE parameters under {prefix!r} have inconsistent shapes {shapes}")
+        c = abs(float(source.get(prefix + "c").reshape(-1)[0]))
+        L = abs(float(source.get(anchor).reshape(-1)[0]) * float(source.get(prefix + "init_L").reshape(-1)[0]))
+        if c == 0.0 or L == 0.0:
+            raise CheckpointError(f"{where}: FIRE under {prefix!r} has c = {c} or threshold L = {L}; both must be nonzero")
+        w0, b0 = source.get(prefix + "mlp.0.weight")[:, 0], source.get(prefix + "mlp.0.bias")
+        w2, b2 = source.get(prefix + "mlp.2.weight"), source.get(prefix + "mlp.2.bias")
+        layer = source.layer(anchor, order)
+        for h in range(H):
+            mlp = (tuple(map(float, w0)), tuple(map(float, b0)), tuple(map(float, w2[h])), float(b2[h]))
+            heads.append(HeadParameters(layer, h, {"c": c, "L": L, "mlp": mlp}))
+    return heads
+
+
+def _fire_mlp(mlp):
+    """FIRE's per-head function ``f(x) = w2 . relu(w0 x + b0) + b2`` (vectorised in ``x``)."""
+    w0, b0, w2, b2 = (np.asarray(v, dtype=float) for v in mlp)
+
+    def f(x):
+        x = np.asarray(x, dtype=float)
+        return np.maximum(x[..., None] * w0 + b0, 0.0) @ w2 + b2
+
+    return f
+
+
 # --------------------------------------------------------------------------- encodings
 
 
@@ -1194,6 +1249,8 @@ def encoding_for(checkpoint: Checkpoint, head: HeadParameters, *, logit_bound=0.
     if s == "t5":
         stack = checkpoint.encoding_params["stacks"][head.stack or "self"]
         return E.T5Buckets(stack["num_buckets"], stack["max_distance"], values=np.array(p["table"]), bidirectional=stack["bidirectional"], logit_bound=logit_bound)
+    if s == "fire":
+        return E.FIRE(_fire_mlp(p["mlp"]), c=p["c"], L=p["L"], logit_bound=logit_bound)
     if s == "rope":
         ep = checkpoint.encoding_params
         if ep.get("rope_type") == "yarn" and "factor" in ep:

@@ -16,7 +16,9 @@ over ``n`` tokens of a text is read for several lengths ``n``; per layer and hea
   :math:`s_j = \\log A_j - b(d_j)` up to a constant (rows with an attention weight that
   underflows to 0 give an unknown ``B``, and the band [0, 1]).
 
-For an encoder-decoder model the decoder's (causal) self-attention is measured.
+For an encoder-decoder model both stacks are measured, the same text feeding the encoder and
+the decoder; the encoder's last query sees every key before it, so its row is causal too
+(distances ``d >= 0``, the lower half of a bidirectional bucket table).
 """
 
 from __future__ import annotations
@@ -108,9 +110,10 @@ def _is_reference(model):
 
 
 def _attention_maps(model, batch):
-    """Per layer ``(attention, content or None)``, each ``(B, H, T, T)``."""
+    """``{stack: per layer (attention, content or None)}``, each ``(B, H, T, T)``; the stack is
+    ``""`` for decoder-only models, ``"encoder"`` and ``"decoder"`` for encoder-decoders."""
     if _is_reference(model):
-        return model.attention_maps(batch)
+        return {"": model.attention_maps(batch)}
     config = getattr(model, "config", None)
     if config is None:
         raise DomainError("model", type(model).__name__, "an otprior ReferenceModel or a transformers model")
@@ -121,13 +124,14 @@ def _attention_maps(model, batch):
     kwargs = {"output_attentions": True, "use_cache": False}
     if getattr(config, "is_encoder_decoder", False):
         out = model(input_ids=batch, decoder_input_ids=batch, **kwargs)
-        attentions = out.decoder_attentions
+        stacks = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions}
     else:
         out = model(input_ids=batch, **kwargs)
-        attentions = out.attentions
-    if not attentions or any(a is None for a in attentions):
-        raise DomainError("model", type(model).__name__, "a model that returns attention weights with output_attentions=True")
-    return [(a, None) for a in attentions]
+        stacks = {"": out.attentions}
+    for attentions in stacks.values():
+        if not attentions or any(a is None for a in attentions):
+            raise DomainError("model", type(model).__name__, "a model that returns attention weights with output_attentions=True")
+    return {stack: [(a, None) for a in attentions] for stack, attentions in stacks.items()}
 
 
 @torch.no_grad()
@@ -169,7 +173,7 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
     ckpt = checkpoint if checkpoint is not None else checkpoint_from_model(model)
     layers = max(h.layer for h in ckpt.heads) + 1
     check_allocation(2 * 4 * layers * samples * ckpt.num_heads * max(lengths) ** 2, "lengths", max(lengths))
-    heads = [h for h in ckpt.heads if h.stack in ("", "decoder")]
+    heads = ckpt.heads
     was_training = model.training
     model.eval()
     rows = []
@@ -180,7 +184,7 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
             maps = _attention_maps(model, batch)
             d = np.arange(n - 1, -1, -1, dtype=float)  # distance of key j from the last query
             for head in heads:
-                attn, content = maps[head.layer]
+                attn, content = maps[head.stack][head.layer]
                 last = attn[:, head.head, -1, :].double().numpy()  # (samples, n)
                 measured = last[:, : n - window].sum(-1)
                 enc = encoding_for(ckpt, head)
