@@ -173,11 +173,19 @@ def test_shards_and_pickled_folders_read_the_same(saved, tmp_path):
     (tmp_path / "bin").mkdir()
     torch.save(model.state_dict(), tmp_path / "bin" / "pytorch_model.bin")
     (tmp_path / "bin" / "config.json").write_text((folder / "config.json").read_text())
+    (tmp_path / "binshards").mkdir()
+    sd, weight_map = model.state_dict(), {}
+    for i, keys in enumerate((list(sd)[::2], list(sd)[1::2])):
+        name = f"pytorch_model-0000{i + 1}-of-00002.bin"
+        torch.save({k: sd[k] for k in keys}, tmp_path / "binshards" / name)
+        weight_map.update(dict.fromkeys(keys, name))
+    (tmp_path / "binshards" / "pytorch_model.bin.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    (tmp_path / "binshards" / "config.json").write_text((folder / "config.json").read_text())
     def key(h):
         return (h.stack, h.layer, h.head)
 
     reference = sorted(load_checkpoint(folder).heads, key=key)
-    for where in ("sharded", "bin"):
+    for where in ("sharded", "bin", "binshards"):
         assert sorted(load_checkpoint(tmp_path / where).heads, key=key) == reference
 
 

@@ -1,9 +1,17 @@
 """The torch adapter: checkpoints in, theory out (install with ``pip install 'otprior[torch]'``).
 
 Importing :mod:`otprior` never imports torch; this subpackage does. Checkpoints are data,
-never code: safetensors files are read key by key, and pickled state dicts only with
+never code: safetensors headers are parsed and checked here and only the positional
+tensors read; torch archives are checked entry by entry and loaded only with
 ``torch.load(weights_only=True)``, which refuses any object that is not a tensor or a
-plain container.
+plain container. Model folders (single, sharded, per-layer), the families' configs and the
+caps of :class:`otprior.limits.CheckpointCaps` are described in ``_checkpoint``.
+
+* :func:`load_checkpoint` -> :class:`Checkpoint` (per-layer, per-head parameters);
+* :func:`analyse_checkpoint` -> :class:`CheckpointReport` (verdicts, deciding parameter,
+  distance to the boundary, predicted masses; ``as_dict()``, ``format_text()``, ``plot()``);
+* :func:`measure_attention` / :func:`measure_checkpoint` -> :class:`AttentionMeasurement`
+  (a running model's masses beside the prior and Theorem 10's band; :func:`plot_measurement`).
 """
 
 try:
