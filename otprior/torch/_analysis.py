@@ -230,8 +230,8 @@ def analyse_checkpoint(
     else:
         note = "as given"
     lengths = tuple(lengths)
-    if len(lengths) < 2 or not all(type(n) is int and n >= 2 for n in lengths) or list(lengths) != sorted(set(lengths)):
-        raise DomainError("lengths", lengths, "at least two increasing integers >= 2")
+    if not 2 <= len(lengths) <= 64 or not all(type(n) is int and n >= 2 for n in lengths) or list(lengths) != sorted(set(lengths)):
+        raise DomainError("lengths", lengths, "2 to 64 increasing integers >= 2")
     if window is None:
         window = max(1, min(64, lengths[0] // 2))
     if type(window) is not int or not 1 <= window < lengths[0]:

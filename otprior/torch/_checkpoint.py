@@ -403,26 +403,27 @@ def _torch_archive(path: Path):
 
 
 def _is_tensor_dict(obj):
-    return isinstance(obj, dict) and obj and all(type(k) is str for k in obj) and any(isinstance(v, torch.Tensor) for v in obj.values())
+    # dict's own methods, never the loaded object's (an OrderedDict's state could shadow them)
+    return isinstance(obj, dict) and obj and all(type(k) is str for k in dict.keys(obj)) and any(isinstance(v, torch.Tensor) for v in dict.values(obj))
 
 
 def _find_state_dict(state, path):
     """The dict of tensors in a loaded archive: the top level or one of the usual wrappers."""
-    if _is_tensor_dict(state) and all(isinstance(v, torch.Tensor) for v in state.values()):
-        return state
+    if _is_tensor_dict(state) and all(isinstance(v, torch.Tensor) for v in dict.values(state)):
+        return dict(dict.items(state))
     if isinstance(state, dict):
         for key in ("state_dict", "model", "module", "model_state_dict", "model_states"):
-            inner = state.get(key)
+            inner = dict.get(state, key)
             if _is_tensor_dict(inner):
-                return {k: v for k, v in inner.items() if isinstance(v, torch.Tensor)}
+                return {k: v for k, v in dict.items(inner) if isinstance(v, torch.Tensor)}
         if _is_tensor_dict(state):
-            return {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
+            return {k: v for k, v in dict.items(state) if isinstance(v, torch.Tensor)}
     raise CheckpointError(f"{path}: no state dict of tensors found (top-level type {type(state).__name__})")
 
 
 def _tensor_entries(state_dict, path) -> dict:
     entries = {}
-    for key, t in state_dict.items():
+    for key, t in dict.items(state_dict):
         if type(t) not in (torch.Tensor, torch.nn.Parameter):
             raise CheckpointError(f"{path}: {key!r} is a {type(t).__name__}, not a plain tensor; refused")
         shape = tuple(int(s) for s in torch.Tensor.size(t))
