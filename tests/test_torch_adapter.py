@@ -184,6 +184,7 @@ def test_analysis_against_the_theory(tmp_path):
     assert report.nearest[0]["decided_by"]["value"] == min(got)
 
 
+@pytest.mark.slow
 def test_model_causal_ot_equals_the_library():
     S = torch.randn(2, 14, 14, dtype=torch.float64)
     for b in range(2):
