@@ -327,3 +327,19 @@ def test_config_and_tensors_must_agree(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match="no model found in the folder"):
         load_checkpoint(tmp_path / "empty")
+
+
+def test_every_reference_scheme_reads_back(tmp_path):
+    from otprior.torch.model import SCHEMES
+
+    expected = {"alibi": "bounded", "log-distance": "bounded", "nope": "diluting", "rope": "diluting", "cable": "diluting", "causal-ot": "diluting"}
+    for scheme in SCHEMES:
+        model = ReferenceModel(ModelConfig(scheme=scheme, train_length=32, n_layers=2, n_heads=4))
+        report = analyse_checkpoint(save_model(model, tmp_path / scheme))
+        assert report.checkpoint.scheme == scheme and len(report.rows) == 8 and report.lengths == (32, 256)
+        if scheme == "kerple-log":
+            exponents = np.concatenate([b.attn.pos.bias_p.clamp(min=0.01).detach().flatten().numpy() for b in model.blocks])
+            assert [r["kind"] for r in report.rows] == ["bounded" if p > 1 else "diluting" for p in exponents]
+        else:
+            assert {r["kind"] for r in report.rows} == {expected[scheme]}
+        assert (report.margin is not None) == (scheme in ("log-distance", "kerple-log"))

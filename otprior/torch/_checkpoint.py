@@ -727,7 +727,7 @@ def _config_scheme(cfg: _Config, family: str):
 def _rope_params(cfg: _Config) -> dict:
     params = cfg.value(["rope_parameters"], "dict") or {}
     scaling = cfg.value(["rope_scaling"], "dict") or {}
-    theta = cfg.value(["rope_theta"], "float") or cfg.value(["rope_theta"], "float", data=params) or cfg.value(["rotary_emb_base"], "float") or 10000.0
+    theta = cfg.value(["rope_theta"], "float") or cfg.value(["rope_theta"], "float", data=params) or cfg.value(["rotary_emb_base", "rope_base"], "float") or 10000.0
     merged = {**scaling, **params}
     rope_type = cfg.value(["rope_type", "type"], "str", "default", data=merged)
     out = {"rope_theta": float(theta), "rope_type": rope_type}
