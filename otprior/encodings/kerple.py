@@ -14,7 +14,6 @@ as the model's forward pass does, while the constructors refuse values outside t
 
 from __future__ import annotations
 
-
 import math
 from dataclasses import dataclass
 

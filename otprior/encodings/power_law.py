@@ -6,7 +6,6 @@ masses come from the certified log-distance routines (Theorem 7, ``proofs/log_di
 
 from __future__ import annotations
 
-import math  # noqa: F401
 from dataclasses import dataclass
 
 import mpmath

@@ -10,7 +10,6 @@ Theorem N6 (``proofs/normalisers.md``): with a bias constant (``c_T``) far away 
 
 from __future__ import annotations
 
-
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,7 +85,7 @@ class Entmax(Normaliser):
         a = self.alpha
         why = f"{decisive(a, 1.0)}-entmax gives zero weight below its threshold; a constant far bias ({tail:.6g}) holds infinitely many tied keys (Theorem N6)."
         return threshold_verdict(encoding, self, B, tail - b_star, strict=True, why=why,
-                                 rate=f"limit window share min(1, W ((alpha - 1) Delta')^(1/(alpha - 1))) at advantage Delta' over the far keys",
+                                 rate="limit window share min(1, W ((alpha - 1) Delta')^(1/(alpha - 1))) at advantage Delta' over the far keys",
                                  window_mass=mass)
 
 

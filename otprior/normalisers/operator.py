@@ -30,8 +30,9 @@ class CausalOTNormaliser(Normaliser):
         object.__setattr__(self, "rho", check_rho(self.rho))
 
     def attention(self, logits):
-        from ..causal_ot import causal_ot_attention
         import numpy as np
+
+        from ..causal_ot import causal_ot_attention
 
         z = np.asarray(logits, dtype=float)[::-1]  # key order, the query last
         n = z.size
@@ -48,7 +49,6 @@ class CausalOTNormaliser(Normaliser):
         prof = encoding._profile(1)
         if prof is None or prof[0] != "constant-tail" or prof[1] != prof[3] or prof[2] > prof[3]:
             return Verdict(encoding, None, "undecided", "the causal OT operator with a positional bias is not analysed.", normaliser=self, score_bound=B)
-        from ..ot_prior import ot_dilution_bound
 
         return Verdict(
             encoding,

@@ -57,7 +57,7 @@ class Temperature(Normaliser):
         return float(np.sum(self.attention(encoding._log_weights(n))[:window]))
 
     def classify(self, encoding, B):
-        from ..encodings import ALiBi, CABLE, KerpleLog, KerplePower, LogDistance
+        from ..encodings import CABLE, ALiBi, KerpleLog, KerplePower, LogDistance
         from ..encodings._base import Verdict
 
         a = self.factor

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit, log_expit
 
-from ._base import Normaliser, register, row
 from ..encodings._base import Verdict
+from ._base import Normaliser, register, row
 
 __all__ = ["StickBreaking", "stick_breaking_window_floor"]
 
