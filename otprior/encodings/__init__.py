@@ -103,8 +103,9 @@ def classify(encoding, normaliser=None, score_bound=None):
     'diluting'
     >>> round(classify(ALiBi(0.5)).limit_distant_mass(4), 6)   # e^(-2)
     0.135335
-    >>> classify(NoPE(), "ssmax").kind
-    'content-dependent'
+    >>> v = classify(NoPE(), "ssmax", score_bound=1.0)   # SSMax with s = 1: the window needs Delta >= 1
+    >>> v.kind, v.threshold
+    ('content-dependent', 1.0)
     """
     from .._validation import DomainError, check_real
 

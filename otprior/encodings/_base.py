@@ -192,6 +192,12 @@ class Encoding:
             out.append(self._replace(**changes))
         return tuple(out)
 
+    def params(self) -> dict:
+        """The constructor parameters and their values (the dataclass fields a user sets)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.init and not f.name.startswith("_")}
+
+    _params = params  # the name earlier callers use
+
     def _replace(self, **changes):
         kwargs = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
         kwargs.update(changes)

@@ -188,8 +188,11 @@ class RoPE(Encoding):
 
     @property
     def score_bound(self) -> float:
-        """``a^2 B``: the bound on the logits after the attention factor (Theorem R)."""
-        return self.logit_bound * self.cos_sin_factor**2
+        """``a^2 B`` (``max(a^2, 1) B`` when only part of the head rotates): the logit bound after the factor (Theorem R)."""
+        a2 = self.cos_sin_factor**2
+        if self.partial_rotary_factor < 1.0:
+            a2 = max(a2, 1.0)  # the pass-through dimensions keep factor 1
+        return self.logit_bound * a2
 
     def inverse_frequencies(self, seq_len=None) -> np.ndarray:
         """The rotation frequencies (float64), as :func:`rope_inverse_frequencies`."""

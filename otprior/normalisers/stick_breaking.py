@@ -57,5 +57,21 @@ class StickBreaking(Normaliser):
             normaliser=self,
             score_bound=B,
             _window_mass=self._mass_fn(encoding),
-            _limit=lambda W: 1.0 - self._window_mass(encoding, W, W),
+            _limit=lambda W: self._limit(encoding, W),
         )
+
+    def _limit(self, encoding, W):
+        """:math:`D_\\infty(W) = P_W - P_\\infty`, :math:`P_k = \\prod_{d<k}(1 - \\sigma(b(d)))` (Theorem N4).
+
+        :math:`P_\\infty = 0` exactly when :math:`\\sum_d \\sigma(b(d)) = \\infty`, i.e. when
+        :math:`e^{b}` is not summable (eventually constant biases, diluting power laws); for a
+        summable bias :math:`P_\\infty > 0` is not computed here.
+        """
+        from .._validation import PrecisionError
+
+        p_w = float(np.exp(np.sum(log_expit(-np.asarray(encoding.bias(np.arange(W, dtype=float), W), dtype=float)))))
+        prof = encoding._profile(1)
+        summable = encoding._verdict().kind == "bounded"
+        if (prof is not None and prof[0] == "constant-tail") or not summable:
+            return p_w
+        raise PrecisionError("D_oo(W) of stick-breaking with a summable bias: the infinite product P_oo > 0 is not computed")
