@@ -85,8 +85,11 @@ def test_alibi_falcon_effective_row_and_window_mass():
     assert worst_row < 1e-9 and worst_mass < 1e-12
     # without the 1/sqrt(head_dim) the window mass is far off (the error this variant corrects)
     plain = ALiBi(heads=8).window_mass(8, 2000)
-    falcon = ALiBi(heads=8, variant="falcon", head_dim=64).window_mass(8, 2000)
+    falcon = ALiBi(heads=8, variant="falcon", head_dim=64).window_mass(8, 2000)  # bf16 by default for falcon
     assert np.max(np.abs(plain - falcon)) > 0.1
+    # the bfloat16 rounding of slope x position is not a detail: without it the masses move by > 0.05
+    unrounded = ALiBi(heads=8, variant="falcon", head_dim=64, bf16=False).window_mass(16, 5000)
+    assert np.max(np.abs(unrounded - ALiBi(heads=8, variant="falcon", head_dim=64).window_mass(16, 5000))) > 0.05
 
 
 def test_bf16_rounding_matches_torch():

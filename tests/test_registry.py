@@ -70,3 +70,21 @@ def test_kerple_stored_names_map_the_right_way_round():
     power = E.KerplePower.from_stored(bias_a=0.3, bias_p=1.4)
     assert (power.r1, power.r2) == (0.3, 1.4)
     assert E.KerplePower.from_stored(bias_a=0.001, bias_p=5.0).r2 == 2.0 and E.KerpleLog.from_stored(bias_p=-1, bias_a=0).r1 == 0.01
+
+
+def test_allocations_are_checked_before_they_happen():
+    from otprior.limits import ResourceError
+
+    with pytest.raises(ResourceError):
+        E.ALiBi.slopes(10**12)
+    with pytest.raises(ResourceError):
+        E.ALiBi(heads=10**12)
+    with pytest.raises(DomainError):
+        E.FIRE().window_mass(4, 10**12)  # no closed form: direct summation refused
+
+
+def test_content_dependent_limit_at_constant_content():
+    v = classify(E.NoPE(), N.SSMax(1.0), score_bound=1.0)
+    assert v.kind == "content-dependent" and v.limit_distant_mass(4) == 1.0  # Delta = 0 < 1
+    v = classify(E.NoPE(), N.Entmax(2.0), score_bound=1.0)
+    assert v.threshold == 0.0 and v.threshold_strict and v.limit_distant_mass(4) == 1.0

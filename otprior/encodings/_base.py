@@ -96,7 +96,8 @@ class Verdict:
         How the window mass vanishes (diluting) or how ``D_n`` approaches its limit (bounded).
     threshold : float or None
         For "content-dependent": the content advantage ``Delta`` of the window's keys over
-        the rest at and above which the window keeps a share bounded away from zero.
+        the rest at and above which (strictly above when ``threshold_strict``) the window keeps
+        a share bounded away from zero.
     normaliser : object or None
         The normaliser (``None``: softmax).
     score_bound : float
@@ -109,6 +110,7 @@ class Verdict:
     reason: str
     rate: str | None = None
     threshold: float | None = None
+    threshold_strict: bool = False
     normaliser: object = None
     score_bound: float = 0.0
     _limit: object = field(default=None, repr=False, compare=False)
@@ -119,14 +121,13 @@ class Verdict:
         window = check_int(window, "window")
         if self._limit is not None:
             return float(self._limit(window))
-        if self.kind == "diluting" or (self.kind == "content-dependent" and self._window_mass is not None):
-            return 1.0 if self.kind == "diluting" else float(self._content_free_limit(window))
-        raise DomainError("window", window, f"an encoding whose verdict is decided (this one is {self.kind})")
-
-    def _content_free_limit(self, window):
-        # content-dependent pairs: at constant content (Delta = 0) the prior dilutes unless
-        # the threshold is not positive
-        return 1.0 if self.threshold is None or self.threshold > 0 else 0.0
+        if self.kind == "diluting":
+            return 1.0
+        if self.kind == "content-dependent" and self.threshold is not None:
+            # at constant content (Delta = 0) the window is lost when 0 is below the threshold
+            if self.threshold > 0 or (self.threshold == 0 and self.threshold_strict):
+                return 1.0
+        raise DomainError("window", window, f"a pair whose constant-score limit is known (this one is {self.kind})")
 
     def window_mass(self, window, n):
         """The constant-score prior's window mass :math:`m_n(W)` of the pair, at any ``n`` (array-like)."""
@@ -143,6 +144,7 @@ class Verdict:
             "reason": self.reason,
             "rate": self.rate,
             "threshold": self.threshold,
+            "threshold_strict": self.threshold_strict,
             "score_bound": self.score_bound,
         }
         if window is not None and self.kind != "undecided":
@@ -237,6 +239,8 @@ class Encoding:
 
     def distant_mass_range(self, window, n) -> tuple:
         """``(lower, upper)`` of :math:`D_n(W)` over content within ``score_bound`` (Theorem 10)."""
+        # LOCAL USE of the Theorem 10 band until otprior/content_bound.py (content_band) is
+        # available here; replace these lines by a call to it.
         D = self.distant_mass(window, n)
         if D in (0.0, 1.0) or self.score_bound == 0.0:
             return D, D

@@ -91,12 +91,14 @@ class ALiBi(Encoding):
     variant: str = param("bloom", doc="whose slopes and scaling", choices=VARIANTS, kw_only=True)
     alibi_bias_max: float = param(8.0, doc="MPT's alibi_bias_max (> 0)", kw_only=True)
     head_dim: int | None = param(None, doc="head dimension (Falcon divides the slopes by its square root)", kw_only=True)
-    bf16: bool = param(False, doc="round the slopes and products to bfloat16, as Falcon does", kw_only=True)
+    bf16: bool | None = param(None, doc="round slopes and products to bfloat16, as Falcon does (default: only for falcon)", kw_only=True)
     logit_bound: float = param(0.0, doc="bound B >= 0 on |content logit - constant|", kw_only=True)
 
     def __post_init__(self):
         if self.variant not in VARIANTS:
             raise DomainError("variant", self.variant, f"one of {', '.join(VARIANTS)}")
+        if self.bf16 is None:
+            object.__setattr__(self, "bf16", self.variant == "falcon")
         if not isinstance(self.bf16, (bool, np.bool_)):
             raise DomainError("bf16", self.bf16, "True or False")
         object.__setattr__(self, "bf16", bool(self.bf16))

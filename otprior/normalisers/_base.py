@@ -57,7 +57,8 @@ def threshold_verdict(encoding, normaliser, B, threshold, *, strict, why, rate=N
     lim = limit
     if lim is None and kind == "diluting":
         lim = lambda W: 1.0  # noqa: E731
-    return Verdict(encoding, bounded, kind, why, rate, threshold=t, normaliser=normaliser, score_bound=B, _limit=lim, _window_mass=window_mass)
+    return Verdict(encoding, bounded, kind, why, rate, threshold=t, threshold_strict=strict, normaliser=normaliser, score_bound=B,
+                   _limit=lim, _window_mass=window_mass)
 
 
 class Normaliser:
