@@ -92,3 +92,29 @@ def test_budget_reports_time_and_memory():
 
 def test_text_and_sympy_give_the_same_verdict():
     assert classify(Bias("-2*log(d+1)")).kind == classify(Bias(-2 * sp.log(d + 1))).kind == "bounded"
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+ALPHABET = "d0123456789.+-*/^()_, 'abcdefghijklmnopqrstuvwxyzEO[]{}:;=<>!@#$%&|~`\\\""
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(alphabet=ALPHABET, max_size=60), st.text(max_size=30)))
+def test_any_text_is_parsed_or_refused_quickly(text):
+    start = time.monotonic()
+    try:
+        expr = parse_bias(text)
+    except DomainError as exc:
+        assert exc.parameter in ("expr", "symbol")
+    else:
+        assert expr.free_symbols <= {d}
+    assert time.monotonic() - start < 1.0
+
+
+def test_numeric_bias_values_are_checked():
+    enc = Bias("-d**d**d")
+    assert 0 < enc.window_mass(2, 50) <= 1  # the weights underflow to 0, never NaN
+    with pytest.raises(DomainError):
+        Bias("exp(d)").window_mass(2, 5000)  # +inf bias: refused, not a NaN mass

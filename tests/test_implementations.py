@@ -12,7 +12,7 @@ import pytest
 import torch
 from scipy.special import logsumexp
 
-from otprior import DomainError
+from otprior import DomainError, classify
 from otprior.encodings import (
     CABLE,
     FIRE,
@@ -90,6 +90,28 @@ def test_alibi_falcon_effective_row_and_window_mass():
     # the bfloat16 rounding of slope x position is not a detail: without it the masses move by > 0.05
     unrounded = ALiBi(heads=8, variant="falcon", head_dim=64, bf16=False).window_mass(16, 5000)
     assert np.max(np.abs(unrounded - ALiBi(heads=8, variant="falcon", head_dim=64).window_mass(16, 5000))) > 0.05
+
+
+def test_falcon_bf16_rows_oscillate():
+    """Theorem 11c on the model's own rows: the window mass swings between ~1 and <= W / G_n."""
+    from transformers.models.falcon.modeling_falcon import build_alibi_tensor
+
+    enc = ALiBi(0.5, variant="falcon", head_dim=64)
+    assert classify(enc).kind == "diluting"
+    k = 16
+    for n, at_lower_edge in [(2**k + 2**(k - 8) + 2, True), (2**k + 2**(k - 7) + 2**(k - 8) - 1, False)]:
+        mask = torch.ones(1, n, dtype=torch.long)
+        alibi = build_alibi_tensor(mask, 1, torch.float32).reshape(n).double().numpy() * 0.5 / 0.00390625  # one head: slope 2^-8
+        # a single-head Falcon tensor has slope 2^-8; rescale to 0.5 exactly (powers of two commute with bf16)
+        row = ((alibi - alibi[-1]) / 8.0)[::-1]
+        mass = window_mass_of_row(row, 4)
+        assert mass == pytest.approx(enc.window_mass(4, n), abs=1e-12)
+        G = ALiBi.tied_keys(n, 0.5)
+        assert mass <= 4 / G + 1e-15
+        if at_lower_edge:
+            assert mass > 0.99 and G <= 2
+        else:
+            assert G >= 2 ** (k - 8) and mass < 0.02
 
 
 def test_bf16_rounding_matches_torch():

@@ -170,18 +170,7 @@ class ALiBi(Encoding):
 
     def _verdict(self):
         if self.bf16:
-            m = self.effective_slope
-            return Verdict(
-                self,
-                m > 0,
-                "bounded" if m > 0 else "diluting",
-                "bfloat16 rounding of slope x position makes the row depend on n; the rounded bias stays within "
-                f"a relative 2^-8 of -m d with m = {m:.6g}, so e^b(d) <= e^(-(1 - 2^-8) m d + c): summable."
-                if m > 0
-                else "slope m = 0: no bias, uniform prior.",
-                "geometric, up to the bfloat16 rounding of each logit" if m > 0 else "1 - D_n(W) = W/n",
-                _limit=(lambda W: self._masses(W, max(W, min(1 << 22, int(800 / m) + 2)))[1]) if m > 0 else None,
-            )
+            return self._bf16_verdict()
         m = self.effective_slope
         if m == 0.0:
             return Verdict(self, False, "diluting", "slope m = 0: no bias, uniform prior.", "1 - D_n(W) = W/n")
@@ -195,6 +184,46 @@ class ALiBi(Encoding):
             _limit=lambda W: math.exp(-m * W),
         )
 
+    def _bf16_verdict(self):
+        """Theorem 11c (``proofs/classification.md``): rows rounded to bfloat16 tie the nearest keys.
+
+        Key positions ``j`` are rounded to bfloat16 (8 significant bits) before the product, so
+        for ``n - 1`` in ``[2^k, 2^(k+1))``, ``k >= 8``, every key in the bfloat16 bin of ``n - 1``
+        (width ``2^(k-7)``) ties with the query at the largest logit, and the window keeps at most
+        ``W / G_n``, with ``G_n`` the number of tied keys at or before the query. ``G_n`` exceeds
+        ``2^(k-8)`` when ``n - 1`` lies in the upper half of its bin and is 1 at the bin's lower
+        edge, so ``D_n(W)`` oscillates: ``limsup D_n(W) = 1`` (not bounded), ``liminf`` below 1.
+        """
+        m = self.effective_slope
+        if m == 0.0:
+            return Verdict(self, False, "diluting", "slope m = 0: no bias, uniform prior.", "1 - D_n(W) = W/n")
+
+        def no_limit(W):
+            raise DomainError("window", W, "a pair whose D_n(W) converges (bfloat16 rows oscillate with n)")
+
+        return Verdict(
+            self,
+            False,
+            "diluting",
+            "Falcon rounds key positions and slope x position to bfloat16: beyond n = 256 the keys in the query's "
+            "bfloat16 bin tie at the largest logit, so the window keeps at most W / G_n, and G_n grows like n / 256 "
+            "whenever n - 1 lies in the upper half of its bin (Theorem 11c): limsup D_n(W) = 1, not bounded; D_n "
+            "oscillates with the position of n - 1 in its bin.",
+            "1 - D_n(W) <= W / G_n, G_n >= 2^(k-8) for n - 1 in the upper half of [2^k, 2^(k+1))",
+            _limit=no_limit,
+        )
+
+    @staticmethod
+    def tied_keys(n, slope):
+        """``G_n``: keys at or before the query (``n`` keys) whose bfloat16 logit ties with the query's."""
+        n = int(n)
+        m = float(bf16_round(slope))
+        j = np.arange(n, dtype=float)
+        logits = bf16_round(m * bf16_round(j))
+        return int(np.sum(logits == logits[-1]))
+
     def _profile(self, window):
+        if self.bf16:
+            return None
         m = self.effective_slope
         return ("minus-infinity",) if m > 0 else ("constant-tail", 0.0, -math.inf, 0.0)
