@@ -131,6 +131,8 @@ def test_softmax_and_causal_ot_pairs():
     assert v.kind == "diluting"
     assert v.window_mass(10, 1024) == pytest.approx(otprior.ot_window_mass(10, 1024, 0.5), rel=1e-12)
     assert classify(ALiBi(0.3), N.CausalOTNormaliser(0.5)).kind == "undecided"
+    # the operator's row at constant scores is Theorem 2's prior
+    assert np.allclose(N.CausalOTNormaliser(0.5).attention(np.zeros(40)), otprior.ot_prior(40, 0.5), rtol=1e-9)
 
 
 def test_every_pair_answers():

@@ -20,12 +20,11 @@ from .._registry import Registry
 from .._validation import DomainError, check_int, check_real, check_window
 from ..limits import check_allocation
 
-__all__ = ["Encoding", "Verdict", "REGISTRY", "register", "decisive", "EPS", "DIRECT_MAX"]
+__all__ = ["Encoding", "Verdict", "REGISTRY", "register", "decisive", "DIRECT_MAX"]
 
 REGISTRY = Registry("encoding")
 register = REGISTRY.register
 
-EPS = float(np.finfo(float).eps)  # machine epsilon of the double path
 DIRECT_MAX = 1 << 22  # longest prefix summed term by term where no closed form exists (time bound)
 
 
