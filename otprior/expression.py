@@ -24,8 +24,6 @@ import math
 import os
 import time
 
-import sympy as sp
-
 from ._validation import DomainError, check_real
 
 __all__ = [
@@ -49,9 +47,10 @@ MAX_CONSTANT = 1e300
 DEFAULT_TIME_BUDGET = 5.0  # seconds
 DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of address space a budgeted computation may add
 
-_UNARY_FUNCS = {"log": sp.log, "exp": sp.exp, "sqrt": sp.sqrt, "sin": sp.sin, "cos": sp.cos, "abs": sp.Abs}
-_NARY_FUNCS = {"min": sp.Min, "max": sp.Max}
-_CONSTANTS = {"pi": sp.pi, "E": sp.E}
+# grammar names -> sympy attribute names (sympy is imported on first use: ``import otprior`` stays light)
+_UNARY_FUNCS = {"log": "log", "exp": "exp", "sqrt": "sqrt", "sin": "sin", "cos": "cos", "abs": "Abs"}
+_NARY_FUNCS = {"min": "Min", "max": "Max"}
+_CONSTANTS = {"pi": "pi", "E": "E"}
 
 
 def _refuse(text, why):
@@ -81,11 +80,15 @@ def parse_bias(text, symbol: str = "d"):
     count = sum(1 for _ in ast.walk(tree))
     if count > MAX_NODES:
         _refuse(text, f"at most {MAX_NODES} nodes")
+    import sympy as sp
+
     d = sp.Symbol(symbol)
     return _build(tree.body, text, d, symbol, 0)
 
 
 def _number(value, text):
+    import sympy as sp
+
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         _refuse(text, f"constant {value!r} is not a real number")
     if isinstance(value, float):
@@ -99,6 +102,8 @@ def _number(value, text):
 
 def _magnitude_ok(value) -> bool:
     """A numeric sympy value whose magnitude stays within MAX_CONSTANT (checked without evaluating big powers)."""
+    import sympy as sp
+
     try:
         v = abs(complex(sp.N(value, 15)))
     except (TypeError, ValueError, OverflowError):
@@ -107,6 +112,15 @@ def _magnitude_ok(value) -> bool:
 
 
 def _build(node, text, d, symbol, depth):
+    out = _build_node(node, text, d, symbol, depth)
+    if out.is_number and out.is_real is False:
+        _refuse(text, f"real constants only ({out} is not real)")
+    return out
+
+
+def _build_node(node, text, d, symbol, depth):
+    import sympy as sp
+
     if depth > MAX_DEPTH:
         _refuse(text, f"nesting at most {MAX_DEPTH} deep")
     rec = lambda n: _build(n, text, d, symbol, depth + 1)  # noqa: E731
@@ -116,7 +130,7 @@ def _build(node, text, d, symbol, depth):
         if node.id == symbol:
             return d
         if node.id in _CONSTANTS:
-            return _CONSTANTS[node.id]
+            return getattr(sp, _CONSTANTS[node.id])
         _refuse(text, f"unknown name {node.id!r}; the distance is {symbol!r}")
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         inner = rec(node.operand)
@@ -160,14 +174,14 @@ def _build(node, text, d, symbol, depth):
                 _refuse(text, f"{name} takes one argument")
             if name == "exp" and args[0].is_number and (not _magnitude_ok(args[0]) or complex(sp.N(args[0], 15)).real > 690):
                 _refuse(text, f"constants within {MAX_CONSTANT:g}")
-            out = _UNARY_FUNCS[name](args[0])
+            out = getattr(sp, _UNARY_FUNCS[name])(args[0])
             if out.has(sp.zoo, sp.nan, sp.oo, -sp.oo):
                 _refuse(text, "an undefined constant")
             return out
         if name in _NARY_FUNCS:
             if len(args) < 2:
                 _refuse(text, f"{name} takes two or more arguments")
-            return _NARY_FUNCS[name](*args)
+            return getattr(sp, _NARY_FUNCS[name])(*args)
         _refuse(text, f"unknown function {name!r}; allowed: {', '.join(list(_UNARY_FUNCS) + list(_NARY_FUNCS))}")
     _refuse(text, f"{type(node).__name__} is not part of the grammar")
 

@@ -39,6 +39,9 @@ d = sp.Symbol("d")
         "d+" * 600 + "d",
         "",
         "1/0",
+        "(-8)**(1/3)*d",
+        "sqrt(-1)*d",
+        "log(-2) + d",
     ],
 )
 def test_refused_with_a_domain_error(text, tmp_path):

@@ -161,7 +161,10 @@ class Bias(Encoding):
             import sympy as sp
 
             fn = sp.lambdify(self._sym[0], self._sym[1], "numpy")
-            return np.asarray(fn(d), dtype=float) * np.ones_like(d)
+            values = np.asarray(fn(d))
+            if np.iscomplexobj(values):
+                raise DomainError("expr", str(self.expression), "an expression real at every distance (this one is complex)")
+            return values.astype(float) * np.ones_like(d)
 
     def _verdict(self):
         d, b = self._sym
