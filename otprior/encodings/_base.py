@@ -238,6 +238,9 @@ class Encoding:
 
     def distant_mass_range(self, window, n) -> tuple:
         """``(lower, upper)`` of :math:`D_n(W)` over content within ``score_bound`` (Theorem 10)."""
+        hs = self.per_head()
+        if hs is not None:
+            return tuple(h.distant_mass_range(window, n) for h in hs)
         # LOCAL USE of the Theorem 10 band until otprior/content_bound.py (content_band) is
         # available here; replace these lines by a call to it.
         D = self.distant_mass(window, n)
