@@ -155,3 +155,22 @@ def test_normaliser_refusals():
         N.SSMax(0.0)
     with pytest.raises(DomainError):
         N.ForgettingGate(f_max=0.5, f_min=0.9)
+
+
+def test_temperature_scales_the_exponent():
+    t = N.Temperature(2.0)
+    assert classify(LogDistance(0.8), t).kind == "bounded"  # 2 * 0.8 > 1
+    assert classify(LogDistance(0.4), t).kind == "diluting"
+    assert classify(ALiBi(0.1), t).kind == "bounded" and classify(NoPE(), t).kind == "diluting"
+    b = LogDistance(0.8).bias(np.arange(500, dtype=float))
+    assert classify(LogDistance(0.8), t).window_mass(5, 500) == pytest.approx(float(np.sum(softmax(2 * b)[:5])), rel=1e-12)
+
+
+def test_entmax_with_decaying_bias_has_a_finite_support():
+    ent = N.Entmax(2.0)
+    enc = ALiBi(0.3)
+    assert classify(enc, ent, score_bound=0.1).kind == "bounded"  # 2B = 0.2 <= 0.3
+    assert classify(enc, ent, score_bound=0.2).kind == "undecided"
+    rows = [ent.attention(enc.bias(np.arange(n, dtype=float))) for n in (20, 200, 2000)]
+    support = int(np.sum(rows[0] > 0))
+    assert support < 20 and all(np.allclose(r[:20], rows[0]) and np.all(r[20:] == 0) for r in rows)
