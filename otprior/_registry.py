@@ -57,6 +57,39 @@ class Parameter:
     def required(self) -> bool:
         return self.default is MISSING
 
+    def convert(self, text: str):
+        """A command-line string as this parameter's value (``DomainError`` naming it if it does not parse).
+
+        ``float``/``int``: a number; ``bool``: true/false/yes/no/1/0; ``tuple``: comma-separated
+        numbers, with ``;`` between heads; anything else (``str``, ``object``): the text itself,
+        for the class to validate (an expression is parsed, never evaluated).
+        """
+        if not isinstance(text, str):
+            raise DomainError(self.name, text, "a string to convert")
+        kinds = set(typing.get_args(self.type)) or {self.type}
+        kinds.discard(type(None))
+        t = text.strip()
+        try:
+            if kinds <= {bool}:
+                low = t.lower()
+                if low in ("true", "yes", "1"):
+                    return True
+                if low in ("false", "no", "0"):
+                    return False
+                raise ValueError(t)
+            if kinds <= {int}:
+                return int(t)
+            if kinds <= {float, int}:
+                return float(t)
+            if kinds <= {tuple}:
+                rows = [tuple(float(x) for x in row.split(",") if x.strip()) for row in t.split(";")]
+                return rows[0] if len(rows) == 1 else tuple(rows)
+        except ValueError:
+            raise DomainError(self.name, text, f"a value of type {self.type}: {self.doc}") from None
+        if self.choices is not None and t not in self.choices:
+            raise DomainError(self.name, text, f"one of {', '.join(map(str, self.choices))}")
+        return t
+
 
 class Registry:
     """Name -> frozen dataclass, filled by the ``register`` decorator where each class is defined."""

@@ -88,3 +88,21 @@ def test_content_dependent_limit_at_constant_content():
     assert v.kind == "content-dependent" and v.limit_distant_mass(4) == 1.0  # Delta = 0 < 1
     v = classify(E.NoPE(), N.Entmax(2.0), score_bound=1.0)
     assert v.threshold == 0.0 and v.threshold_strict and v.limit_distant_mass(4) == 1.0
+
+
+def test_command_line_strings_convert_through_the_parameters():
+    p = {q.name: q for q in E.parameters("alibi")}
+    assert p["slope"].convert("0.25") == 0.25 and p["heads"].convert("12") == 12 and p["bf16"].convert("yes") is True
+    assert p["variant"].convert("mpt") == "mpt"
+    with pytest.raises(DomainError) as info:
+        p["variant"].convert("gpt")
+    assert info.value.parameter == "variant"
+    with pytest.raises(DomainError) as info:
+        p["slope"].convert("__import__('os')")
+    assert info.value.parameter == "slope"
+    values = {q.name: q for q in E.parameters("t5")}["values"].convert("0, -1, -2; 0, -0.5, -1")
+    assert values == ((0.0, -1.0, -2.0), (0.0, -0.5, -1.0))
+    enc = E.get("t5", num_buckets=3, max_distance=8, values=values)
+    assert enc.heads == 2
+    expr = {q.name: q for q in E.parameters("bias")}["expr"].convert("-2*log(d+1)")
+    assert classify(E.get("bias", expr=expr)).kind == "bounded"
