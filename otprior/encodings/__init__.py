@@ -12,7 +12,7 @@ is defined. The registry is the single list:
 Adding an encoding is one file: a frozen dataclass subclassing :class:`Encoding`, decorated
 with ``@register`` (from ``._base``), its fields declared with ``param(default, doc=...)`` so that
 options can be generated, ``bias`` and ``_verdict`` implemented (``_masses`` for a closed form,
-``_profile`` for the normalisers), imported below; then its test and its proof.
+``far_profile`` for the normalisers), imported below; then its test and its proof.
 
 Each encoding offers ``bias(d, n=None)``, ``window_mass(window, n)`` and
 ``distant_mass(window, n)`` (``n`` array-like; multi-head instances answer with a leading

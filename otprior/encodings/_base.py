@@ -209,7 +209,7 @@ class Encoding:
         """The bias :math:`b(d)` at distances ``d`` (array) for a query with ``n`` keys."""
         raise NotImplementedError
 
-    def _log_weights(self, n: int) -> np.ndarray:
+    def log_weights(self, n: int) -> np.ndarray:
         check_allocation(8 * n, "n", n)
         if n > DIRECT_MAX:
             raise DomainError("n", n, f"an integer at most {DIRECT_MAX} for direct summation of {self.name}")
@@ -220,7 +220,7 @@ class Encoding:
 
     def _masses(self, window: int, n: int) -> tuple:
         """``(m_n(W), D_n(W))`` for scalar, validated ``window <= n``: direct log-sum-exp."""
-        return direct_masses(self._log_weights(n), window)
+        return direct_masses(self.log_weights(n), window)
 
     def window_mass(self, window, n):
         """:math:`m_n(W)` of the constant-score prior; ``n`` array-like (same shape back)."""
@@ -253,7 +253,7 @@ class Encoding:
     def _verdict(self) -> Verdict:
         raise NotImplementedError
 
-    def _profile(self, window):
+    def far_profile(self, window):
         """The shape of the bias far away, for the normalisers (``proofs/normalisers.md``).
 
         ``("minus-infinity",)``: :math:`b(d) \\to -\\infty` monotonically (at least

@@ -158,7 +158,7 @@ class ALiBi(Encoding):
 
     def _masses(self, window, n):
         if self.bf16:
-            return direct_masses(self._log_weights(n), window)
+            return direct_masses(self.log_weights(n), window)
         m = self.effective_slope
         if m == 0.0:
             return window / n, (n - window) / n
@@ -222,7 +222,7 @@ class ALiBi(Encoding):
         logits = bf16_round(m * bf16_round(j))
         return int(np.sum(logits == logits[-1]))
 
-    def _profile(self, window):
+    def far_profile(self, window):
         if self.bf16:
             return None
         m = self.effective_slope

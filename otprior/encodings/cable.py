@@ -73,6 +73,6 @@ class CABLE(Encoding):
             _limit=lambda W: math.exp(-e * W),
         )
 
-    def _profile(self, window):
+    def far_profile(self, window):
         e = self.min_increment
         return ("minus-infinity",) if e > 0 else ("constant-tail", 0.0, -math.inf, 0.0)

@@ -113,7 +113,7 @@ class KerpleLog(Encoding):
     def _masses(self, window, n):
         return power_law_masses(window, n, self.r1, 1.0 / self.r2)
 
-    def _profile(self, window):
+    def far_profile(self, window):
         return ("minus-infinity",) if self.r1 > 0 else ("constant-tail", 0.0, -math.inf, 0.0)
 
     def _verdict(self):
@@ -180,7 +180,7 @@ class KerplePower(Encoding):
             return np.ones_like(d)
         return np.exp(-self.wei_a * d**self.wei_p)
 
-    def _profile(self, window):
+    def far_profile(self, window):
         return ("minus-infinity",) if self.r1 > 0 else ("constant-tail", 0.0, -math.inf, 0.0)
 
     def _cut(self):

@@ -101,5 +101,5 @@ class LogDistance(Encoding):
     def _verdict(self):
         return power_law_verdict(self, self.alpha, self.offset, f"alpha = {decisive(self.alpha, 1.0)}")
 
-    def _profile(self, window):
+    def far_profile(self, window):
         return ("minus-infinity",)

@@ -345,10 +345,10 @@ class YaRN(Encoding):
         )
 
 
-def _flat_profile(self, window):
+def _flat_far_profile(self, window):
     return ("constant-tail", 0.0, -math.inf, 0.0)
 
 
-NoPE._profile = _flat_profile
-RoPE._profile = _flat_profile
-YaRN._profile = _flat_profile
+NoPE.far_profile = _flat_far_profile
+RoPE.far_profile = _flat_far_profile
+YaRN.far_profile = _flat_far_profile

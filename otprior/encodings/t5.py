@@ -161,7 +161,7 @@ class T5Buckets(Encoding):
             "1 - D_n(W) ~ C / n",
         )
 
-    def _profile(self, window):
+    def far_profile(self, window):
         if self.values is None:
             return None
         table = self._table()

@@ -25,7 +25,7 @@ from .._validation import DomainError, check_int, check_window
 from ..encodings._base import Verdict, check_lengths, decisive
 from ..limits import check_allocation
 
-__all__ = ["Normaliser", "REGISTRY", "register", "threshold_verdict", "row"]
+__all__ = ["Normaliser", "REGISTRY", "register", "threshold_verdict", "row", "softmax_verdict"]
 
 REGISTRY = Registry("normaliser")
 register = REGISTRY.register
@@ -61,6 +61,13 @@ def threshold_verdict(encoding, normaliser, B, threshold, *, strict, why, rate=N
                    _limit=lim, _window_mass=window_mass)
 
 
+def softmax_verdict(encoding, B):
+    """The encoding's own verdict (softmax), through the one public route ``otprior.classify``."""
+    from ..encodings import classify
+
+    return classify(encoding, None, B)
+
+
 class Normaliser:
     """Base class: a map from a row of logits to attention weights, and its pair verdicts."""
 
@@ -73,7 +80,7 @@ class Normaliser:
     def _row_weights(self, encoding, n: int) -> np.ndarray:
         """The constant-score row of the pair at length ``n`` (direct)."""
         check_allocation(8 * n, "n", n)
-        b = np.asarray(encoding._log_weights(n), dtype=float)
+        b = np.asarray(encoding.log_weights(n), dtype=float)
         return self.attention(np.where(np.isfinite(b), b, -1e300))
 
     def window_mass(self, encoding, window, n):

@@ -62,7 +62,7 @@ class Entmax(Normaliser):
         return entmax(logits, self.alpha)
 
     def classify(self, encoding, B):
-        prof = encoding._profile(1)
+        prof = encoding.far_profile(1)
         mass = self._mass_fn(encoding)
         if prof is None:
             return Verdict(encoding, None, "undecided", "no analysis of this encoding's far bias under entmax.", normaliser=self, score_bound=B,

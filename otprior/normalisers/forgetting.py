@@ -18,7 +18,7 @@ from scipy.special import softmax as _softmax
 from .._registry import param
 from .._validation import DomainError, check_real
 from ..encodings._base import Verdict, decisive, direct_masses
-from ._base import Normaliser, register, row
+from ._base import Normaliser, register, row, softmax_verdict
 
 __all__ = ["ForgettingGate"]
 
@@ -57,17 +57,17 @@ class ForgettingGate(Normaliser):
         return _softmax(z + decay)
 
     def _window_mass(self, encoding, window, n):
-        b = np.asarray(encoding._log_weights(n), dtype=float)
+        b = np.asarray(encoding.log_weights(n), dtype=float)
         return direct_masses(b - self.epsilon * np.arange(n), window)[0]
 
     def classify(self, encoding, B):
         eps = self.epsilon
         mass = self._mass_fn(encoding)
         if eps == 0.0:
-            base = encoding._verdict()
+            base = softmax_verdict(encoding, B)
             return Verdict(encoding, base.bounded, base.kind, "gates may stay at 1 (f_max = 1): the worst case adds no decay; " + base.reason,
                            base.rate, normaliser=self, score_bound=B, _window_mass=mass, _limit=base._limit)
-        prof = encoding._profile(1)
+        prof = encoding.far_profile(1)
         if prof is None and encoding.name not in ("fire", "causal-ot"):
             return Verdict(encoding, None, "undecided", "the encoding's bias is not known to be bounded above.", normaliser=self, score_bound=B,
                            _window_mass=mass)

@@ -46,7 +46,7 @@ class CausalOTNormaliser(Normaliser):
         return ot_window_mass(window, n, self.rho)
 
     def classify(self, encoding, B):
-        prof = encoding._profile(1)
+        prof = encoding.far_profile(1)
         if prof is None or prof[0] != "constant-tail" or prof[1] != prof[3] or prof[2] > prof[3]:
             return Verdict(encoding, None, "undecided", "the causal OT operator with a positional bias is not analysed.", normaliser=self, score_bound=B)
 

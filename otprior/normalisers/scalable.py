@@ -27,11 +27,11 @@ __all__ = ["SSMax", "LogN"]
 
 
 def _scaled_classify(norm, encoding, B, s, label):
-    prof = encoding._profile(1)
+    prof = encoding.far_profile(1)
     mass = norm._mass_fn(encoding)
 
     def window_profile(W):
-        return encoding._profile(W)
+        return encoding.far_profile(W)
 
     if prof is None:
         return Verdict(encoding, None, "undecided", f"{label}: no analysis of this encoding's far bias under length-dependent scaling.",

@@ -10,7 +10,7 @@ from scipy.special import softmax as _softmax
 from .._registry import param
 from .._validation import check_real
 from ..encodings._base import decisive
-from ._base import Normaliser, register, row
+from ._base import Normaliser, register, row, softmax_verdict
 
 __all__ = ["Softmax", "Temperature"]
 
@@ -29,7 +29,7 @@ class Softmax(Normaliser):
         return encoding.window_mass(window, n)
 
     def classify(self, encoding, B):
-        return replace(encoding._verdict(), normaliser=self, score_bound=B)
+        return replace(softmax_verdict(encoding, B), normaliser=self)
 
 
 @register
@@ -54,15 +54,15 @@ class Temperature(Normaliser):
         return _softmax(self.factor * row(logits))
 
     def _window_mass(self, encoding, window, n):
-        return float(np.sum(self.attention(encoding._log_weights(n))[:window]))
+        return float(np.sum(self.attention(encoding.log_weights(n))[:window]))
 
     def classify(self, encoding, B):
         from ..encodings import CABLE, ALiBi, KerpleLog, KerplePower, LogDistance
         from ..encodings._base import Verdict
 
         a = self.factor
-        base = encoding._verdict()
-        prof = encoding._profile(1)
+        base = softmax_verdict(encoding, B)
+        prof = encoding.far_profile(1)
         mass = self._mass_fn(encoding)
         if isinstance(encoding, (LogDistance, KerpleLog)):
             alpha = a * (encoding.alpha if isinstance(encoding, LogDistance) else encoding.r1)

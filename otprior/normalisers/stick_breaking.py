@@ -17,7 +17,7 @@ import numpy as np
 from scipy.special import expit, log_expit
 
 from ..encodings._base import Verdict
-from ._base import Normaliser, register, row
+from ._base import Normaliser, register, row, softmax_verdict
 
 __all__ = ["StickBreaking", "stick_breaking_window_floor"]
 
@@ -70,8 +70,8 @@ class StickBreaking(Normaliser):
         from .._validation import PrecisionError
 
         p_w = float(np.exp(np.sum(log_expit(-np.asarray(encoding.bias(np.arange(W, dtype=float), W), dtype=float)))))
-        prof = encoding._profile(1)
-        summable = encoding._verdict().kind == "bounded"
+        prof = encoding.far_profile(1)
+        summable = softmax_verdict(encoding, 0.0).kind == "bounded"
         if (prof is not None and prof[0] == "constant-tail") or not summable:
             return p_w
         raise PrecisionError("D_oo(W) of stick-breaking with a summable bias: the infinite product P_oo > 0 is not computed")
