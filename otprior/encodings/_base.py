@@ -209,7 +209,9 @@ class Encoding:
         """The bias :math:`b(d)` at distances ``d`` (array) for a query with ``n`` keys."""
         raise NotImplementedError
 
-    def log_weights(self, n: int) -> np.ndarray:
+    def log_weights(self, n) -> np.ndarray:
+        """The row :math:`b(0), \\dots, b(n-1)` of a query with ``n`` keys (direct; ``n`` up to ``DIRECT_MAX``)."""
+        n = check_int(n, "n")
         check_allocation(8 * n, "n", n)
         if n > DIRECT_MAX:
             raise DomainError("n", n, f"an integer at most {DIRECT_MAX} for direct summation of {self.name}")
