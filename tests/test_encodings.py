@@ -224,7 +224,7 @@ def test_content_bound_band():
         (lambda: T5Buckets(values=[0.0, 1.0]), "values"),
         (lambda: Bias(lambda x: -x), "asymptotic"),
         (lambda: classify("alibi"), "encoding"),
-        (lambda: ALiBi(0.1).distant_mass(10, 5), "n"),
+        (lambda: ALiBi(0.1).distant_mass(10, 5), "window"),
     ],
 )
 def test_refusals(make, name):

@@ -1,0 +1,134 @@
+"""Positional encodings as biases on attention logits, one registry, and their classification.
+
+Every encoding is a frozen dataclass in the file of its family, registered by name where it
+is defined. The registry is the single list:
+
+- :func:`names` -> the registered names;
+- :func:`get` ``(name, **params)`` -> an instance (unknown name or keyword: ``DomainError``);
+- :func:`lookup` ``(name)`` -> the class;
+- :func:`parameters` ``(name)`` -> :class:`~otprior._registry.Parameter` records
+  ``(name, type, default, doc, choices)`` from the dataclass fields, for generated options.
+
+Adding an encoding is one file: a frozen dataclass subclassing :class:`Encoding`, decorated
+with ``@register`` (from ``._base``), its fields declared with ``param(default, doc=...)`` so that
+options can be generated, ``bias`` and ``_verdict`` implemented (``_masses`` for a closed form,
+``far_profile`` for the normalisers), imported below; then its test and its proof.
+
+Each encoding offers ``bias(d, n=None)``, ``window_mass(window, n)`` and
+``distant_mass(window, n)`` (``n`` array-like; multi-head instances answer with a leading
+head axis) and is classified by :func:`otprior.classify` (Theorem 11,
+``proofs/classification.md``; with a normaliser, ``proofs/normalisers.md``).
+"""
+
+from __future__ import annotations
+
+from ._base import REGISTRY, Encoding, Verdict
+from .alibi import ALiBi, alibi_slopes, bf16_round
+from .bias import Bias
+from .cable import CABLE, cable_row_bias
+from .fire import FIRE, fire_input
+from .kerple import KerpleLog, KerplePower, kerple_clamp
+from .operator import CausalOT
+from .power_law import LogDistance
+from .rotary import ROPE_TYPES, NoPE, RoPE, YaRN, rope_inverse_frequencies
+from .t5 import T5Buckets, t5_bucket
+
+__all__ = [
+    "names",
+    "get",
+    "lookup",
+    "parameters",
+    "classify",
+    "Encoding",
+    "Verdict",
+    "NoPE",
+    "RoPE",
+    "YaRN",
+    "ALiBi",
+    "KerpleLog",
+    "KerplePower",
+    "T5Buckets",
+    "FIRE",
+    "CABLE",
+    "LogDistance",
+    "CausalOT",
+    "Bias",
+    "alibi_slopes",
+    "bf16_round",
+    "cable_row_bias",
+    "fire_input",
+    "kerple_clamp",
+    "rope_inverse_frequencies",
+    "t5_bucket",
+    "ROPE_TYPES",
+]
+
+
+def names() -> tuple:
+    """The registered encoding names, e.g. ``('nope', 'rope', 'yarn', 'alibi', ...)``."""
+    return REGISTRY.names()
+
+
+def get(name, **params) -> Encoding:
+    """The encoding registered as ``name``, built from ``params`` (validated by the class)."""
+    return REGISTRY.get(name, **params)
+
+
+def lookup(name) -> type:
+    """The class registered as ``name``."""
+    return REGISTRY.lookup(name)
+
+
+def parameters(name) -> tuple:
+    """The constructor parameters of encoding ``name`` (``Parameter`` records)."""
+    return REGISTRY.parameters(name)
+
+
+def classify(encoding, normaliser=None, score_bound=None):
+    """Classify an encoding, alone (softmax) or with a normaliser: bounded, diluting, content-dependent or undecided.
+
+    Parameters
+    ----------
+    encoding : Encoding
+        An instance from :mod:`otprior.encodings` (multi-head: a tuple of verdicts, one per head).
+    normaliser : Normaliser or str, optional
+        From :mod:`otprior.normalisers` (a registered name is accepted); ``None`` is softmax.
+    score_bound : float, optional
+        The bound ``B`` on content logits (default: the encoding's ``score_bound``).
+
+    Returns
+    -------
+    Verdict
+        ``.kind``, ``.bounded``, ``.reason``, ``.rate``, ``.threshold`` (content-dependent),
+        ``.limit_distant_mass(W)`` and ``.window_mass(W, n)`` (the pair's constant-score prior).
+
+    Examples
+    --------
+    >>> classify(KerpleLog(0.9, 1.0)).kind
+    'diluting'
+    >>> round(classify(ALiBi(0.5)).limit_distant_mass(4), 6)   # e^(-2)
+    0.135335
+    >>> v = classify(NoPE(), "ssmax", score_bound=1.0)   # SSMax with s = 1: the window needs Delta >= 1
+    >>> v.kind, v.threshold
+    ('content-dependent', 1.0)
+    """
+    from .._validation import DomainError, check_real
+
+    if not isinstance(encoding, Encoding):
+        raise DomainError("encoding", encoding, "an instance of an otprior.encodings class")
+    B = encoding.score_bound if score_bound is None else check_real(score_bound, "score_bound", low=0.0)
+    heads = encoding.per_head()
+    if heads is not None:
+        return tuple(classify(h, normaliser, B) for h in heads)
+    if normaliser is None:
+        from dataclasses import replace
+
+        v = encoding._verdict()
+        return replace(v, score_bound=B)
+    from .. import normalisers as N
+
+    if isinstance(normaliser, str):
+        normaliser = N.get(normaliser)
+    if not isinstance(normaliser, N.Normaliser):
+        raise DomainError("normaliser", normaliser, f"an otprior.normalisers instance or one of {', '.join(N.names())}")
+    return normaliser.classify(encoding, B)

@@ -1,0 +1,298 @@
+"""The encoding base class, the verdict, the registry and the shared numerics.
+
+Definition (``proofs/classification.md``). For a relative bias :math:`b(d)`, ``d >= 0``, the
+constant-content prior of query ``n`` (``n`` keys, distances ``0 .. n-1``) is
+:math:`\\pi_n(d) \\propto e^{b(d)}` and
+
+.. math:: m_n(W) = \\sum_{d<W} \\pi_n(d), \\qquad D_n(W) = 1 - m_n(W).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import MISSING, dataclass, field, fields
+
+import numpy as np
+from scipy.special import logsumexp
+
+from .._registry import Registry
+from .._validation import DomainError, check_int, check_real, check_window
+from ..limits import check_allocation
+
+__all__ = ["Encoding", "Verdict", "REGISTRY", "register", "decisive", "DIRECT_MAX"]
+
+REGISTRY = Registry("encoding")
+register = REGISTRY.register
+
+DIRECT_MAX = 1 << 22  # longest prefix summed term by term where no closed form exists (time bound)
+
+
+def decisive(x: float, ref: float) -> str:
+    """``x`` printed with the fewest significant digits that keep its side of ``ref``.
+
+    ``decisive(1.0000001, 1)`` is ``'1.0000001'`` (not ``'1'``), so that a sentence such as
+    "summable since the exponent x > 1" is true as printed.
+    """
+    x, ref = float(x), float(ref)
+    for p in range(4, 18):
+        s = f"{x:.{p}g}"
+        v = float(s)
+        if (v > ref) == (x > ref) and (v < ref) == (x < ref) and (v == ref) == (x == ref):
+            return s
+    return repr(x)
+
+
+def check_lengths(n):
+    """``n`` as validated integers: returns ``(values, shape)``; ``shape`` is None for a scalar."""
+    if isinstance(n, (numbers.Number, np.generic)) and not isinstance(n, (bool, np.bool_)):
+        return [check_int(n, "n")], None
+    if isinstance(n, (str, bytes, bool, np.bool_)) or n is None:
+        raise DomainError("n", n, "an integer >= 1 or an array of them")
+    arr = np.asarray(n, dtype=object)
+    check_allocation(8 * arr.size, "n", f"array of {arr.size} lengths")
+    return [check_int(v, "n") for v in arr.ravel()], arr.shape
+
+
+def over_lengths(window, n, scalar):
+    """Apply ``scalar(window, n_i)`` to every length (``window <= n_i`` checked by ``check_window``)."""
+    window = check_int(window, "window")
+    values, shape = check_lengths(n)
+    out = []
+    for v in values:
+        check_window(window, v)
+        out.append(float(scalar(window, v)))
+    if shape is None:
+        return out[0]
+    return np.asarray(out, dtype=float).reshape(shape)
+
+
+def direct_masses(log_weights: np.ndarray, window: int) -> tuple:
+    """``(m, D)`` from the log-weights of one row (distance order) by log-sum-exp."""
+    if window >= len(log_weights):
+        return 1.0, 0.0
+    total = logsumexp(log_weights)
+    head = logsumexp(log_weights[:window])
+    tail = logsumexp(log_weights[window:])
+    return float(np.exp(head - total)), float(np.exp(tail - total))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The classification of an encoding (with a normaliser) under bounded content.
+
+    Attributes
+    ----------
+    encoding : Encoding
+    bounded : bool or None
+        ``True`` for "bounded", ``False`` for "diluting", ``None`` otherwise.
+    kind : {"bounded", "diluting", "content-dependent", "undecided"}
+        "content-dependent": whether a window keeps its mass depends on the content scores;
+        ``threshold`` says how.
+    reason : str
+        A sentence a reader can check (parameters printed with the digits that decide it).
+    rate : str or None
+        How the window mass vanishes (diluting) or how ``D_n`` approaches its limit (bounded).
+    threshold : float or None
+        For "content-dependent": the content advantage ``Delta`` of the window's keys over
+        the rest at and above which (strictly above when ``threshold_strict``) the window keeps
+        a share bounded away from zero.
+    normaliser : object or None
+        The normaliser (``None``: softmax).
+    score_bound : float
+        The content bound ``B`` the verdict assumed.
+    """
+
+    encoding: object
+    bounded: bool | None
+    kind: str
+    reason: str
+    rate: str | None = None
+    threshold: float | None = None
+    threshold_strict: bool = False
+    normaliser: object = None
+    score_bound: float = 0.0
+    _limit: object = field(default=None, repr=False, compare=False)
+    _window_mass: object = field(default=None, repr=False, compare=False)
+
+    def limit_distant_mass(self, window) -> float:
+        """:math:`D_\\infty(W)` of the constant-score prior (1.0 when it dilutes)."""
+        window = check_int(window, "window")
+        if self._limit is not None:
+            return float(self._limit(window))
+        if self.kind == "diluting":
+            return 1.0
+        if self.kind == "content-dependent" and self.threshold is not None:
+            # at constant content (Delta = 0) the window is lost when 0 is below the threshold
+            if self.threshold > 0 or (self.threshold == 0 and self.threshold_strict):
+                return 1.0
+        raise DomainError("window", window, f"a pair whose constant-score limit is known (this one is {self.kind})")
+
+    def window_mass(self, window, n):
+        """The constant-score prior's window mass :math:`m_n(W)` of the pair, at any ``n`` (array-like)."""
+        if self._window_mass is not None:
+            return self._window_mass(window, n)
+        return self.encoding.window_mass(window, n)
+
+    def as_dict(self, window=None) -> dict:
+        out = {
+            "encoding": repr(self.encoding),
+            "normaliser": None if self.normaliser is None else repr(self.normaliser),
+            "bounded": self.bounded,
+            "kind": self.kind,
+            "reason": self.reason,
+            "rate": self.rate,
+            "threshold": self.threshold,
+            "threshold_strict": self.threshold_strict,
+            "score_bound": self.score_bound,
+        }
+        if window is not None and self.kind != "undecided":
+            out["limit_distant_mass"] = self.limit_distant_mass(window)
+        return out
+
+
+class Encoding:
+    """Base class: a positional bias ``b(d)`` (``d = query - key >= 0``) and its masses.
+
+    Subclasses are frozen dataclasses registered by name (``@register``). They implement
+    ``bias(d, n=None)`` and ``_verdict()``; they may override ``_masses(window, n)`` with a
+    closed form (scalar ``n``; the base sums the bias directly). Multi-head instances
+    (``heads`` not None) answer per head with a leading head axis.
+    """
+
+    name = "encoding"
+    _head_fields: tuple = ()  # fields that may hold one value per head
+
+    # -- parameters -------------------------------------------------------------------
+    @property
+    def score_bound(self) -> float:
+        """The bound ``B`` on content logits (``logit_bound``)."""
+        return float(getattr(self, "logit_bound", 0.0))
+
+    @property
+    def heads(self):
+        """Number of heads, or ``None`` for a single head."""
+        for name in self._head_fields:
+            value = getattr(self, name)
+            if isinstance(value, tuple):
+                return len(value)
+        return None
+
+    def per_head(self):
+        """The single-head encodings, in head order (``None`` for a single head)."""
+        H = self.heads
+        if H is None:
+            return None
+        out = []
+        for h in range(H):
+            changes = {}
+            for name in self._head_fields:
+                value = getattr(self, name)
+                if isinstance(value, tuple):
+                    changes[name] = value[h]
+            out.append(self._replace(**changes))
+        return tuple(out)
+
+    def params(self) -> dict:
+        """The constructor parameters and their values (the dataclass fields a user sets)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.init and not f.name.startswith("_")}
+
+    _params = params  # the name earlier callers use
+
+    def _replace(self, **changes):
+        kwargs = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+        kwargs.update(changes)
+        return type(self)(**kwargs)
+
+    # -- the bias and its masses ------------------------------------------------------
+    def bias(self, d, n=None):
+        """The bias :math:`b(d)` at distances ``d`` (array) for a query with ``n`` keys."""
+        raise NotImplementedError
+
+    def log_weights(self, n) -> np.ndarray:
+        """The row :math:`b(0), \\dots, b(n-1)` of a query with ``n`` keys (direct; ``n`` up to ``DIRECT_MAX``)."""
+        n = check_int(n, "n")
+        check_allocation(8 * n, "n", n)
+        if n > DIRECT_MAX:
+            raise DomainError("n", n, f"an integer at most {DIRECT_MAX} for direct summation of {self.name}")
+        logw = np.asarray(self.bias(np.arange(n, dtype=float), n), dtype=float)
+        if np.any(np.isnan(logw)) or np.any(logw == np.inf):
+            raise DomainError("bias", "non-finite values", "a bias finite (or -inf) at every distance below n")
+        return logw
+
+    def _masses(self, window: int, n: int) -> tuple:
+        """``(m_n(W), D_n(W))`` for scalar, validated ``window <= n``: direct log-sum-exp."""
+        return direct_masses(self.log_weights(n), window)
+
+    def window_mass(self, window, n):
+        """:math:`m_n(W)` of the constant-score prior; ``n`` array-like (same shape back)."""
+        hs = self.per_head()
+        if hs is not None:
+            return np.stack([np.asarray(h.window_mass(window, n), dtype=float) for h in hs])
+        return over_lengths(window, n, lambda w, v: self._masses(w, v)[0])
+
+    def distant_mass(self, window, n):
+        """:math:`D_n(W) = 1 - m_n(W)`, computed as the distant share (no cancellation)."""
+        hs = self.per_head()
+        if hs is not None:
+            return np.stack([np.asarray(h.distant_mass(window, n), dtype=float) for h in hs])
+        return over_lengths(window, n, lambda w, v: self._masses(w, v)[1])
+
+    def distant_mass_range(self, window, n) -> tuple:
+        """``(lower, upper)`` of :math:`D_n(W)` over content within ``score_bound`` (Theorem 10)."""
+        hs = self.per_head()
+        if hs is not None:
+            return tuple(h.distant_mass_range(window, n) for h in hs)
+        # LOCAL USE of the Theorem 10 band until otprior/content_bound.py (content_band) is
+        # available here; replace these lines by a call to it.
+        D = self.distant_mass(window, n)
+        if D in (0.0, 1.0) or self.score_bound == 0.0:
+            return D, D
+        k = math.exp(2.0 * self.score_bound)
+        ratio = D / (1.0 - D)  # T / H
+        return ratio / (ratio + k), ratio / (ratio + 1.0 / k)
+
+    def _verdict(self) -> Verdict:
+        raise NotImplementedError
+
+    def far_profile(self, window):
+        """The shape of the bias far away, for the normalisers (``proofs/normalisers.md``).
+
+        ``("minus-infinity",)``: :math:`b(d) \\to -\\infty` monotonically (at least
+        logarithmically); ``("constant-tail", b_star, distant_max, tail)``: :math:`b` is
+        constant (``tail``) from some distance on, ``b_star`` is the largest bias in the
+        window and ``distant_max`` the largest at distances ``>= window`` before the constant
+        part (``-inf`` if none); ``None``: not known.
+        """
+        return None
+
+    def __repr__(self):
+        shown = []
+        for f in fields(self):
+            if not f.init or not f.repr:
+                continue
+            value = getattr(self, f.name)
+            if f.default is not MISSING:
+                try:
+                    same = bool(value == f.default)
+                except Exception:  # arrays and callables compare oddly: show them
+                    same = False
+                if same:
+                    continue
+            shown.append(f"{f.name}={value!r}")
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+
+def nonneg(value, name):
+    return check_real(value, name, low=0.0)
+
+
+def per_head_values(value, name, check):
+    """A scalar, or one value per head (a sequence / array) stored as a tuple."""
+    if isinstance(value, (list, tuple, np.ndarray)) or (hasattr(value, "shape") and getattr(value, "ndim", 0) > 0):
+        arr = np.asarray(value, dtype=object).ravel()
+        if arr.size == 0:
+            raise DomainError(name, value, "a number or a non-empty sequence of numbers (one per head)")
+        check_allocation(8 * arr.size, name, f"{arr.size} values")
+        return tuple(check(v, name) for v in arr)
+    return check(value, name)

@@ -1,0 +1,229 @@
+"""ALiBi: linear biases :math:`b(d) = -m_h d`, with the slopes of the implementations people run.
+
+- ``variant="bloom"`` (BLOOM's ``build_alibi_tensor``, fairseq's ALiBi, KERPLE's ``original``):
+  :math:`2^{-8k/H'}`, ``k = 1..H'`` for ``H'`` the power of two at or below ``H``, then the
+  odd-indexed slopes of ``2H'``.
+- ``variant="mpt"`` (MPT's ``build_mpt_alibi_tensor``): with ``P`` the power of two at or above
+  ``H``, :math:`m_k = 2^{-k\\,\\mathrm{alibi\\_bias\\_max}/P}`, ``k = 1..P``; when ``P != H`` the
+  even-``k`` slopes come first, then the odd-``k`` ones, cut at ``H``.
+- ``variant="falcon"``: BLOOM's slopes; Falcon adds ``slope * position`` to the raw scores
+  and multiplies the sum by :math:`1/\\sqrt{\\mathrm{head\\_dim}}`, so the effective slope is
+  :math:`m/\\sqrt{\\mathrm{head\\_dim}}`. With ``bf16=True`` the slope and the product
+  ``slope * key_position`` are rounded to bfloat16 as Falcon does; the row of a query with
+  ``n`` keys is then :math:`\\mathrm{bf16}(\\mathrm{bf16}(m)(n-1-d))/\\sqrt{\\mathrm{head\\_dim}}`
+  and its masses are summed directly from it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._registry import param
+from .._validation import DomainError, check_int, check_real
+from ..limits import check_allocation
+from ._base import Encoding, Verdict, decisive, direct_masses, nonneg, per_head_values, register
+
+__all__ = ["ALiBi", "alibi_slopes", "bf16_round"]
+
+VARIANTS = ("bloom", "mpt", "falcon")
+
+
+def bf16_round(x):
+    """Round float values to the nearest bfloat16 (ties to even), as ``tensor.bfloat16()`` does."""
+    f = np.asarray(x, dtype=np.float32)
+    bits = f.view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return rounded.astype(np.uint32).view(np.float32).astype(float)
+
+
+def alibi_slopes(num_heads, variant="bloom", alibi_bias_max=8.0):
+    """The per-head slopes of ``variant`` (see the module notes), as a float tuple of length ``num_heads``.
+
+    Examples
+    --------
+    >>> alibi_slopes(4)
+    (0.25, 0.0625, 0.015625, 0.00390625)
+    """
+    H = check_int(num_heads, "num_heads")
+    check_allocation(8 * H, "num_heads", H)
+    if variant not in VARIANTS:
+        raise DomainError("variant", variant, f"one of {', '.join(VARIANTS)}")
+    if variant == "mpt":
+        m = check_real(alibi_bias_max, "alibi_bias_max", low=0.0, low_open=True)
+        P = 1 << (H - 1).bit_length()
+        base = [2.0 ** (-(k * (m / P))) for k in range(1, P + 1)]
+        if P != H:
+            base = (base[1::2] + base[0::2])[:H]
+        return tuple(base)
+    low = 1 << (H.bit_length() - 1)
+
+    def power_of_two(p):
+        start = 2.0 ** (-(2.0 ** -(math.log2(p) - 3)))
+        return [start**k for k in range(1, p + 1)]
+
+    slopes = power_of_two(low)
+    if low != H:
+        extra = 2.0 ** (-(2.0 ** -(math.log2(2 * low) - 3)))
+        slopes += [extra**k for k in range(1, 1 + 2 * min(low, H - low), 2)]
+    return tuple(slopes)
+
+
+def _slope(v, name):
+    return check_real(v, name, low=0.0)
+
+
+@register
+@dataclass(frozen=True, repr=False)
+class ALiBi(Encoding):
+    """ALiBi: :math:`b(d) = -m\\,d` (bounded for ``m > 0``, :math:`D_\\infty(W) = e^{-mW}`).
+
+    Give ``slope`` (one or one per head), or ``heads=H`` for the slopes of ``variant``.
+    """
+
+    name = "alibi"
+    _head_fields = ("slope",)
+
+    slope: float | None = param(None, doc="slope m >= 0 (bias -m d); one per head allowed; or give --heads")
+    heads: int | None = param(None, doc="number of heads: the implementation's slopes for that count", kw_only=True)
+    variant: str = param("bloom", doc="whose slopes and scaling", choices=VARIANTS, kw_only=True)
+    alibi_bias_max: float = param(8.0, doc="MPT's alibi_bias_max (> 0)", kw_only=True)
+    head_dim: int | None = param(None, doc="head dimension (Falcon divides the slopes by its square root)", kw_only=True)
+    bf16: bool | None = param(None, doc="round slopes and products to bfloat16, as Falcon does (default: only for falcon)", kw_only=True)
+    logit_bound: float = param(0.0, doc="bound B >= 0 on |content logit - constant|", kw_only=True)
+
+    def __post_init__(self):
+        if self.variant not in VARIANTS:
+            raise DomainError("variant", self.variant, f"one of {', '.join(VARIANTS)}")
+        if self.bf16 is None:
+            object.__setattr__(self, "bf16", self.variant == "falcon")
+        if not isinstance(self.bf16, (bool, np.bool_)):
+            raise DomainError("bf16", self.bf16, "True or False")
+        object.__setattr__(self, "bf16", bool(self.bf16))
+        if self.head_dim is not None:
+            object.__setattr__(self, "head_dim", check_int(self.head_dim, "head_dim"))
+        if self.variant == "falcon" and self.head_dim is None:
+            raise DomainError("head_dim", None, "the head dimension (Falcon scales the biased scores by 1/sqrt(head_dim))")
+        object.__setattr__(self, "alibi_bias_max", check_real(self.alibi_bias_max, "alibi_bias_max", low=0.0, low_open=True))
+        if self.slope is None:
+            if self.heads is None:
+                raise DomainError("slope", None, "a slope >= 0 (or heads= for the implementation's slopes)")
+            H = check_int(self.heads, "heads")
+            object.__setattr__(self, "heads", H)
+            object.__setattr__(self, "slope", alibi_slopes(H, self.variant, self.alibi_bias_max))
+        else:
+            object.__setattr__(self, "slope", per_head_values(self.slope, "slope", _slope))
+            if self.heads is not None:
+                H = check_int(self.heads, "heads")
+                if not isinstance(self.slope, tuple) or len(self.slope) != H:
+                    raise DomainError("heads", self.heads, "the number of slopes given (or omit the slopes)")
+        if isinstance(self.slope, tuple) and len(self.slope) == 1 and self.heads is None:
+            object.__setattr__(self, "slope", self.slope[0])
+        object.__setattr__(self, "logit_bound", nonneg(self.logit_bound, "logit_bound"))
+
+    @staticmethod
+    def slopes(num_heads, variant="bloom", alibi_bias_max=8.0):
+        """The per-head slopes (list): :func:`alibi_slopes`."""
+        return list(alibi_slopes(num_heads, variant, alibi_bias_max))
+
+    def per_head(self):
+        if not isinstance(self.slope, tuple):
+            return None
+        return tuple(self._replace(slope=m, heads=None) for m in self.slope)
+
+    @property
+    def effective_slope(self):
+        """The slope the softmax sees: bf16-rounded if asked, divided by sqrt(head_dim) when given."""
+        m = np.asarray(self.slope, dtype=float)
+        if self.bf16:
+            m = bf16_round(m)
+        if self.head_dim is not None:
+            m = m / math.sqrt(self.head_dim)
+        return tuple(float(v) for v in m) if m.ndim else float(m)
+
+    def bias(self, d, n=None):
+        d = np.asarray(d, dtype=float)
+        if isinstance(self.slope, tuple):
+            return np.stack([h.bias(d, n) for h in self.per_head()])
+        if self.bf16:
+            # Falcon's row: bf16(bf16(m) * key position) / sqrt(head_dim), key position n - 1 - d
+            top = float(np.max(d)) + 1.0 if n is None else float(n)
+            m = float(bf16_round(self.slope))
+            # the product is taken in bfloat16: the key position is rounded to bfloat16 first
+            row = bf16_round(m * bf16_round(top - 1.0 - d)) - bf16_round(m * bf16_round(top - 1.0))
+            return row / math.sqrt(self.head_dim or 1)
+        return -self.effective_slope * d
+
+    def _masses(self, window, n):
+        if self.bf16:
+            return direct_masses(self.log_weights(n), window)
+        m = self.effective_slope
+        if m == 0.0:
+            return window / n, (n - window) / n
+        # geometric sums: D = (e^{-mW} - e^{-mn}) / (1 - e^{-mn}), m = 1 - D computed without cancellation
+        denom = -math.expm1(-m * n)
+        D = -math.expm1(-m * (n - window)) * math.exp(-m * window) / denom
+        mass = -math.expm1(-m * window) / denom
+        return mass, D
+
+    def _verdict(self):
+        if self.bf16:
+            return self._bf16_verdict()
+        m = self.effective_slope
+        if m == 0.0:
+            return Verdict(self, False, "diluting", "slope m = 0: no bias, uniform prior.", "1 - D_n(W) = W/n")
+        scale = "" if self.head_dim is None else f" (slope / sqrt(head_dim = {self.head_dim}))"
+        return Verdict(
+            self,
+            True,
+            "bounded",
+            f"sum_d e^(-m d) = 1/(1 - e^(-m)) < oo for m = {decisive(m, 0.0)} > 0{scale}, so D_n(W) -> e^(-mW) < 1.",
+            "D_n(W) = D_oo(W) (1 - e^{-m(n-W)}) / (1 - e^{-mn}): geometric approach",
+            _limit=lambda W: math.exp(-m * W),
+        )
+
+    def _bf16_verdict(self):
+        """Theorem 11c (``proofs/classification.md``): rows rounded to bfloat16 tie the nearest keys.
+
+        Key positions ``j`` are rounded to bfloat16 (8 significant bits) before the product, so
+        for ``n - 1`` in ``[2^k, 2^(k+1))``, ``k >= 8``, every key in the bfloat16 bin of ``n - 1``
+        (width ``2^(k-7)``) ties with the query at the largest logit, and the window keeps at most
+        ``W / G_n``, with ``G_n`` the number of tied keys at or before the query. ``G_n`` exceeds
+        ``2^(k-8)`` when ``n - 1`` lies in the upper half of its bin and is 1 at the bin's lower
+        edge, so ``D_n(W)`` oscillates: ``limsup D_n(W) = 1`` (not bounded), ``liminf`` below 1.
+        """
+        m = self.effective_slope
+        if m == 0.0:
+            return Verdict(self, False, "diluting", "slope m = 0: no bias, uniform prior.", "1 - D_n(W) = W/n")
+
+        def no_limit(W):
+            raise DomainError("window", W, "a pair whose D_n(W) converges (bfloat16 rows oscillate with n)")
+
+        return Verdict(
+            self,
+            False,
+            "diluting",
+            "Falcon rounds key positions and slope x position to bfloat16: beyond n = 256 the keys in the query's "
+            "bfloat16 bin tie at the largest logit, so the window keeps at most W / G_n, and G_n grows like n / 256 "
+            "whenever n - 1 lies in the upper half of its bin (Theorem 11c): limsup D_n(W) = 1, not bounded; D_n "
+            "oscillates with the position of n - 1 in its bin.",
+            "1 - D_n(W) <= W / G_n, G_n >= 2^(k-8) for n - 1 in the upper half of [2^k, 2^(k+1))",
+            _limit=no_limit,
+        )
+
+    @staticmethod
+    def tied_keys(n, slope):
+        """``G_n``: keys at or before the query (``n`` keys) whose bfloat16 logit ties with the query's."""
+        n = int(n)
+        m = float(bf16_round(slope))
+        j = np.arange(n, dtype=float)
+        logits = bf16_round(m * bf16_round(j))
+        return int(np.sum(logits == logits[-1]))
+
+    def far_profile(self, window):
+        if self.bf16:
+            return None
+        m = self.effective_slope
+        return ("minus-infinity",) if m > 0 else ("constant-tail", 0.0, -math.inf, 0.0)

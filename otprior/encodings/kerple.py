@@ -1,0 +1,234 @@
+"""KERPLE: kernelised relative positional biases, as the KERPLE code computes them.
+
+- log variant: :math:`b(d) = -r_1\\log(1 + r_2 d)`; the code stores :math:`r_1` as ``bias_p``
+  and :math:`r_2` as ``bias_a`` and clamps both below at 0.01 before use.
+- power variant: :math:`b(d) = -r_1 d^{r_2}`; the code stores the coefficient :math:`r_1` as
+  ``bias_a`` (clamped below at 0.01) and the exponent :math:`r_2` as ``bias_p`` (clamped to
+  [0.01, 2]), the other way round from the log variant. An optional multiplicative kernel
+  :math:`w(d) = e^{-\\mathrm{wei\\_a}\\,d^{\\mathrm{wei\\_p}}}` multiplies the content logits
+  (``x * wei + bias``), with the same clamps.
+
+The clamps live in :func:`kerple_clamp` alone; ``from_stored`` applies them to stored values,
+as the model's forward pass does, while the constructors refuse values outside the domain.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._registry import param
+from .._validation import DomainError, PrecisionError, check_real
+from ._base import DIRECT_MAX, Encoding, Verdict, decisive, nonneg, per_head_values, register
+from .power_law import power_law_masses, power_law_verdict
+
+__all__ = ["KerpleLog", "KerplePower", "kerple_clamp", "KERPLE_EPS"]
+
+KERPLE_EPS = 1e-2  # the KERPLE code's lower clamp (self.eps)
+
+# stored name -> (low, high) applied by the KERPLE forward pass (high None: no upper clamp)
+_CLAMPS = {
+    ("log", "bias_p"): (KERPLE_EPS, None),
+    ("log", "bias_a"): (KERPLE_EPS, None),
+    ("power", "bias_a"): (KERPLE_EPS, None),
+    ("power", "bias_p"): (KERPLE_EPS, 2.0),
+    ("power", "wei_a"): (KERPLE_EPS, None),
+    ("power", "wei_p"): (KERPLE_EPS, 2.0),
+}
+
+
+def kerple_clamp(variant: str, stored_name: str, value):
+    """A stored KERPLE parameter as the forward pass uses it (``clamp(min=0.01[, max=2])``).
+
+    ``value`` may be a number or an array (one value per head); the result has the same form.
+    """
+    if (variant, stored_name) not in _CLAMPS:
+        raise DomainError("stored_name", stored_name, f"one of {sorted(n for v, n in _CLAMPS if v == variant)} for {variant}")
+    low, high = _CLAMPS[(variant, stored_name)]
+    arr = np.asarray(value, dtype=float)
+    if not np.all(np.isfinite(arr)):
+        raise DomainError(stored_name, value, "finite stored values")
+    arr = np.maximum(arr, low)
+    if high is not None:
+        arr = np.minimum(arr, high)
+    return tuple(float(v) for v in arr.ravel()) if arr.ndim else float(arr)
+
+
+def _r1(v, name):
+    return check_real(v, name, low=0.0)
+
+
+def _r2_log(v, name):
+    return check_real(v, name, low=0.0, low_open=True)
+
+
+def _r2_power(v, name):
+    return check_real(v, name, low=0.0, high=2.0, low_open=True)
+
+
+def _opt(v, name, check):
+    return None if v is None else per_head_values(v, name, check)
+
+
+@register
+@dataclass(frozen=True, repr=False)
+class KerpleLog(Encoding):
+    """KERPLE-log: :math:`b(d) = -r_1\\log(1 + r_2 d)` (bounded iff :math:`r_1 > 1`).
+
+    Since :math:`(1 + r_2 d)^{-r_1} = r_2^{-r_1}(d + 1/r_2)^{-r_1}` this is the log-distance
+    prior with exponent :math:`r_1` and offset :math:`1/r_2` (Lemma 11a). KERPLE initialises
+    :math:`r_1 \\sim U(0, 2)` and does not enforce :math:`r_1 > 1`. ``r1``/``r2`` may hold one
+    value per head. Build from a checkpoint with :meth:`from_stored`.
+    """
+
+    name = "kerple-log"
+    _head_fields = ("r1", "r2")
+
+    r1: float = param(doc="r1 >= 0 in -r1 log(1 + r2 d) (stored as bias_p)")
+    r2: float = param(doc="r2 > 0 in -r1 log(1 + r2 d) (stored as bias_a)")
+    logit_bound: float = param(0.0, doc="bound B >= 0 on |content logit - constant|", kw_only=True)
+
+    def __post_init__(self):
+        r1 = per_head_values(self.r1, "r1", _r1)
+        r2 = per_head_values(self.r2, "r2", _r2_log)
+        r1, r2 = _broadcast(r1, r2, "r2")
+        object.__setattr__(self, "r1", r1)
+        object.__setattr__(self, "r2", r2)
+        object.__setattr__(self, "logit_bound", nonneg(self.logit_bound, "logit_bound"))
+
+    @classmethod
+    def from_stored(cls, *, bias_p, bias_a, logit_bound=0.0):
+        """From KERPLE's stored parameters: ``r1 = clamp(bias_p)``, ``r2 = clamp(bias_a)``."""
+        return cls(kerple_clamp("log", "bias_p", bias_p), kerple_clamp("log", "bias_a", bias_a), logit_bound=logit_bound)
+
+    def bias(self, d, n=None):
+        d = np.asarray(d, dtype=float)
+        if self.heads is not None:
+            r1, r2 = np.asarray(self.r1)[:, None], np.asarray(self.r2)[:, None]
+            return -r1 * np.log1p(r2 * d.ravel()[None, :])
+        return -self.r1 * np.log1p(self.r2 * d)
+
+    def _masses(self, window, n):
+        return power_law_masses(window, n, self.r1, 1.0 / self.r2)
+
+    def far_profile(self, window):
+        return ("minus-infinity",) if self.r1 > 0 else ("constant-tail", 0.0, -math.inf, 0.0)
+
+    def _verdict(self):
+        return power_law_verdict(self, self.r1, 1.0 / self.r2, f"r1 = {decisive(self.r1, 1.0)}, r2 = {self.r2:.6g}")
+
+
+@register
+@dataclass(frozen=True, repr=False)
+class KerplePower(Encoding):
+    """KERPLE-power: :math:`b(d) = -r_1 d^{r_2}`, :math:`r_2 \\in (0, 2]` (bounded when :math:`r_1 > 0`).
+
+    With the multiplicative kernel (``wei_a``/``wei_p`` given) the content logits are
+    multiplied by :math:`w(d) = e^{-\\mathrm{wei\\_a} d^{\\mathrm{wei\\_p}}} \\in (0, 1]`: the
+    content band of Theorem 10 shrinks (``|w e| <= B``), the constant-score prior (content
+    zero) and the verdict are those of the bias alone.
+    """
+
+    name = "kerple-power"
+    _head_fields = ("r1", "r2", "wei_a", "wei_p")
+
+    r1: float = param(doc="coefficient r1 >= 0 in -r1 d^r2 (stored as bias_a)")
+    r2: float = param(doc="exponent r2 in (0, 2] in -r1 d^r2 (stored as bias_p)")
+    wei_a: float | None = param(None, doc="multiplicative kernel coefficient (> 0), or absent", kw_only=True)
+    wei_p: float | None = param(None, doc="multiplicative kernel exponent in (0, 2], or absent", kw_only=True)
+    logit_bound: float = param(0.0, doc="bound B >= 0 on |content logit - constant|", kw_only=True)
+
+    def __post_init__(self):
+        r1 = per_head_values(self.r1, "r1", _r1)
+        r2 = per_head_values(self.r2, "r2", _r2_power)
+        r1, r2 = _broadcast(r1, r2, "r2")
+        object.__setattr__(self, "r1", r1)
+        object.__setattr__(self, "r2", r2)
+        object.__setattr__(self, "wei_a", _opt(self.wei_a, "wei_a", _r2_log))
+        object.__setattr__(self, "wei_p", _opt(self.wei_p, "wei_p", _r2_power))
+        object.__setattr__(self, "logit_bound", nonneg(self.logit_bound, "logit_bound"))
+
+    @classmethod
+    def from_stored(cls, *, bias_a=None, bias_p=None, wei_a=None, wei_p=None, logit_bound=0.0):
+        """From KERPLE's stored parameters: ``r1 = clamp(bias_a)``, ``r2 = clamp(bias_p, max=2)``.
+
+        An absent ``bias_a`` (``bias_p``) means coefficient (exponent) 1, as in the code
+        (``bias = -diff`` / ``diff`` unpowered); an absent kernel part likewise.
+        """
+        r1 = 1.0 if bias_a is None else kerple_clamp("power", "bias_a", bias_a)
+        r2 = 1.0 if bias_p is None else kerple_clamp("power", "bias_p", bias_p)
+        if wei_a is None and wei_p is None:
+            wa = wp = None
+        else:
+            wa = 1.0 if wei_a is None else kerple_clamp("power", "wei_a", wei_a)
+            wp = 1.0 if wei_p is None else kerple_clamp("power", "wei_p", wei_p)
+        return cls(r1, r2, wei_a=wa, wei_p=wp, logit_bound=logit_bound)
+
+    def bias(self, d, n=None):
+        d = np.asarray(d, dtype=float)
+        if self.heads is not None:
+            r1, r2 = np.asarray(self.r1)[:, None], np.asarray(self.r2)[:, None]
+            return -r1 * d.ravel()[None, :] ** r2
+        return -self.r1 * d**self.r2
+
+    def kernel(self, d):
+        """The multiplicative kernel :math:`w(d)` on the content logits (ones when absent)."""
+        d = np.asarray(d, dtype=float)
+        if self.wei_a is None:
+            return np.ones_like(d)
+        return np.exp(-self.wei_a * d**self.wei_p)
+
+    def far_profile(self, window):
+        return ("minus-infinity",) if self.r1 > 0 else ("constant-tail", 0.0, -math.inf, 0.0)
+
+    def _cut(self):
+        """Distance beyond which every weight e^(-r1 d^r2) is below e^-800 (None: beyond direct summation)."""
+        cut = (800.0 / self.r1) ** (1.0 / self.r2)
+        return int(cut) + 2 if cut < DIRECT_MAX else None
+
+    def _masses(self, window, n):
+        if self.r1 == 0.0:
+            return window / n, (n - window) / n
+        cut = self._cut()
+        # terms beyond the cut are below e^-800 of the first: the sum stops there
+        return Encoding._masses(self, window, n if cut is None else min(n, max(window, cut)))
+
+    def _verdict(self):
+        r1, r2 = self.r1, self.r2
+        if r1 == 0.0:
+            return Verdict(self, False, "diluting", "r1 = 0: no bias, uniform prior.", "1 - D_n(W) = W/n")
+
+        def limit(W):
+            cut = self._cut()
+            if cut is None:
+                raise PrecisionError(
+                    f"D_oo(W) for r1 = {r1:g}, r2 = {r2:g}: the weights stay above e^-800 beyond d = {DIRECT_MAX}, "
+                    "too far to sum directly"
+                )
+            return self._masses(W, max(W, cut))[1]
+
+        kern = "" if self.wei_a is None else " The multiplicative kernel only scales content logits by w(d) in (0, 1]."
+        return Verdict(
+            self,
+            True,
+            "bounded",
+            f"e^(-r1 d^r2) with r1 = {decisive(r1, 0.0)} > 0, r2 = {decisive(r2, 0.0)} > 0 decays faster than any power "
+            f"of d: summable.{kern}",
+            "D_n(W) reaches D_oo(W) up to e^{-r1 n^r2}",
+            _limit=limit,
+        )
+
+
+def _broadcast(a, b, name_b):
+    """Pair per-head tuples (or a scalar with a tuple)."""
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        ta = a if isinstance(a, tuple) else (a,) * len(b)
+        tb = b if isinstance(b, tuple) else (b,) * len(ta)
+        if len(ta) != len(tb):
+            raise DomainError(name_b, f"{len(tb)} values", f"one value per head ({len(ta)})")
+        return ta, tb
+    return a, b
+
+

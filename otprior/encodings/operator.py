@@ -1,0 +1,52 @@
+"""The causal OT operator's constant-score prior, seen as an encoding (Theorems 2, 4, 5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._registry import param
+from .._validation import check_rho
+from ._base import Encoding, Verdict, decisive, nonneg, register
+
+__all__ = ["CausalOT"]
+
+
+@register
+@dataclass(frozen=True, repr=False)
+class CausalOT(Encoding):
+    """The causal OT operator with balancing strength ``rho < 1`` (Theorems 4, 5: diluting)."""
+
+    name = "causal-ot"
+
+    rho: float = param(doc="balancing strength rho in [0, 1)")
+    logit_bound: float = param(0.0, doc="bound B >= 0 on |content logit - constant|", kw_only=True)
+
+    def __post_init__(self):
+        object.__setattr__(self, "rho", check_rho(self.rho))
+        object.__setattr__(self, "logit_bound", nonneg(self.logit_bound, "logit_bound"))
+
+    def bias(self, d, n=None):
+        from ..ot_prior import ot_prior
+
+        d = np.asarray(d, dtype=np.int64)
+        n = int(d.max()) + 1 if n is None else int(n)
+        return np.log(ot_prior(n, self.rho))[d]
+
+    def _masses(self, window, n):
+        from ..ot_prior import ot_prior
+
+        prior = ot_prior(n, self.rho)
+        return float(np.sum(prior[:window])), float(np.sum(prior[window:]))
+
+    def _verdict(self):
+        q = 1.0 - self.rho
+        return Verdict(
+            self,
+            False,
+            "diluting",
+            f"the operator's prior is scale-invariant (depends on d/n): window mass H_W^(rho) (Z_q/n)^(1-rho) -> 0 "
+            f"for rho = {decisive(self.rho, 1.0)} < 1.",
+            f"1 - D_n(W) ~ H_W (Z_q / n)^{q:.6g}",
+        )

@@ -1,0 +1,105 @@
+"""Power-law biases: the log-distance prior :math:`b(d) = -\\alpha\\log(d + o)`.
+
+KERPLE-log (``kerple.py``) reduces to it (Lemma 11a, ``proofs/classification.md``); the
+masses come from the certified log-distance routines (Theorem 7, ``proofs/log_distance_prior.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mpmath
+import numpy as np
+
+from .._registry import param
+from .._validation import check_real
+from ._base import Encoding, Verdict, decisive, nonneg, per_head_values, register
+
+__all__ = ["LogDistance", "power_law_masses", "power_law_verdict"]
+
+
+def power_law_masses(window, n, alpha, offset):
+    """``(m_n(W), D_n(W))`` of :math:`(d + o)^{-\\alpha}`, through ``otprior.log_distance`` (Theorem 7)."""
+    from ..log_distance import distant_mass, window_mass
+
+    if alpha == 0.0:
+        return window / n, (n - window) / n
+    return window_mass(window, n, alpha, offset=offset), distant_mass(window, n, alpha, offset=offset)
+
+
+def power_law_verdict(encoding, alpha, offset, label) -> Verdict:
+    """Theorem 11 for :math:`e^{b(d)} \\propto (d + o)^{-\\alpha}`: bounded iff ``alpha > 1``.
+
+    The exponent is printed with the digits that decide the comparison with 1
+    (:func:`decisive`), so that the sentence is true as printed.
+    """
+    a = decisive(alpha, 1.0)
+    o = decisive(offset, 0.0)
+    if alpha > 1.0:
+
+        def limit(W):
+            ctx = mpmath.MPContext()
+            ctx.dps = 30
+            return ctx.zeta(ctx.mpf(alpha), ctx.mpf(W) + ctx.mpf(offset)) / ctx.zeta(ctx.mpf(alpha), ctx.mpf(offset))
+
+        return Verdict(
+            encoding,
+            True,
+            "bounded",
+            f"{label}: e^b(d) = (d + {o})^(-{a}) up to a constant, summable since the exponent {a} > 1; "
+            "D_oo(W) = zeta(a, W + o) / zeta(a, o).",
+            f"D_oo(W) - D_n(W) ~ n^-({decisive(alpha - 1.0, 0.0)}): slow when the exponent is near 1",
+            _limit=limit,
+        )
+    if alpha == 1.0:
+        rate = "1 - D_n(W) ~ H_W / log n"
+        why = f"not summable since the exponent {a} = 1 (harmonic series)"
+    else:
+        rate = f"1 - D_n(W) ~ n^-({decisive(1.0 - alpha, 0.0)})"
+        why = f"not summable since the exponent {a} < 1"
+    return Verdict(encoding, False, "diluting", f"{label}: e^b(d) = (d + {o})^(-{a}) up to a constant, {why}.", rate)
+
+
+def _alpha(v, name):
+    return check_real(v, name, low=0.0, low_open=True)
+
+
+def _offset(v, name):
+    return check_real(v, name, low=0.0, low_open=True)
+
+
+@register
+@dataclass(frozen=True, repr=False)
+class LogDistance(Encoding):
+    """The log-distance bias :math:`b(d) = -\\alpha\\log(d + o)` (bounded iff :math:`\\alpha > 1`).
+
+    ``alpha`` may hold one exponent per head.
+    """
+
+    name = "log-distance"
+    _head_fields = ("alpha",)
+
+    alpha: float = param(doc="exponent alpha > 0 (bias -alpha log(d + offset)); one per head allowed")
+    offset: float = param(1.0, doc="offset o > 0", kw_only=True)
+    logit_bound: float = param(0.0, doc="bound B >= 0 on |content logit - constant|", kw_only=True)
+
+    def __post_init__(self):
+        object.__setattr__(self, "alpha", per_head_values(self.alpha, "alpha", _alpha))
+        object.__setattr__(self, "offset", _offset(self.offset, "offset"))
+        object.__setattr__(self, "logit_bound", nonneg(self.logit_bound, "logit_bound"))
+
+    def bias(self, d, n=None):
+        a = np.asarray(self.alpha, dtype=float)
+        d = np.asarray(d, dtype=float)
+        if a.ndim:
+            return -a[:, None] * np.log(d.ravel() + self.offset)[None, :]
+        return -a * np.log(d + self.offset)
+
+    def _masses(self, window, n):
+        return power_law_masses(window, n, self.alpha, self.offset)
+
+    def _verdict(self):
+        return power_law_verdict(self, self.alpha, self.offset, f"alpha = {decisive(self.alpha, 1.0)}")
+
+    def far_profile(self, window):
+        return ("minus-infinity",)
