@@ -148,8 +148,29 @@ def _emit(payload, lines, as_json):
         text = json.dumps(to_strict_json(payload), indent=2, allow_nan=False)
     else:
         text = "\n".join(_printable(str(line)) for line in lines)
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
+    _write_out(text + "\n")
+
+
+def _write_out(text: str) -> None:
+    """Write all of ``text`` to stdout; a closed pipe raises ``BrokenPipeError``.
+
+    With an unbuffered stdout (``PYTHONUNBUFFERED``, ``python -u``) Python's text layer
+    drops what a partial write to a pipe leaves over, so the bytes are written in a loop.
+    """
+    stream = sys.stdout
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:  # an in-memory stream
+        stream.write(text)
+        stream.flush()
+        return
+    stream.flush()
+    data = memoryview(text.encode(stream.encoding or "utf-8", "backslashreplace"))
+    while data:
+        written = buffer.write(data)
+        if written is None:  # a non-blocking stream that is full
+            continue
+        data = data[written:]
+    buffer.flush()
 
 
 # --- argument types: each refuses a bad value with a message argparse prefixes with the flag ------
@@ -545,7 +566,9 @@ def _cmd_mass(args):
     name = args.encoding
     given = _given_encoding_flags(args)
     lengths = list(args.n)
-    limits.check_count(len(lengths) * (args.heads or 1), "n", lengths)
+    if args.heads is not None:
+        limits.check_count(args.heads, "heads")
+    limits.check_count(len(lengths) * (args.heads or 1), "n", f"{len(lengths)} lengths")
     if args.dps is not None and name != "log-distance":
         raise UsageError(f"--dps: digits on demand exist for log-distance only, not {name}")
     encs = _per_head(name, args.heads, given) if args.heads is not None else [build_encoding(name, given)]
