@@ -680,8 +680,11 @@ def _reference_config(path: Path) -> dict:
     """The JSON config beside a reference-model checkpoint, read with a size cap and checked."""
     cfg_path = Path(path).with_suffix(".json")
     if not cfg_path.exists():
-        raise UsageError(f"{path}: not a reference-model checkpoint (no JSON config {cfg_path.name} beside it)")
-    raw = limits.read_bytes(cfg_path, str(cfg_path), limit=limits.current().max_config_bytes)
+        raise UsageError(f"checkpoints: {path}: not a reference-model checkpoint (no JSON config {cfg_path.name} beside it)")
+    try:
+        raw = limits.read_bytes(cfg_path, "config", limit=limits.current().max_config_bytes)
+    except DomainError as exc:
+        raise UsageError(f"checkpoints: config {cfg_path}: must be {exc.domain}") from None
 
     def refuse(token):
         raise ValueError(f"{token} is not JSON")
@@ -689,20 +692,20 @@ def _reference_config(path: Path) -> dict:
     try:
         cfg = json.loads(raw.decode("utf-8"), parse_constant=refuse)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise UsageError(f"{cfg_path}: not a JSON config ({exc})") from None
+        raise UsageError(f"checkpoints: config {cfg_path}: not JSON in UTF-8 ({exc})") from None
     if not isinstance(cfg, dict):
-        raise UsageError(f"{cfg_path}: not a JSON object")
+        raise UsageError(f"checkpoints: config {cfg_path}: not a JSON object")
     for key in ("n_heads", "n_layers", "train_length", "d_model"):
         value = cfg.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= limits.current().max_items:
-            raise UsageError(f"{cfg_path}: {key} = {str(value)[:40]} is not a count in [1, {limits.current().max_items}]")
+            raise UsageError(f"checkpoints: config {cfg_path}: {key} = {str(value)[:40]!r} is not a count in [1, {limits.current().max_items}]")
     if cfg.get("scheme") != "log-distance":
-        raise UsageError(f"{path}: the intervention acts on the log-distance bias (this model's scheme is {str(cfg.get('scheme'))[:40]!r})")
+        raise UsageError(f"checkpoints: {path}: the intervention acts on the log-distance bias (this model's scheme is {str(cfg.get('scheme'))[:40]!r})")
     return cfg
 
 
 def _cmd_intervene(args):
-    limits.check_count(len(args.shifts), "shifts", args.shifts)
+    limits.check_count(len(args.shifts), "shifts", f"{len(args.shifts)} values")
     limits.check_count(len(args.checkpoints), "checkpoints", len(args.checkpoints))
     configs = []
     T = args.eval_length

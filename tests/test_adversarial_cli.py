@@ -358,7 +358,8 @@ def _check_bombs(report, cap):
     for r in report["results"]:
         command = r["argv"][0]
         assert r["code"] == 2, r
-        check_outcome(command, r["code"], r["out"], r["err"])
+        named_value = next((a for a in r["argv"][1:] if len(a) > 3 and a in r["err"]), None)
+        check_outcome(command, r["code"], r["out"], r["err"], named_value)
         assert r["seconds"] < 5.0, r  # wall clock on a shared machine; about 0.01 s alone
     assert report["peak_bytes"] < cap
 
@@ -380,7 +381,25 @@ def test_torch_bombs_refused_under_a_cap(files, tmp_path):
     link = tmp_path / "zero.safetensors"
     link.write_bytes(files["checkpoint"].read_bytes())
     os.symlink("/dev/zero", tmp_path / "zero.json")
+    text_pt = tmp_path / "notes.pt"
+    text_pt.write_text("not a checkpoint\n" * 10)
+    model_cfg = json.loads((root / "model.json").read_text())
+    broken = {}
+    for label, content in {
+        "latin1": "{\"scheme\": \"log-distance\", \"note\": \"\xe9\"}".encode("latin-1"),
+        "strings": json.dumps({**model_cfg, "n_heads": "2"}).encode(),
+        "nan": json.dumps({**model_cfg, "train_length": float("nan")}).encode(),
+        "array": b"[1, 2, 3]",
+        "deep": b"[" * 100_000 + b"]" * 100_000,
+    }.items():
+        target = tmp_path / f"{label}.safetensors"
+        target.write_bytes(files["checkpoint"].read_bytes())
+        (tmp_path / f"{label}.json").write_bytes(content)
+        broken[label] = str(target)
     bombs = [
+        ["checkpoint", str(text_pt)],
+        ["checkpoint", str(tmp_path)],
+        *[["intervene", path, "--eval-length", "24"] for path in broken.values()],
         ["intervene", ckpt, "--eval-length", "100000"],
         ["intervene", ckpt, "--eval-length", "24", "--data", "/dev/zero"],
         ["intervene", ckpt, "--eval-length", "24", "--data", str(fifo)],
