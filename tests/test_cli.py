@@ -279,6 +279,7 @@ def test_library_errors_name_the_command_flag(capsys):
     assert code == 2 and "--window" in err and "--n" not in err
 
 
+@pytest.mark.slow
 def test_report(tmp_path):
     from otprior.report import build_report
 
