@@ -314,45 +314,52 @@ def _expression(text):
 
 
 def _check_expression_tree(root, text):
+    """Walk the parsed tree: only the grammar's nodes, bounded size, no power inside a power.
+
+    A power nested in the base or the exponent of another (``(9**1000)**1000``,
+    ``d**d**d``) is refused, since sympy evaluates constant powers eagerly and towers grow
+    beyond any memory; numeric exponents are at most ``_EXPR_MAX_EXPONENT`` in size.
+    """
     allowed_ops = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow, ast.UAdd, ast.USub)
     count = 0
+    short = repr(text[:80])
 
-    def walk(node, depth, in_exponent):
+    def walk(node, depth, in_power, in_exponent):
         nonlocal count
         count += 1
         if depth > _EXPR_MAX_DEPTH or count > _EXPR_MAX_NODES:
             raise argparse.ArgumentTypeError(f"expression too large (depth at most {_EXPR_MAX_DEPTH}, at most {_EXPR_MAX_NODES} nodes)")
         if isinstance(node, ast.Constant):
             value = node.value
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(float(value)):
-                raise argparse.ArgumentTypeError(f"{text[:80]!r}: numbers must be finite")
-            if in_exponent and abs(float(value)) > _EXPR_MAX_EXPONENT:
-                raise argparse.ArgumentTypeError(f"{text[:80]!r}: exponents are at most {_EXPR_MAX_EXPONENT:g} in size")
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or abs(value) > 1e300 or value != value:
+                raise argparse.ArgumentTypeError(f"{short}: numbers must be finite and at most 1e300 in size")
+            if in_exponent and abs(value) > _EXPR_MAX_EXPONENT:
+                raise argparse.ArgumentTypeError(f"{short}: exponents are at most {_EXPR_MAX_EXPONENT:g} in size")
             return
         if isinstance(node, ast.Name):
             return
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, allowed_ops):
-            walk(node.operand, depth + 1, in_exponent)
+            walk(node.operand, depth + 1, in_power, in_exponent)
             return
         if isinstance(node, ast.BinOp) and isinstance(node.op, allowed_ops):
             if isinstance(node.op, ast.Pow):
-                if in_exponent:
-                    raise argparse.ArgumentTypeError(f"{text[:80]!r}: towers of powers are not allowed")
-                walk(node.left, depth + 1, in_exponent)
-                walk(node.right, depth + 1, True)
+                if in_power:
+                    raise argparse.ArgumentTypeError(f"{short}: a power inside a power (a tower) is not allowed")
+                walk(node.left, depth + 1, True, False)
+                walk(node.right, depth + 1, True, True)
             else:
-                walk(node.left, depth + 1, in_exponent)
-                walk(node.right, depth + 1, in_exponent)
+                walk(node.left, depth + 1, in_power, in_exponent)
+                walk(node.right, depth + 1, in_power, in_exponent)
             return
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords and node.args:
             if node.func.id not in _EXPR_FUNCTIONS.values():
-                raise argparse.ArgumentTypeError(f"{text[:80]!r}: {node.func.id} is not a function")
+                raise argparse.ArgumentTypeError(f"{short}: {node.func.id} is not a function")
             for arg in node.args:
-                walk(arg, depth + 1, in_exponent)
+                walk(arg, depth + 1, in_power, in_exponent)
             return
-        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not an expression in d")
+        raise argparse.ArgumentTypeError(f"{short} is not an expression in d")
 
-    walk(root, 0, False)
+    walk(root, 0, False, False)
 
 
 _expression.__name__ = "expression"
