@@ -6,20 +6,30 @@ place. Override one for a block with :func:`caps`::
     with otprior.limits.caps(max_bytes=8 << 30):
         ...
 
-or process-wide with the environment variable ``OTPRIOR_MAX_BYTES`` (and the others
-named in :class:`Caps`), read once at import.
+or process-wide (the command line included) with the environment variables
+``OTPRIOR_MAX_BYTES``, ``OTPRIOR_MAX_READ_BYTES``, ``OTPRIOR_MAX_CONFIG_BYTES`` and
+``OTPRIOR_MAX_ITEMS`` (one per field of :class:`Caps`), read once at import.
+
+Besides the caps, this module holds the checks that use them:
+
+- :func:`check_allocation`: refuse an allocation of ``nbytes`` derived from an input,
+  naming the input and the number of bytes it would need;
+- :func:`check_count`: refuse a count of repeated items (heads, batches, listed values);
+- :func:`regular_file` and :func:`read_bytes`: read a named file as data, only when it is
+  a regular file, never more than a cap, never blocking on a FIFO or a device.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 
 from ._validation import DomainError
 
-__all__ = ["Caps", "ResourceError", "current", "caps", "check_allocation"]
+__all__ = ["Caps", "ResourceError", "current", "caps", "check_allocation", "check_count", "regular_file", "read_bytes"]
 
 
 class ResourceError(DomainError):
@@ -28,7 +38,9 @@ class ResourceError(DomainError):
     def __init__(self, name: str, value, need: str, cap: str):
         self.need = need
         self.cap = cap
-        super().__init__(name, value, f"inputs needing at most {cap} (this one needs {need}; raise the cap with otprior.limits.caps)")
+        super().__init__(
+            name, value, f"inputs needing at most {cap} (this one needs {need}; raise the cap with otprior.limits.caps or OTPRIOR_* variables)"
+        )
 
 
 def _env_int(key: str, default: int) -> int:
@@ -53,9 +65,22 @@ class Caps:
     max_bytes : int
         Largest single allocation a call may make from an input (default 2 GiB;
         ``OTPRIOR_MAX_BYTES``).
+    max_read_bytes : int
+        Largest file, or part of a file, read into memory from a path given by a user
+        (default 256 MiB; ``OTPRIOR_MAX_READ_BYTES``): text data for the intervention.
+    max_config_bytes : int
+        Largest JSON configuration read beside a checkpoint (default 1 MiB;
+        ``OTPRIOR_MAX_CONFIG_BYTES``).
+    max_items : int
+        Largest count of repeated items one input may ask for (default 1,000,000;
+        ``OTPRIOR_MAX_ITEMS``): attention heads, evaluation batches, listed lengths or
+        shifts, entries printed.
     """
 
     max_bytes: int = 2 << 30
+    max_read_bytes: int = 256 << 20
+    max_config_bytes: int = 1 << 20
+    max_items: int = 1_000_000
 
 
 _DEFAULT = Caps(**{f.name: _env_int("OTPRIOR_" + f.name.upper(), f.default) for f in fields(Caps)})
@@ -142,3 +167,70 @@ def checkpoint_caps(**changes):
     finally:
         _local.checkpoint_caps = old
 
+
+def check_count(count, name: str, value=None) -> None:
+    """Refuse (``ResourceError``) a count of repeated items above ``current().max_items``."""
+    cap = current().max_items
+    if count > cap:
+        raise ResourceError(name, count if value is None else value, f"{count:,} items", f"{cap:,} items")
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _kind(mode) -> str:
+    for test, word in _KINDS:
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def regular_file(path, name: str, *, limit=None) -> os.stat_result:
+    """The ``stat`` of ``path`` when it is a regular file of at most ``limit`` bytes.
+
+    Symbolic links are followed (a link to ``/dev/zero`` is refused as a character
+    device). Raises ``DomainError`` for a missing file, a directory, FIFO, device or
+    socket, and ``ResourceError`` for a file larger than ``limit``. Nothing is opened,
+    so a FIFO never blocks.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise DomainError(name, os.fspath(path), "an existing file (there is none)") from None
+    except (OSError, ValueError) as exc:
+        raise DomainError(name, os.fspath(path), f"a readable file ({exc.strerror if isinstance(exc, OSError) else exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise DomainError(name, os.fspath(path), f"a regular file (this is {_kind(st.st_mode)})")
+    if limit is not None and st.st_size > limit:
+        raise ResourceError(name, os.fspath(path), _human(float(st.st_size)), _human(float(limit)))
+    return st
+
+
+def read_bytes(path, name: str, *, limit=None) -> bytes:
+    """The bytes of the regular file ``path``, refused above ``limit`` (default ``max_read_bytes``).
+
+    The file is opened without blocking (``O_NONBLOCK``, so a FIFO swapped in after the
+    check cannot hang the call), checked again on the open descriptor (``fstat``), and at
+    most ``limit + 1`` bytes are read, so a file that grows is refused too.
+    """
+    limit = current().max_read_bytes if limit is None else int(limit)
+    regular_file(path, name, limit=limit)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise DomainError(name, os.fspath(path), f"a readable file ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise DomainError(name, os.fspath(path), f"a regular file (this is {_kind(st.st_mode)})")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise ResourceError(name, os.fspath(path), f"more than {_human(float(limit))}", _human(float(limit)))
+    return data

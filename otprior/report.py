@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from ._output import staged_folder
+
 __all__ = ["build_report"]
 
 
@@ -140,10 +142,19 @@ def _html_table(rows):
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
 
-def build_report(out: Path, *, progress=True) -> Path:
-    """Compute every table and render every figure into ``out``; return ``out / 'index.html'``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+def build_report(out: Path, *, progress=True, force=False) -> Path:
+    """Compute every table and render every figure into the folder ``out``; return ``out / 'index.html'``.
+
+    ``out`` must be a new or empty folder unless ``force`` is true; nothing is written
+    outside it, and files of the report's names are replaced, never followed through
+    links (:func:`otprior._output.staged_folder`).
+    """
+    with staged_folder(out, force=force) as staging:
+        _write_report(staging, progress)
+    return Path(out) / "index.html"
+
+
+def _write_report(out: Path, progress) -> Path:
     figures = _figures()
     bar = _Progress(len(_TABLES) + len(figures), progress)
     tables = {}

@@ -1,9 +1,13 @@
 """The otprior command: results equal the library's, bad input gives one line and status 2."""
 
 import json
+import math
+import os
 import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 import otprior
@@ -54,16 +58,54 @@ def test_classify_every_encoding(capsys, argv, kind):
 def test_mass_and_prior(capsys, tmp_path):
     code, out, _ = run(capsys, "mass", "--window", "64", "--n", "1e12", "--alpha", "1.05", "--json")
     assert code == 0
-    data = json.loads(out)
-    assert data["window_mass"] == otprior.window_mass(64, 10**12, 1.05)
-    lo, hi = data["window_mass_bounds"]
-    assert lo <= data["window_mass"] <= hi
+    (row,) = json.loads(out)["rows"]
+    assert row["window_mass"] == otprior.window_mass(64, 10**12, 1.05)
+    lo, hi = row["window_mass_bounds"]
+    assert lo <= row["window_mass"] <= hi
     code, out, _ = run(capsys, "mass", "--window", "8", "--n", "1000", "--alpha", "1", "--dps", "25")
     assert code == 0 and "25 digits" in out
     plot = tmp_path / "prior.png"
     code, out, _ = run(capsys, "prior", "--rho", "0.5", "--n", "4096", "--plot", str(plot), "--json")
     assert code == 0 and plot.stat().st_size > 1000
     assert json.loads(out)["windows"][0]["mass"] == pytest.approx(otprior.ot_window_mass(1, 4096, 0.5), rel=1e-14)
+    # the file is the user's now: a second run refuses to replace it, --force replaces it
+    code, _, err = run(capsys, "prior", "--rho", "0.5", "--n", "64", "--plot", str(plot))
+    assert code == 2 and "--plot" in err and "--force" in err
+    assert run(capsys, "prior", "--rho", "0.5", "--n", "64", "--plot", str(plot), "--force")[0] == 0
+
+
+def test_prior_full_prints_every_entry(capsys):
+    code, out, _ = run(capsys, "prior", "--rho", "0.5", "--n", "100", "--full", "--json")
+    assert code == 0
+    prior = json.loads(out)["prior"]
+    np.testing.assert_allclose(prior, otprior.ot_prior(100, 0.5), rtol=1e-15)
+    assert sum(prior) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_mass_of_alibi_heads(capsys):
+    """``--heads H``: ALiBi's standard slopes, each head's distant mass in closed form e^(-mW)(1-e^(-m(n-W)))/(1-e^(-mn))."""
+    code, out, _ = run(capsys, "mass", "alibi", "--heads", "12", "--window", "16", "--n", "1024", "65536", "--json")
+    assert code == 0
+    rows = json.loads(out)["rows"]
+    assert len(rows) == 24 and {r["head"] for r in rows} == set(range(12))
+    # the slopes of 12 heads (Press et al.): those of 8 heads, then every other one of 16
+    slopes = [2 ** (-8 * (i + 1) / 8) for i in range(8)] + [2 ** (-8 * (i + 1) / 16) for i in range(16)][0::2][:4]
+    for r in rows:
+        m, n, W = slopes[r["head"]], r["n"], 16
+        expected = (math.exp(-m * W) - math.exp(-m * n)) / (1 - math.exp(-m * n))
+        assert r["distant_mass"] == pytest.approx(expected, rel=1e-12)
+        assert r["window_mass"] == pytest.approx(1 - expected, rel=1e-12, abs=1e-15)
+
+
+def test_mass_of_any_encoding(capsys):
+    code, out, _ = run(capsys, "mass", "kerple-log", "--r1", "1.5", "--r2", "0.5", "--window", "8", "--n", "4096", "--json")
+    assert code == 0
+    (row,) = json.loads(out)["rows"]
+    d = np.arange(4096.0)
+    w = (1 + 0.5 * d) ** -1.5  # direct sum, independent of the library's route
+    assert row["distant_mass"] == pytest.approx(w[8:].sum() / w.sum(), rel=1e-10)
+    code, _, err = run(capsys, "mass", "nope", "--heads", "4", "--window", "8", "--n", "64")
+    assert code == 2 and "--heads" in err
 
 
 @pytest.mark.parametrize(
@@ -81,14 +123,21 @@ def test_mass_and_prior(capsys, tmp_path):
         (["classify", "alibi", "--r1", "3"], "does not take"),
         (["classify", "sinusoidal"], "unknown encoding"),
         (["classify", "bias", "--expr", "log(("], "--expr"),
+        (["classify", "bias", "--expr", "__import__('os').system('touch pwned')+d"], "--expr"),
+        (["classify", "bias", "--expr=-d**d**d"], "--expr"),
+        (["classify", "alibi", "--slope", "nan"], "--slope"),
+        (["margin", "--window", "64", "--lengths", "512", "8192", "--tol", "1e-300"], "--tol"),
+        (["prior", "--rho", "0.5", "--n", "1e12"], "--n"),
+        (["mass", "causal-ot", "--rho", "0.5", "--window", "4", "--n", "1e12"], "--n"),
+        (["mass", "alibi", "--heads", "1e12", "--window", "4", "--n", "64"], "--heads"),
+        (["mass", "t5", "--max-distance", "1e12", "--window", "4", "--n", "64"], "--max-distance"),
+        (["mass", "fire", "--window", "4", "--n", "64", "--dps", "20"], "--dps"),
+        (["report", "--out", ""], "--out"),
         (["frobnicate"], "invalid choice"),
     ],
 )
 def test_bad_input_is_one_line_and_status_two(capsys, argv, needle):
-    with pytest.raises(SystemExit) as info:
-        code = main(argv)
-        raise SystemExit(code)
-    assert info.value.code == 2
+    assert main(argv) == 2
     _, err = capsys.readouterr()
     assert err.count("\n") == 1 and err.startswith("otprior: error:")
     assert needle in err
@@ -104,13 +153,133 @@ def test_no_traceback_from_the_console_script():
 
 @pytest.mark.parametrize("sub", ["margin", "classify", "prior", "mass", "report", "checkpoint", "intervene"])
 def test_help(capsys, sub):
-    with pytest.raises(SystemExit) as info:
-        main([sub, "--help"])
-    assert info.value.code == 0
+    assert main([sub, "--help"]) == 0
     out, _ = capsys.readouterr()
-    assert "--json" in out
+    assert "--json" in out and "Infinity" in out
 
 
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"otprior {otprior.__version__}"
+
+
+def test_python_dash_m(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(Path(otprior.__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, "-m", "otprior", "--version"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"otprior {otprior.__version__}"
+    proc = subprocess.run([sys.executable, "-m", "otprior", "prior", "--rho", "2", "--n", "8"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--rho" in proc.stderr
+
+
+def test_broken_pipe_is_quiet():
+    """``otprior ... | head -1``: the reader leaves early; no traceback, no message, status 141."""
+    env = dict(os.environ, PYTHONPATH=str(Path(otprior.__file__).resolve().parents[1]))
+    cmd = [sys.executable, "-m", "otprior", "prior", "--rho", "0.5", "--n", "20000", "--full"]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, bufsize=0) as proc:
+        first = os.read(proc.stdout.fileno(), 64)  # a few bytes of the 700 kB, as head reads its line
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        status = proc.wait(timeout=60)
+    assert first.startswith(b"constant-score prior")
+    assert err == ""
+    assert status == 141
+
+
+def _strict(text):
+    def refuse(token):
+        raise ValueError(token)
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_is_strict_for_non_finite_numbers(capsys):
+    from otprior.cli import to_strict_json
+
+    data = {"a": math.inf, "b": [-math.inf, math.nan, np.float64("nan")], "c": np.array([1.0, np.inf]), "d": (1, 2.5)}
+    text = json.dumps(to_strict_json(data), allow_nan=False)
+    assert _strict(text) == {"a": "Infinity", "b": ["-Infinity", "NaN", "NaN"], "c": [1.0, "Infinity"], "d": [1, 2.5]}
+    with pytest.raises(ValueError):
+        _strict(json.dumps({"x": math.inf}))  # the check itself refuses what json.dumps writes by default
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["margin", "--window", "64", "--lengths", "512", "8192", "--tol", "0.05"],
+        ["classify", "nope"],
+        ["classify", "t5"],
+        ["classify", "bias", "--expr=-d"],
+        ["prior", "--rho", "0.9", "--n", "2048"],
+        ["mass", "fire", "--window", "8", "--n", "64", "1024"],
+        ["mass", "causal-ot", "--rho", "0.5", "--window", "8", "--n", "64"],
+    ],
+)
+def test_every_json_command_is_strict(capsys, argv):
+    code, out, _ = run(capsys, *argv, "--json")
+    assert code == 0
+    _strict(out)
+
+
+def test_report_folder_rules(tmp_path, capsys, monkeypatch):
+    """New or empty folder, or --force; nothing written outside it, links replaced, not followed."""
+    import otprior.report
+
+    calls = []
+
+    def quick(folder, progress):
+        calls.append(folder)
+        (folder / "index.html").write_text("report")
+        (folder / "tables.json").write_text("{}")
+
+    monkeypatch.setattr(otprior.report, "_write_report", quick)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "index.html").write_text("the user's page")
+    code, _, err = run(capsys, "report", "--out", str(mine))
+    assert code == 2 and "--out" in err and "--force" in err and err.count("\n") == 1
+    assert (mine / "index.html").read_text() == "the user's page" and not calls
+    # with --force, a link at a report name is replaced; its target outside is untouched
+    outside = tmp_path / "outside.json"
+    outside.write_text("precious")
+    (mine / "tables.json").symlink_to(outside)
+    assert run(capsys, "report", "--out", str(mine), "--force")[0] == 0
+    assert outside.read_text() == "precious"
+    assert not (mine / "tables.json").is_symlink() and (mine / "tables.json").read_text() == "{}"
+    assert sorted(p.name for p in mine.iterdir()) == ["index.html", "tables.json"]  # no staging left behind
+    # a new folder, nested
+    assert run(capsys, "report", "--out", str(tmp_path / "a" / "b"))[0] == 0
+    assert (tmp_path / "a" / "b" / "index.html").read_text() == "report"
+    # an empty folder
+    (tmp_path / "empty").mkdir()
+    assert run(capsys, "report", "--out", str(tmp_path / "empty"))[0] == 0
+
+
+@pytest.mark.parametrize("out", ["", " ", "/proc", "/proc/otprior", "/dev/null", "/etc/hostname"])
+def test_report_refuses_bad_folders_up_front(capsys, out, monkeypatch):
+    import otprior.report
+
+    monkeypatch.setattr(otprior.report, "_write_report", lambda folder, progress: pytest.fail("computed"))
+    code, _, err = run(capsys, "report", "--out", out)
+    assert code == 2 and err.count("\n") == 1 and "--out" in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into any folder")
+def test_report_refuses_an_unwritable_folder(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    code, _, err = run(capsys, "report", "--out", str(locked / "rep"))
+    assert code == 2 and "not writable" in err
+
+
+def test_library_errors_name_the_command_flag(capsys):
+    """A DomainError's parameter is mapped to the flag that carried it; no flag the command lacks is named."""
+    code, _, err = run(capsys, "classify", "bias", "--expr=-2")
+    assert code == 2 and "--expr" in err and "symbol" not in err.split(":")[2]
+    code, _, err = run(capsys, "classify", "kerple-power", "--r1", "1", "--r2", "0.5", "--window", "1e12")
+    assert code == 2 and "--window" in err and "--n" not in err
+
+
+@pytest.mark.slow
 def test_report(tmp_path):
     from otprior.report import build_report
 

@@ -1,0 +1,192 @@
+"""Output folders that lose nothing of the user's.
+
+A command that writes several files (the report, a checkpoint's figures) writes them into
+one folder, ``out``, under three rules:
+
+1. ``out`` is a new folder, or an existing empty one; an existing folder that holds
+   anything is written into only when the caller says so (``force=True``, ``--force``).
+2. Nothing is written outside ``out``. The files are first written into a fresh staging
+   folder created inside ``out`` (``tempfile.mkdtemp``, mode 0700, a name no one else
+   holds), then moved into place one by one with ``os.replace``, which replaces a
+   symbolic link found at a target name instead of following it: a link
+   ``out/index.html -> ~/.bashrc`` is replaced by the report's file, ``~/.bashrc`` is
+   untouched.
+3. A failure leaves ``out`` as it was, except for files already moved; the staging folder
+   is removed.
+
+:func:`check_folder` runs the checks without creating anything (a command calls it
+before a long computation); :func:`staged_folder` is the context manager that writes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+from ._validation import DomainError
+
+__all__ = ["check_folder", "staged_folder", "check_new_file", "write_file_safely"]
+
+_STAGING_PREFIX = ".otprior-staging-"
+
+
+def _as_path(out, name: str) -> Path:
+    if out is None or (isinstance(out, str) and not out.strip()):
+        raise DomainError(name, out, "a folder path (an empty path would write into the current folder)")
+    try:
+        path = Path(out)
+    except TypeError:
+        raise DomainError(name, out, "a folder path") from None
+    if "\x00" in str(path):
+        raise DomainError(name, out, "a folder path without NUL characters")
+    return path
+
+
+def _storage(folder: Path, path: Path, name: str) -> None:
+    # proc, sysfs and their kind report no blocks: files cannot be created there
+    try:
+        blocks = os.statvfs(folder).f_blocks
+    except (OSError, AttributeError):
+        return
+    if blocks == 0:
+        raise DomainError(name, str(path), f"a folder on a storage file system ({folder} is on a virtual one, such as /proc)")
+
+
+def check_folder(out, *, force: bool = False, name: str = "out") -> Path:
+    """Check that ``out`` can receive files under the rules of this module; create nothing.
+
+    Returns the path. Raises ``DomainError`` (parameter ``name``) when ``out`` is empty,
+    names a file or anything but a folder, is a non-empty folder and ``force`` is false,
+    is not writable, or when a parent of a new folder is not a folder.
+    """
+    path = _as_path(out, name)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise DomainError(name, str(path), f"a folder that can be inspected ({exc.strerror})") from None
+    if st is None:
+        # a new folder: its nearest existing ancestor must be a writable folder
+        parent = path.absolute().parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise DomainError(name, str(path), f"a folder path ({parent} is not a folder)")
+        _storage(parent, path, name)
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise DomainError(name, str(path), f"a path in a writable folder ({parent} is not writable)")
+        return path
+    if not stat.S_ISDIR(st.st_mode):
+        raise DomainError(name, str(path), "a folder (this path is a file or a device)")
+    try:
+        with os.scandir(path) as entries:
+            occupied = next(entries, None) is not None
+    except OSError as exc:
+        raise DomainError(name, str(path), f"a readable folder ({exc.strerror})") from None
+    _storage(path, path, name)
+    if occupied and not force:
+        raise DomainError(name, str(path), "a new or empty folder (this one holds files; force writing into it with --force / force=True)")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise DomainError(name, str(path), "a writable folder")
+    return path
+
+
+def _publish(staging: Path, final: Path, name: str) -> None:
+    moves = sorted(staging.iterdir())
+    for item in moves:
+        target = final / item.name
+        if target.is_dir() and not target.is_symlink():
+            raise DomainError(name, str(final), f"a folder where {item.name} can be written (a folder of that name is in the way)")
+    for item in moves:
+        os.replace(item, final / item.name)
+
+
+@contextmanager
+def staged_folder(out, *, force: bool = False, name: str = "out"):
+    """Yield a fresh staging folder inside ``out``; on success move its files into ``out``.
+
+    Parameters
+    ----------
+    out : path-like
+        The destination folder (created if new, parents included).
+    force : bool
+        Allow an existing folder that already holds files; files of the same names are
+        replaced (links at those names are replaced, not followed).
+    name : str
+        The parameter name used in errors.
+
+    Yields
+    ------
+    pathlib.Path
+        The staging folder; write plain files into it (no sub-folders).
+
+    Raises
+    ------
+    DomainError
+        As :func:`check_folder`, and when the folder cannot be created or written.
+    """
+    path = check_folder(out, force=force, name=name)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=path))
+    except OSError as exc:
+        raise DomainError(name, str(path), f"a folder where files can be created ({exc.strerror or exc})") from None
+    try:
+        yield staging
+        try:
+            _publish(staging, path, name)
+        except OSError as exc:
+            raise DomainError(name, str(path), f"a folder where files can be written ({exc.strerror or exc})") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def check_new_file(path, *, force: bool = False, name: str = "plot") -> Path:
+    """Check a single output file: not empty, not a folder, absent unless ``force``, in a writable folder."""
+    path = _as_path(path, name)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise DomainError(name, str(path), f"a file path that can be used ({exc.strerror})") from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise DomainError(name, str(path), "a file path (this is a folder)")
+        if not force:
+            raise DomainError(name, str(path), "a new file (this one exists; replace it with --force / force=True)")
+        if not stat.S_ISREG(st.st_mode):
+            raise DomainError(name, str(path), "a regular file path (this is a device, FIFO or socket)")
+    elif os.path.islink(path) and not force:
+        raise DomainError(name, str(path), "a new file (a link of this name exists; replace it with --force / force=True)")
+    parent = path.absolute().parent
+    if not parent.is_dir():
+        raise DomainError(name, str(path), f"a path in an existing folder ({parent} is not one)")
+    _storage(parent, path, name)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise DomainError(name, str(path), f"a path in a writable folder ({parent} is not writable)")
+    return path
+
+
+def write_file_safely(path, write, *, name: str = "plot") -> Path:
+    """Write a single file through a temporary name in its folder and ``os.replace``.
+
+    ``write(tmp_path)`` writes the content; a link at ``path`` is replaced, not followed.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=_STAGING_PREFIX, suffix=path.suffix, dir=path.absolute().parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise DomainError(name, str(path), f"a file that can be written ({exc.strerror or exc})") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
