@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 import flint
 import numpy as np
 
-__all__ = ["Enclosure", "EnclosureArray", "arb_precision", "enclosure_from_arb", "arb_from_float", "is_tight"]
+__all__ = ["Enclosure", "EnclosureArray", "arb_precision", "enclosure_from_arb", "arb_from_float", "is_tight", "enclosure_from_ends"]
 
 _LOCK = threading.RLock()
 
@@ -173,3 +173,14 @@ class EnclosureArray:
         """From a flat sequence of :class:`Enclosure` in C order, reshaped to ``shape``."""
         arrays = [np.array([getattr(e, f) for e in items], dtype=float).reshape(shape) for f in ("lo", "hi", "mid", "rad")]
         return cls(*arrays)
+
+
+def enclosure_from_ends(lower: flint.arb, upper: flint.arb) -> Enclosure:
+    """The enclosure ``[lower.lower(), upper.upper()]`` rounded outward: for a quantity known
+    to lie between two balls (e.g. the two ends of a band). Tighter than the hull ball,
+    whose radius Arb stores with 30 bits."""
+    lo = enclosure_from_arb(lower).lo
+    hi = enclosure_from_arb(upper).hi
+    mid = 0.5 * lo + 0.5 * hi
+    rad = _up(max(mid - lo, hi - mid))
+    return Enclosure(lo=lo, hi=hi, mid=mid, rad=rad)

@@ -33,7 +33,7 @@ import flint
 import mpmath
 import numpy as np
 
-from ._balls import Enclosure, EnclosureArray, arb_precision, enclosure_from_arb, is_tight
+from ._balls import Enclosure, EnclosureArray, arb_precision, enclosure_from_arb, enclosure_from_ends, is_tight
 from ._power_sums import anchor_factor, arb_sum, em_bracket_arb, scaled_sum
 from ._validation import DomainError, PrecisionError, check_int, check_real
 from .content_bound import content_band_balls
@@ -50,25 +50,34 @@ _MAX_PREC = 1 << 14
 _FLOAT_BITS = 62  # ball radius at most 2^-62 of the value: its float end points are within 2 ulps
 
 
-def _no_bool(value, name, domain):
-    if isinstance(value, (bool, np.bool_)):
-        raise DomainError(name, value, domain)
-    return value
-
-
 def _check(window, n, alpha, offset):
     """Validated ``(window, n, alpha, offset)``: exact integers and floats in the supported domain."""
     n = check_int(n, "n", minimum=1, maximum=MAX_LENGTH)
     window = check_int(window, "window", minimum=1)
     if window > n:
         raise DomainError("n", n, f"an integer in [window, 1e300] = [{window}, 1e300]")
-    alpha = check_real(_no_bool(alpha, "alpha", "a real number in (0, 1e15]"), "alpha", low=0.0, high=MAX_ALPHA, low_open=True)
-    offset = check_real(_no_bool(offset, "offset", "a real number in [1e-300, 1e300]"), "offset", low=MIN_OFFSET, high=MAX_OFFSET)
+    alpha = _real(alpha, "alpha", "a real number in (0, 1e15]", low=0.0, high=MAX_ALPHA, low_open=True)
+    offset = _real(offset, "offset", "a real number in [1e-300, 1e300]", low=MIN_OFFSET, high=MAX_OFFSET)
     return window, n, alpha, offset
 
 
 def _is_array(x) -> bool:
-    return isinstance(x, (list, tuple, np.ndarray)) and np.ndim(x) > 0
+    if not isinstance(x, (list, tuple, np.ndarray)):
+        return False
+    try:
+        return np.ndim(x) > 0
+    except ValueError:  # ragged: refused element by element
+        return True
+
+
+def _real(value, name, domain, **bounds):
+    """``check_real`` with booleans refused and integers too large for a double refused."""
+    if isinstance(value, (bool, np.bool_)):
+        raise DomainError(name, value, domain)
+    try:
+        return check_real(value, name, **bounds)
+    except OverflowError:
+        raise DomainError(name, value, domain) from None
 
 
 def _as_object_array(x, name):
@@ -143,7 +152,8 @@ def _sum_balls(window, n, alpha, offset, order):
 def _mass_ball(kind, window, n, alpha, offset, *, score_bound=0.0, order=None, bits=_FLOAT_BITS, dps=None):
     """The mass (``kind`` = "window" or "distant") as an Arb ball, precision raised until tight.
 
-    Returns ``(ball, prec)``; with ``score_bound`` the ball covers Theorem 10's band.
+    Returns ``(ball, prec)``; with ``score_bound`` a pair of balls, the two ends of
+    Theorem 10's band.
     With ``order`` (Theorem 8's Euler–Maclaurin bracket) the bracket's own width is the
     answer: one evaluation at 192 bits.
     """
@@ -156,15 +166,15 @@ def _mass_ball(kind, window, n, alpha, offset, *, score_bound=0.0, order=None, b
                 parts = [ball]
             else:
                 lo, hi = content_band_balls(tail, head, score_bound)
-                ball = lo if score_bound == 0.0 else lo.union(hi)
+                ball = lo if score_bound == 0.0 else (lo, hi)
                 parts = [lo] if score_bound == 0.0 else [lo, hi]
             if order is not None:
-                if prec >= 192 and ball.is_finite():
+                if prec >= 192 and all(x.is_finite() for x in parts):
                     return ball, prec
             elif all(is_tight(x, bits) for x in parts):
                 return ball, prec
         if prec >= _MAX_PREC:
-            if ball.is_finite():
+            if all(x.is_finite() for x in parts):
                 return ball, prec
             raise PrecisionError(
                 f"{kind} mass for window={window}, n={n}, alpha={alpha!r}, offset={offset!r}: "
@@ -177,10 +187,10 @@ def _enclosure(kind, window, n, alpha, offset, score_bound, order):
     window, n, alpha, offset = _check(window, n, alpha, offset)
     if order is not None:
         order = check_int(order, "order", minimum=0, maximum=8)
-    B = check_real(_no_bool(score_bound, "score_bound", "a real number in [0, 350]"), "score_bound", low=0.0, high=MAX_SCORE_BOUND)
+    B = _real(score_bound, "score_bound", "a real number in [0, 350]", low=0.0, high=MAX_SCORE_BOUND)
     ball, prec = _mass_ball(kind, window, n, alpha, offset, score_bound=B, order=order)
     with arb_precision(prec):
-        enc = enclosure_from_arb(ball)
+        enc = enclosure_from_ends(*ball) if isinstance(ball, tuple) else enclosure_from_arb(ball)
     # a mass lies in [0, 1]: intersecting with it keeps the enclosure proved
     return Enclosure(lo=max(0.0, enc.lo), hi=min(1.0, enc.hi), mid=enc.mid, rad=enc.rad)
 
