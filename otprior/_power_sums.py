@@ -118,7 +118,14 @@ class _Anchor:
             return np.where((q > math.e - 1.0) & (base > 1e-300) & safe, far, near)
 
     def term(self, k: int) -> float:
-        return float(self.terms(np.array([float(k)]))[0])
+        """One scaled term, by the same rule as :meth:`terms`, in scalar arithmetic."""
+        q = (float(k) / self.hi) * self.corr
+        if not q < 1e300:
+            return math.exp(-self.alpha * (math.log(float(k)) - math.log(self.hi)))
+        base = 1.0 / (1.0 + q)
+        if q > math.e - 1.0 and base > 1e-300:
+            return base**self.alpha
+        return math.exp(-self.alpha * math.log1p(q))
 
 
 def anchor_factor(d0: int, alpha: float, offset: float) -> tuple[float, float]:
@@ -164,7 +171,9 @@ def scaled_sum(d0: int, d1: int, alpha: float, offset: float) -> float:
                 return running
         if k >= _MAX_HEAD:
             break
-        count = min(_CHUNK, last - k + 1)
+        # up to the start of Euler–Maclaurin (at least 16 terms), at most one chunk
+        needed = max(_HEAD - k, math.ceil(start_em - x), 1) if math.isfinite(start_em - x) else _CHUNK
+        count = min(_CHUNK, last - k + 1, needed)
         total.extend(anchor.terms(np.arange(k, k + count, dtype=float)).tolist())
         running = math.fsum(total)
         k += count

@@ -191,8 +191,13 @@ def _enclosure(kind, window, n, alpha, offset, score_bound, order):
     ball, prec = _mass_ball(kind, window, n, alpha, offset, score_bound=B, order=order)
     with arb_precision(prec):
         enc = enclosure_from_ends(*ball) if isinstance(ball, tuple) else enclosure_from_arb(ball)
+    # the enclosure is widened to hold the float route's value too (a hull of a proved
+    # enclosure and any point is still proved), so the float result always lies inside it;
     # a mass lies in [0, 1]: intersecting with it keeps the enclosure proved
-    return Enclosure(lo=max(0.0, enc.lo), hi=min(1.0, enc.hi), mid=enc.mid, rad=enc.rad)
+    v = _float_masses(window, n, alpha, offset)[0 if kind == "window" else 1]
+    lo, hi = min(enc.lo, v), max(enc.hi, v)
+    rad = max(enc.rad, abs(v - enc.mid))
+    return Enclosure(lo=max(0.0, lo), hi=min(1.0, hi), mid=enc.mid, rad=math.nextafter(rad, math.inf) if rad else rad)
 
 
 def _mp_mass(kind, window, n, alpha, offset, dps):
@@ -300,8 +305,9 @@ def window_mass_bounds(window, n, alpha, *, offset=1.0, order=None):
     Returns
     -------
     Enclosure
-        ``lo <= m <= hi`` proved (ball end points rounded outward to doubles, then
-        intersected with [0, 1]); ``mid`` and ``rad`` are the ball's; ``as_dict()``.
+        ``lo <= m <= hi`` proved (ball end points rounded outward to doubles, widened to
+        hold the float route's :func:`window_mass` too, then intersected with [0, 1]);
+        ``mid`` is the ball's midpoint and ``rad`` covers both; ``as_dict()``.
         Unpacks as ``(lo, hi)``. An :class:`~otprior._balls.EnclosureArray` for array input.
 
     Examples

@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import otprior
 from otprior import DomainError, distant_mass, distant_mass_bounds, window_mass, window_mass_bounds
 
 EPS = np.finfo(float).eps
@@ -79,6 +78,7 @@ def check_case(window, n, alpha, offset):
         v = f(window, n, alpha, offset=offset)
         e = fb(window, n, alpha, offset=offset)
         assert 0.0 <= e.lo <= e.mid <= e.hi <= 1.0
+        assert e.lo <= v <= e.hi  # the float result lies inside its ball
         if e.hi < 2.3e-308:  # below the normal range: absolute error of a subnormal
             assert v <= 2.3e-308
             continue

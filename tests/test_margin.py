@@ -1,7 +1,6 @@
 """margin_for (Theorem 9) and content bounds (Theorem 10), against independent bisections."""
 
 import math
-
 from types import SimpleNamespace
 
 import flint
