@@ -174,7 +174,10 @@ def scaled_sum(d0: int, d1: int, alpha: float, offset: float) -> float:
         # up to the start of Euler–Maclaurin (at least 16 terms), at most one chunk
         needed = max(_HEAD - k, math.ceil(start_em - x), 1) if math.isfinite(start_em - x) else _CHUNK
         count = min(_CHUNK, last - k + 1, needed)
-        total.extend(anchor.terms(np.arange(k, k + count, dtype=float)).tolist())
+        if count <= 32:  # scalar arithmetic is faster than numpy for a few terms
+            total.extend(anchor.term(j) for j in range(k, k + count))
+        else:
+            total.extend(anchor.terms(np.arange(k, k + count, dtype=float)).tolist())
         running = math.fsum(total)
         k += count
     if k > last:
