@@ -280,3 +280,59 @@ def test_margin_property(W, extra0, ratio, log_tol, kind, B, log_offset, alphas)
 def test_margin_property_many(W, extra0, ratio, log_tol, kind, B, log_offset, alphas):
     L0 = W + extra0
     margin_property(W, L0, L0 * ratio, 10**log_tol, kind, B, 10**log_offset, alphas)
+
+
+def test_growth_identities_symbolic():
+    # Lemma 9a's closed forms of the growth, checked by sympy from the definitions
+    import sympy as sp
+
+    H, T0, E, k = sp.symbols("H T0 E k", positive=True)
+    T1 = T0 + E
+    P = T0 * (k - 1 / k) + k * E
+    d0, d1 = T0 / (T0 + k * H), T1 / (T1 + H / k)
+    assert sp.cancel(sp.together(d1 - d0 - H * P / ((T1 + H / k) * (T0 + k * H)))) == 0
+    assert sp.cancel(sp.together(d1 / d0 - 1 - H * P / (T0 * (T1 + H / k)))) == 0
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    W=st.integers(1, 100),
+    extra0=st.integers(1, 1000),
+    ratio=st.integers(2, 1000),
+    B=st.sampled_from([0.0, 0.05, 0.5]),
+    log_offset=st.floats(-2, 2),
+    start=st.floats(0.2, 5.0),
+)
+def test_lemma_9a_monotone_factors_and_slope(W, extra0, ratio, B, log_offset, start):
+    # A = H/(T1 + H/k) increases, P/T0 and T0/(T0 + kH) decrease, |d log G/d alpha| <= 2 Lambda,
+    # on a grid of exponents, with balls computed here
+    L0 = W + extra0
+    L1 = L0 * ratio
+    o = 10.0**log_offset
+    old = flint.ctx.prec
+    flint.ctx.prec = 256
+    try:
+        a_o = flint.arb(o)
+        lam = ((flint.arb(L1 - 1) + a_o) / a_o).log()
+
+        def parts(alpha):
+            a = flint.arb(alpha)
+
+            def S(lo, hi):
+                return a.zeta(flint.arb(lo) + a_o) - a.zeta(flint.arb(hi + 1) + a_o)
+
+            H, T0, E = S(0, W - 1), S(W, L0 - 1), S(L0, L1 - 1)
+            k = (2 * flint.arb(B)).exp()
+            P = T0 * (k - 1 / k) + k * E
+            A = H / (T0 + E + H / k)
+            return A, P / T0, T0 / (T0 + k * H), (A * P / T0 * (T0 / (T0 + k * H))).log()
+
+        alphas = [1.0 + start + 0.05 * i + 1e-9 for i in range(6)]
+        values = [parts(x) for x in alphas]
+        for (A1, B1, C1, g1), (A2, B2, C2, g2), x1, x2 in zip(values, values[1:], alphas, alphas[1:], strict=False):
+            assert A2 >= A1 or A2.overlaps(A1)
+            assert B2 <= B1 or B2.overlaps(B1)
+            assert C2 <= C1 or C2.overlaps(C1)
+            assert abs(g2 - g1) <= 2 * lam * flint.arb(x2 - x1)
+    finally:
+        flint.ctx.prec = old
