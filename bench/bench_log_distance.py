@@ -2,7 +2,9 @@
 
 - ``window_mass`` per call at n = 1e15 (target: under 1 ms) and against direct summation
   (numpy, pairwise) at growing n, with the crossover n where the O(1) route wins;
-- ``margin_for`` per call (target: under 100 ms) on the reference and on harder settings.
+- ``margin_for`` per call (target: under 100 ms) on the reference and on harder settings;
+- the rigorous route (Arb balls: ``window_mass_bounds``) against the float route
+  (``window_mass``) on the same random grid, as a ratio of times in this process.
 
 Run: ``python bench/bench_log_distance.py``.
 """
@@ -29,7 +31,26 @@ def direct(window, n, alpha):
     return w[:window].sum() / w.sum()
 
 
+def rigorous_over_float(count=300, seed=0):
+    """Time of window_mass_bounds / time of window_mass over one random grid (same process)."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    for _ in range(count):
+        W = int(10 ** rng.uniform(0, 18))
+        cases.append((W, W + int(10 ** rng.uniform(0, 18)), float(10 ** rng.uniform(-3, 4)), float(10 ** rng.uniform(-300, 300))))
+    typical = [(64, n, a, 1.0) for n in (1024, 10**6, 10**15) for a in (0.9, 1.0, 1.05, 2.0)]
+    out = {}
+    for name, grid in (("random grid", cases), ("typical (W = 64, o = 1)", typical)):
+        t_float = per_call(lambda grid=grid: [otprior.window_mass(W, n, a, offset=o) for W, n, a, o in grid], 0.5)
+        t_ball = per_call(lambda grid=grid: [otprior.window_mass_bounds(W, n, a, offset=o) for W, n, a, o in grid], 0.5)
+        out[name] = (t_float / len(grid), t_ball / len(grid))
+    return out
+
+
 def main():
+    print("== rigorous route (Arb ball) vs float route, same grid, same process")
+    for name, (tf, tb) in rigorous_over_float().items():
+        print(f"{name}: float {tf * 1e6:7.1f} us, ball {tb * 1e6:7.1f} us per call, ratio {tb / tf:5.2f}x")
     print("== window_mass(64, n, 1.05): O(1) Euler-Maclaurin route vs direct summation")
     t15 = per_call(lambda: otprior.window_mass(64, 10**15, 1.05))
     print(f"n = 1e15: {t15 * 1e6:.1f} us per call")

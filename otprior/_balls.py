@@ -19,8 +19,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import flint
+import numpy as np
 
-__all__ = ["Enclosure", "arb_precision", "enclosure_from_arb", "arb_from_float"]
+__all__ = ["Enclosure", "EnclosureArray", "arb_precision", "enclosure_from_arb", "arb_from_float", "is_tight", "enclosure_from_ends"]
 
 _LOCK = threading.RLock()
 
@@ -80,6 +81,12 @@ class Enclosure:
         yield self.lo
         yield self.hi
 
+    def __len__(self) -> int:  # a sequence (lo, hi): indexing and np.array see the pair
+        return 2
+
+    def __getitem__(self, index):
+        return (self.lo, self.hi)[index]
+
     @property
     def width(self) -> float:
         return self.hi - self.lo
@@ -106,4 +113,74 @@ def enclosure_from_arb(x: flint.arb) -> Enclosure:
     hi = _up(hi) if hi != 0.0 or not (x.upper() <= 0) else 0.0
     mid = float(x.mid())
     rad = _up(float(x.rad()))
+    return Enclosure(lo=lo, hi=hi, mid=mid, rad=rad)
+
+
+def is_tight(x: flint.arb, bits: int) -> bool:
+    """Whether the ball ``x`` is finite and its radius is at most ``2^-bits`` of its magnitude,
+    or below binary64's smallest subnormal (then its float end points are adjacent anyway)."""
+    if not x.is_finite():
+        return False
+    rad = x.rad()
+    if rad == 0:
+        return True
+    if abs(x).upper() < flint.arb(2) ** -1080:
+        return True
+    return bool(rad < abs(x).lower() * flint.arb(2) ** (-bits))
+
+
+@dataclass(frozen=True)
+class EnclosureArray:
+    """Element-wise proved enclosures ``lo <= exact <= hi`` of an array of reals.
+
+    The array counterpart of :class:`Enclosure`, with the same fields as numpy arrays of
+    one shape; unpacks as ``(lo, hi)``.
+    """
+
+    lo: np.ndarray
+    hi: np.ndarray
+    mid: np.ndarray
+    rad: np.ndarray
+
+    def __iter__(self):
+        yield self.lo
+        yield self.hi
+
+    @property
+    def shape(self) -> tuple:
+        return self.lo.shape
+
+    @property
+    def width(self) -> np.ndarray:
+        return self.hi - self.lo
+
+    def contains(self, x) -> np.ndarray:
+        """Element-wise ``lo <= x <= hi``."""
+        x = np.asarray(x, dtype=float)
+        return (self.lo <= x) & (x <= self.hi)
+
+    def __getitem__(self, index) -> Enclosure | EnclosureArray:
+        parts = [np.asarray(getattr(self, f))[index] for f in ("lo", "hi", "mid", "rad")]
+        if np.ndim(parts[0]) == 0:
+            return Enclosure(*(float(p) for p in parts))
+        return EnclosureArray(*parts)
+
+    def as_dict(self) -> dict:
+        return {f: getattr(self, f).tolist() for f in ("lo", "hi", "mid", "rad")}
+
+    @classmethod
+    def stack(cls, items, shape) -> EnclosureArray:
+        """From a flat sequence of :class:`Enclosure` in C order, reshaped to ``shape``."""
+        arrays = [np.array([getattr(e, f) for e in items], dtype=float).reshape(shape) for f in ("lo", "hi", "mid", "rad")]
+        return cls(*arrays)
+
+
+def enclosure_from_ends(lower: flint.arb, upper: flint.arb) -> Enclosure:
+    """The enclosure ``[lower.lower(), upper.upper()]`` rounded outward: for a quantity known
+    to lie between two balls (e.g. the two ends of a band). Tighter than the hull ball,
+    whose radius Arb stores with 30 bits."""
+    lo = enclosure_from_arb(lower).lo
+    hi = enclosure_from_arb(upper).hi
+    mid = 0.5 * lo + 0.5 * hi
+    rad = _up(max(mid - lo, hi - mid))
     return Enclosure(lo=lo, hi=hi, mid=mid, rad=rad)

@@ -1,82 +1,225 @@
-"""Log-distance priors: exact window and distant masses, and certified bounds.
+"""Log-distance priors: window and distant masses, fast in floats and proved in balls.
 
-Definition (``proofs/log_distance_prior.md``). The bias :math:`b(d) = -\\alpha\\log(d + o)`
-(offset ``o = 1`` by default) gives the prior :math:`\\pi_n(d) = (d+o)^{-\\alpha}/H_n`,
-``d = 0..n-1``, with :math:`H_n = \\sum_{k=1}^{n}(k+o-1)^{-\\alpha}`, so
+Definition (Theorem 7, ``proofs/log_distance_prior.md``). The bias
+:math:`b(d) = -\\alpha\\log(d + o)` (offset ``o = 1`` by default) gives the prior
+:math:`\\pi_n(d) = (d+o)^{-\\alpha}/Z_n`, ``d = 0..n-1``, so
 
 .. math::
 
-    m_n(W;\\alpha) = H_W / H_n,\\qquad D_n(W;\\alpha) = 1 - m_n = T / (H_W + T),\\quad
-    T = \\sum_{k=W+1}^{n}(k+o-1)^{-\\alpha}.
+    m_n(W;\\alpha) = \\frac{H}{H+T},\\qquad D_n(W;\\alpha) = 1 - m_n = \\frac{T}{H + T},\\qquad
+    H = \\sum_{d=0}^{W-1}(d+o)^{-\\alpha},\\quad T = \\sum_{d=W}^{n-1}(d+o)^{-\\alpha}.
 
-``D`` is computed from ``T`` directly (never as ``1 - m``), so it keeps its relative
-accuracy when it is tiny.
+Both masses are formed from the two sums (never as ``1 - m``), so each keeps its
+relative accuracy when it is tiny. Two routes:
+
+* the float route (:func:`window_mass`, :func:`distant_mass`) evaluates ``H`` and ``T``
+  divided by the largest term :math:`o^{-\\alpha}` (``otprior._power_sums.scaled_sum``):
+  no overflow for offsets in :math:`[10^{-300}, 10^{300}]`, exponents up to
+  :math:`10^{15}`, lengths up to :math:`10^{300}`;
+* the ball route (:func:`window_mass_bounds`, :func:`distant_mass_bounds`, and ``dps=``)
+  evaluates them with Arb's Hurwitz zeta and returns an :class:`~otprior._balls.Enclosure`
+  proved by outward-rounded ball arithmetic (Theorem 8, ``proofs/window_mass_bounds.md``),
+  raising the working precision until the ball is tight.
+
+Every function broadcasts over array-like arguments (numpy rules) and returns an array
+(or an :class:`~otprior._balls.EnclosureArray`); scalars in give scalars out.
 """
 
 from __future__ import annotations
 
 import math
 
+import flint
 import mpmath
+import numpy as np
 
-from ._power_sums import power_sum, power_sum_bounds
+from ._balls import Enclosure, EnclosureArray, arb_precision, enclosure_from_arb, enclosure_from_ends, is_tight
+from ._power_sums import anchor_factor, arb_sum, em_bracket_arb, scaled_sum
 from ._validation import DomainError, PrecisionError, check_int, check_real
+from .content_bound import content_band_balls
 
 __all__ = ["window_mass", "distant_mass", "window_mass_bounds", "distant_mass_bounds"]
 
-_MAX_DPS = 1000
+MAX_LENGTH = 10**300
+MAX_ALPHA = 1e15
+MIN_OFFSET, MAX_OFFSET = 1e-300, 1e300
+MAX_SCORE_BOUND = 350.0  # e^(2B) below the largest double
+_MAX_DPS = 950
+_START_PREC = 96
+_MAX_PREC = 1 << 14
+_FLOAT_BITS = 62  # ball radius at most 2^-62 of the value: its float end points are within 2 ulps
 
 
 def _check(window, n, alpha, offset):
-    n = check_int(n, "n", minimum=1)
+    """Validated ``(window, n, alpha, offset)``: exact integers and floats in the supported domain."""
+    n = check_int(n, "n", minimum=1, maximum=MAX_LENGTH)
     window = check_int(window, "window", minimum=1)
     if window > n:
-        raise DomainError("n", n, f"an integer at least window={window}")
-    alpha = check_real(alpha, "alpha", low=0.0, low_open=True)
-    offset = check_real(offset, "offset", low=0.0, low_open=True)
-    return window, n, alpha, offset - 1.0
+        raise DomainError("n", n, f"an integer in [window, 1e300] = [{window}, 1e300]")
+    alpha = _real(alpha, "alpha", "a real number in (0, 1e15]", low=0.0, high=MAX_ALPHA, low_open=True)
+    offset = _real(offset, "offset", "a real number in [1e-300, 1e300]", low=MIN_OFFSET, high=MAX_OFFSET)
+    return window, n, alpha, offset
 
 
-def _head_and_tail(window, n, alpha, offset, dps):
-    """H_W and T = sum_{k=W+1}^{n}: doubles, or mpmath numbers correct to ``dps`` digits."""
-    window, n, alpha, shift = _check(window, n, alpha, offset)
-    if dps is None:
-        return power_sum(1, window, alpha, shift), power_sum(window + 1, n, alpha, shift)
-    dps = check_int(dps, "dps", minimum=1, maximum=_MAX_DPS - 50)
-    return _mp_sum(1, window, alpha, shift, dps), _mp_sum(window + 1, n, alpha, shift, dps)
+def _is_array(x) -> bool:
+    if not isinstance(x, (list, tuple, np.ndarray)):
+        return False
+    try:
+        return np.ndim(x) > 0
+    except ValueError:  # ragged: refused element by element
+        return True
 
 
-def _share(part, head, tail, dps):
-    """part / (head + tail); with ``dps`` the sum too is taken at the raised precision."""
-    if dps is None:
-        return part / (head + tail)
-    with mpmath.workdps(dps + 5):
-        return +(part / (head + tail))
+def _real(value, name, domain, **bounds):
+    """``check_real`` with booleans refused and integers too large for a double refused."""
+    if isinstance(value, (bool, np.bool_)):
+        raise DomainError(name, value, domain)
+    try:
+        return check_real(value, name, **bounds)
+    except OverflowError:
+        raise DomainError(name, value, domain) from None
 
 
-def _mp_sum(a, b, alpha, shift, dps):
-    """sum_{k=a}^{b} (k+s)^-alpha in mpmath: Hurwitz zeta difference (digamma at alpha = 1),
-    at a working precision raised until two runs agree to 10^-dps relative."""
-    if b < a:
-        return mpmath.mpf(0)
-    alpha_m = mpmath.mpf(alpha)
-    shift_m = mpmath.mpf(shift)
-    cancel = 0 if alpha == 1.0 else max(0, int(-math.log10(abs(alpha - 1.0))))
-    wp = dps + 15 + cancel + int(math.log10(b + 1))
-    previous = None
-    while wp <= _MAX_DPS:
-        with mpmath.workdps(wp):
-            if b - a < 64:
-                value = mpmath.fsum((k + shift_m) ** (-alpha_m) for k in range(a, b + 1))
-            elif alpha == 1.0:
-                value = mpmath.digamma(b + 1 + shift_m) - mpmath.digamma(a + shift_m)
+def _as_object_array(x, name):
+    try:
+        return np.asarray(x, dtype=object)
+    except ValueError:
+        raise DomainError(name, x, "a number or a rectangular array of numbers") from None
+
+
+def _scalar(x):
+    return x.item() if isinstance(x, np.ndarray) else x
+
+
+def _broadcast(func, names, args, out="float"):
+    """Apply ``func`` to scalars, or element-wise over the broadcast of array-like arguments.
+
+    ``out``: ``"float"`` gives a float array, ``"object"`` an object array (mpf results),
+    ``"enclosure"`` an :class:`EnclosureArray`.
+    """
+    if not any(_is_array(a) for a in args):
+        return func(*(_scalar(a) for a in args))
+    arrays = [_as_object_array(a, name) for a, name in zip(args, names, strict=True)]
+    try:
+        arrays = np.broadcast_arrays(*arrays)
+    except ValueError:
+        shapes = ", ".join(f"{name}: {np.shape(a)}" for a, name in zip(args, names, strict=True))
+        raise DomainError(names[0], shapes, "arrays whose shapes broadcast together") from None
+    shape = arrays[0].shape
+    results = [func(*(a[index] for a in arrays)) for index in np.ndindex(shape)]
+    if out == "enclosure":
+        return EnclosureArray.stack(results, shape)
+    if out == "object":
+        res = np.empty(len(results), dtype=object)
+        res[:] = results
+        return res.reshape(shape)
+    return np.array(results, dtype=float).reshape(shape)
+
+
+# ---------------------------------------------------------------------------------------
+# float route
+
+
+def _float_masses(window, n, alpha, offset):
+    """``(m, D)`` in double precision from the scaled sums (Theorem 7, part 1)."""
+    window, n, alpha, offset = _check(window, n, alpha, offset)
+    head = scaled_sum(0, window - 1, alpha, offset)  # H / o^-alpha, at least 1
+    if window == n:
+        return 1.0, 0.0
+    tail = scaled_sum(window, n - 1, alpha, offset)  # T / (W + o)^-alpha, at least 1
+    factor, y = anchor_factor(window, alpha, offset)  # ((W + o)/o)^-alpha = e^-y
+    if factor > 1e-290:
+        t = factor * tail
+        return head / (head + t), t / (head + t)
+    # the factor underflows: H/T = e^(log h - log t + y), formed in logarithms
+    log_ratio = math.log(head) - math.log(tail) + y
+    r = math.exp(-log_ratio) if log_ratio > -700.0 else math.inf
+    if math.isinf(r):
+        return 0.0, 1.0
+    return 1.0 / (1.0 + r), r / (1.0 + r)
+
+
+# ---------------------------------------------------------------------------------------
+# ball route
+
+
+def _sum_balls(window, n, alpha, offset, order):
+    if order is None:
+        return arb_sum(0, window - 1, alpha, offset), arb_sum(window, n - 1, alpha, offset)
+    return em_bracket_arb(0, window - 1, alpha, offset, order), em_bracket_arb(window, n - 1, alpha, offset, order)
+
+
+def _mass_ball(kind, window, n, alpha, offset, *, score_bound=0.0, order=None, bits=_FLOAT_BITS, dps=None):
+    """The mass (``kind`` = "window" or "distant") as an Arb ball, precision raised until tight.
+
+    Returns ``(ball, prec)``; with ``score_bound`` a pair of balls, the two ends of
+    Theorem 10's band.
+    With ``order`` (Theorem 8's Euler–Maclaurin bracket) the bracket's own width is the
+    answer: one evaluation at 192 bits.
+    """
+    prec = _START_PREC if dps is None else int(dps * 3.33) + 40
+    while True:
+        with arb_precision(prec):
+            head, tail = _sum_balls(window, n, alpha, offset, order)
+            if kind == "window":
+                ball = flint.arb(1) if tail == 0 else flint.arb(1) / (flint.arb(1) + tail / head)
+                parts = [ball]
             else:
-                value = mpmath.zeta(alpha_m, a + shift_m) - mpmath.zeta(alpha_m, b + 1 + shift_m)
-            if previous is not None and abs(value - previous) <= abs(value) * mpmath.mpf(10) ** (-dps - 2):
-                return value
-            previous = value
-        wp += 20
-    raise PrecisionError(f"sum of (k + {shift})^-{alpha} for k = {a}..{b} needs more than {_MAX_DPS} digits")
+                lo, hi = content_band_balls(tail, head, score_bound)
+                ball = lo if score_bound == 0.0 else (lo, hi)
+                parts = [lo] if score_bound == 0.0 else [lo, hi]
+            if order is not None:
+                if prec >= 192 and all(x.is_finite() for x in parts):
+                    return ball, prec
+            elif all(is_tight(x, bits) for x in parts):
+                return ball, prec
+        if prec >= _MAX_PREC:
+            if all(x.is_finite() for x in parts):
+                return ball, prec
+            raise PrecisionError(
+                f"{kind} mass for window={window}, n={n}, alpha={alpha!r}, offset={offset!r}: "
+                f"no finite ball at {_MAX_PREC} bits"
+            )
+        prec *= 2
+
+
+def _enclosure(kind, window, n, alpha, offset, score_bound, order):
+    window, n, alpha, offset = _check(window, n, alpha, offset)
+    if order is not None:
+        order = check_int(order, "order", minimum=0, maximum=8)
+    B = _real(score_bound, "score_bound", "a real number in [0, 350]", low=0.0, high=MAX_SCORE_BOUND)
+    ball, prec = _mass_ball(kind, window, n, alpha, offset, score_bound=B, order=order)
+    with arb_precision(prec):
+        enc = enclosure_from_ends(*ball) if isinstance(ball, tuple) else enclosure_from_arb(ball)
+    # the enclosure is widened to hold the float route's value too (a hull of a proved
+    # enclosure and any point is still proved), so the float result always lies inside it;
+    # a mass lies in [0, 1]: intersecting with it keeps the enclosure proved
+    v = _float_masses(window, n, alpha, offset)[0 if kind == "window" else 1]
+    lo, hi = min(enc.lo, v), max(enc.hi, v)
+    rad = max(enc.rad, abs(v - enc.mid))
+    return Enclosure(lo=max(0.0, lo), hi=min(1.0, hi), mid=enc.mid, rad=math.nextafter(rad, math.inf) if rad else rad)
+
+
+def _mp_mass(kind, window, n, alpha, offset, dps):
+    """The mass as an mpmath number correct to ``dps`` digits, proved by an Arb ball.
+
+    The ball's relative radius is brought below ``10^-(dps+2)``; its midpoint becomes an
+    ``mpf`` of a private context (:class:`mpmath.MPContext`) at ``dps + 5`` digits, so the
+    caller's global mpmath precision is neither read nor changed.
+    """
+    window, n, alpha, offset = _check(window, n, alpha, offset)
+    dps = check_int(dps, "dps", minimum=1, maximum=_MAX_DPS)
+    bits = int(math.ceil((dps + 2) * math.log2(10)))
+    ball, prec = _mass_ball(kind, window, n, alpha, offset, bits=bits, dps=dps)
+    ctx = mpmath.MPContext()
+    ctx.dps = dps + 5
+    with arb_precision(prec):
+        man, exp = ball.mid().man_exp()
+    return ctx.mpf((int(man), int(exp)))
+
+
+# ---------------------------------------------------------------------------------------
+# public functions
 
 
 def window_mass(window, n, alpha, *, offset=1.0, dps=None):
@@ -84,23 +227,33 @@ def window_mass(window, n, alpha, *, offset=1.0, dps=None):
 
     Parameters
     ----------
-    window : int
+    window : int or array_like of int
         ``W >= 1``: the ``W`` nearest keys, ``d < W``.
-    n : int
-        Context length ``n >= W`` (up to 1e18 and beyond; float ``1e15`` accepted).
-    alpha : float
-        Exponent ``> 0``; ``alpha = 1`` and its neighbourhood are exact.
-    offset : float
-        ``o > 0`` in :math:`b(d) = -\\alpha\\log(d + o)`.
+    n : int or array_like of int
+        Context length, ``W <= n <= 10^300`` (exact Python integers; an integral float such
+        as ``1e15`` is accepted).
+    alpha : float or array_like
+        Exponent in :math:`(0, 10^{15}]`; ``alpha = 1`` and its neighbourhood are exact.
+    offset : float or array_like
+        ``o`` in :math:`[10^{-300}, 10^{300}]`, in :math:`b(d) = -\\alpha\\log(d + o)`.
     dps : int, optional
-        Return an mpmath number correct to ``dps`` significant digits.
+        Return an ``mpmath.mpf`` correct to ``dps`` significant digits (at most 950),
+        proved by an Arb ball (the route of :func:`window_mass_bounds`).
+
+    Returns
+    -------
+    float, or ndarray when an argument is an array (object array of ``mpf`` with ``dps``).
 
     Notes
     -----
-    Double precision: both sums by :func:`otprior._power_sums.power_sum` (16 exact terms,
-    then Euler–Maclaurin of order 6 with the integral in a pole-free form), O(1) time,
-    within 4 ulps of 60-digit mpmath for ``alpha = 1``, ``1 +- 1e-12`` and ``n = 1e18``.
-    ``dps``: Hurwitz zeta differences at raised working precision (Theorem 7).
+    Float route: ``H`` and ``T`` divided by :math:`o^{-\\alpha}` (module docstring), summed
+    exactly up to :math:`x = \\max(x_0 + 16, 4\\alpha + 16)` and by Euler–Maclaurin of order 6
+    beyond (Theorem 8). O(1) time in ``n``. Stated relative error
+    :math:`8\\varepsilon(1 + |\\ln m|)`: an estimate, not a proof, measured against the proved
+    ball on seeded random grids (worst found :math:`1.22\\,\\varepsilon(1 + |\\ln m|)`,
+    ``tests/test_log_distance_rigour.py``); results below :math:`2^{-1022}` carry absolute
+    error :math:`2^{-1074}`. The proved value is :func:`window_mass_bounds`, whose
+    enclosure also contains this float.
 
     Examples
     --------
@@ -108,15 +261,19 @@ def window_mass(window, n, alpha, *, offset=1.0, dps=None):
     0.494764
     >>> window_mass(1, 10**15, 2.0) > 6 / math.pi**2
     True
+    >>> window_mass(64, [1024, 2048], 1.05).round(4)
+    array([0.6743, 0.6274])
     """
-    head, tail = _head_and_tail(window, n, alpha, offset, dps)
-    return _share(head, head, tail, dps)
+    if dps is not None:
+        return _broadcast(lambda w, m, a, o: _mp_mass("window", w, m, a, o, dps), _NAMES, (window, n, alpha, offset), "object")
+    return _broadcast(lambda w, m, a, o: _float_masses(w, m, a, o)[0], _NAMES, (window, n, alpha, offset))
 
 
 def distant_mass(window, n, alpha, *, offset=1.0, dps=None):
-    """Distant mass :math:`D_n(W;\\alpha) = 1 - m_n(W;\\alpha)`, computed as ``T / (H_W + T)``.
+    """Distant mass :math:`D_n(W;\\alpha) = T/(H+T)`, the share of keys at distance ``>= W``.
 
-    Parameters and algorithm as :func:`window_mass`.
+    Parameters, returns and algorithm as :func:`window_mass`; computed from the tail sum
+    ``T`` (never as ``1 - m``), with the same relative error bound in terms of ``D``.
 
     Examples
     --------
@@ -125,62 +282,67 @@ def distant_mass(window, n, alpha, *, offset=1.0, dps=None):
     >>> distant_mass(5, 5, 1.3)
     0.0
     """
-    head, tail = _head_and_tail(window, n, alpha, offset, dps)
-    return _share(tail, head, tail, dps)
+    if dps is not None:
+        return _broadcast(lambda w, m, a, o: _mp_mass("distant", w, m, a, o, dps), _NAMES, (window, n, alpha, offset), "object")
+    return _broadcast(lambda w, m, a, o: _float_masses(w, m, a, o)[1], _NAMES, (window, n, alpha, offset))
 
 
-def _sum_bounds(window, n, alpha, shift, order):
-    return power_sum_bounds(1, window, alpha, shift, order=order), power_sum_bounds(
-        window + 1, n, alpha, shift, order=order
+_NAMES = ("window", "n", "alpha", "offset")
+
+
+def window_mass_bounds(window, n, alpha, *, offset=1.0, order=None):
+    """Proved enclosure of :math:`m_n(W;\\alpha)` (Theorem 8).
+
+    Parameters
+    ----------
+    window, n, alpha, offset : as :func:`window_mass` (broadcast).
+    order : int, optional
+        ``None`` (default): ``H`` and ``T`` are Arb balls of Hurwitz zeta differences
+        (digamma at ``alpha = 1``), at a precision raised until the mass's ball has
+        relative radius below :math:`2^{-62}`. An integer ``p`` in ``0..8``: Theorem 8's
+        closed-form Euler–Maclaurin bracket of order ``p`` (8 exact terms, then the
+        truncations of orders ``p`` and ``p + 1``), evaluated in ball arithmetic; its width
+        is the truncation's.
+
+    Returns
+    -------
+    Enclosure
+        ``lo <= m <= hi`` proved (ball end points rounded outward to doubles, widened to
+        hold the float route's :func:`window_mass` too, then intersected with [0, 1]);
+        ``mid`` is the ball's midpoint and ``rad`` covers both; ``as_dict()``.
+        Unpacks as ``(lo, hi)``. An :class:`~otprior._balls.EnclosureArray` for array input.
+
+    Examples
+    --------
+    >>> e = window_mass_bounds(64, 10**12, 1.05)
+    >>> e.lo <= window_mass(64, 10**12, 1.05) <= e.hi and e.relative_width() < 1e-15
+    True
+    >>> lo, hi = window_mass_bounds(1, 11, 1.0, offset=950)
+    >>> from fractions import Fraction
+    >>> lo <= 1 / sum(Fraction(950, 950 + d) for d in range(11)) <= hi  # exact rational value
+    True
+    """
+    return _broadcast(
+        lambda w, m, a, o: _enclosure("window", w, m, a, o, 0.0, order), _NAMES, (window, n, alpha, offset), "enclosure"
     )
 
 
-def window_mass_bounds(window, n, alpha, *, offset=1.0, order=2):
-    """Certified closed-form bounds ``(lower, upper)`` on :math:`m_n(W;\\alpha)` (Theorem 8).
+def distant_mass_bounds(window, n, alpha, *, offset=1.0, order=None, score_bound=0.0):
+    """Proved enclosure of :math:`D_n(W;\\alpha)`, optionally over content scores (Theorems 8, 10).
 
-    Each of :math:`H_W` and :math:`T` is bracketed by 8 exact terms plus the
-    Euler–Maclaurin truncations of orders ``order`` and ``order + 1``. For
-    :math:`f(x)=(x+o-1)^{-\\alpha}` all even derivatives are positive, so the remainder
-    lies between 0 and the first omitted term. ``order = 0`` is the integral comparison
-    ``integral + (f(a) + f(b)) / 2`` sharpened by one term. ``m = H_W / (H_W + T)``
-    increases in ``H_W`` and decreases in ``T``, which gives the bounds. Relative width
-    at most 1e-4 for ``window >= 16`` at the default order (measured: below 1e-7).
+    With ``score_bound = B > 0`` (at most 350) the enclosure covers every attention row
+    whose content scores lie within ``B`` of a constant (Theorem 10,
+    :func:`otprior.content_bound.content_band_balls`):
+    :math:`T/(T + e^{2B}H) \\le D \\le T/(T + e^{-2B}H)`, the two ends proved.
 
-    Examples
-    --------
-    >>> lo, hi = window_mass_bounds(64, 10**12, 1.05)
-    >>> lo <= window_mass(64, 10**12, 1.05) <= hi and (hi - lo) / lo < 1e-6
-    True
-    """
-    window, n, alpha, shift = _check(window, n, alpha, offset)
-    order = check_int(order, "order", minimum=0, maximum=8)
-    (h_lo, h_hi), (t_lo, t_hi) = _sum_bounds(window, n, alpha, shift, order)
-    return _outward(h_lo / (h_lo + t_hi), h_hi / (h_hi + t_lo))
-
-
-def distant_mass_bounds(window, n, alpha, *, offset=1.0, order=2, score_bound=0.0):
-    """Certified bounds ``(lower, upper)`` on :math:`D_n(W;\\alpha)`, optionally over content scores.
-
-    With ``score_bound = B > 0`` the bounds cover every attention row whose content
-    scores lie within ``B`` of a constant (Theorem 10):
-    :math:`T/(T + e^{2B}H_W) \\le D \\le T/(T + e^{-2B}H_W)`.
+    Parameters and returns as :func:`window_mass_bounds`.
 
     Examples
     --------
-    >>> lo, hi = distant_mass_bounds(64, 8192, 1.3)
-    >>> lo <= distant_mass(64, 8192, 1.3) <= hi
+    >>> e = distant_mass_bounds(64, 8192, 1.3, score_bound=0.25)
+    >>> e.lo < distant_mass(64, 8192, 1.3) < e.hi
     True
     """
-    window, n, alpha, shift = _check(window, n, alpha, offset)
-    order = check_int(order, "order", minimum=0, maximum=8)
-    B = check_real(score_bound, "score_bound", low=0.0)
-    (h_lo, h_hi), (t_lo, t_hi) = _sum_bounds(window, n, alpha, shift, order)
-    k = math.exp(2.0 * B)
-    return _outward(t_lo / (t_lo + k * h_hi), t_hi / (t_hi + h_lo / k))
-
-
-def _outward(lo, hi):
-    """Round a bracket of a mass outward by the rounding of the final division (2 ulps);
-    a mass lies in [0, 1], which caps the widened bracket."""
-    eps = 2.0 * 2.220446049250313e-16
-    return max(0.0, lo * (1.0 - eps) - 1e-300), min(1.0, hi * (1.0 + eps))
+    return _broadcast(
+        lambda w, m, a, o: _enclosure("distant", w, m, a, o, score_bound, order), _NAMES, (window, n, alpha, offset), "enclosure"
+    )

@@ -1,22 +1,23 @@
 """Margin selection: how far above one must a log-distance exponent stay?
 
 Definition (Theorem 9, ``proofs/margin_selection.md``). For a window ``W``, lengths
-``L0 < L1`` and a tolerance ``tol``, the margin is the smallest ``delta >= 0`` such that
-every exponent ``alpha >= 1 + delta`` keeps the growth of distant mass
+``L0 < L1`` (``Lrange``) and a tolerance ``tol``, the margin is the smallest ``delta >= 0``
+such that every exponent ``alpha >= 1 + delta`` keeps the growth of distant mass
 
 * absolute: :math:`g(\\alpha) = D_{L_1}(W;\\alpha) - D_{L_0}(W;\\alpha) \\le tol`, or
-* relative: :math:`D_{L_1}/D_{L_0} - 1 \\le tol`,
+* relative: :math:`D_{L_1}/D_{L_0} - 1 \\le tol` (searched as :math:`\\log(D_{L_1}/D_{L_0})\\le\\log(1+tol)`),
 
-where, with a content-score bound ``B`` (Theorem 10), :math:`D_{L_1}` is replaced by its
-largest and :math:`D_{L_0}` by its smallest value over content scores within ``B`` of a
-constant.
+where, with a content-score bound ``B`` (Theorem 10, :mod:`otprior.content_bound`),
+:math:`D_{L_1}` is replaced by its largest and :math:`D_{L_0}` by its smallest value over
+content scores within ``B`` of a constant.
 
-The search does not assume that ``g`` is monotone. Each ``D`` decreases in ``alpha``,
-with :math:`|dD/d\\alpha| \\le \\Lambda_L/4` and :math:`|d\\log D/d\\alpha| \\le \\Lambda_L`,
-:math:`\\Lambda_L = \\log\\frac{L+o-1}{o}` (Lemma 9a). So ``g`` is Lipschitz, and a
-top-down branch and bound over :math:`[1, \\alpha_{hi}]` certifies that ``g <= tol`` on
-whole intervals, using the certified bounds of Theorem 8. Beyond :math:`\\alpha_{hi}` a
-closed-form decreasing upper bound (Lemma 9b) is at most ``tol``.
+Everything that decides the answer is evaluated in Arb ball arithmetic: the sums
+``H``, ``T_{L0}``, ``T_{L1}`` (Hurwitz zeta differences), the growth, the Lipschitz bound
+of Lemma 9a, the closed-form tail bound of Lemma 9b and every comparison with ``tol``
+(an Arb comparison is true only when it holds for every point of the balls). The search
+does not assume that ``g`` is monotone: a top-down branch and bound over
+:math:`[1, \\alpha_{hi}]` drops an interval once the Lipschitz bound proves ``g <= tol``
+on all of it.
 """
 
 from __future__ import annotations
@@ -24,58 +25,71 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ._power_sums import power_sum, power_sum_bounds
+import flint
+
+from ._balls import Enclosure, arb_from_float, arb_precision, enclosure_from_arb
+from ._power_sums import arb_sum
 from ._validation import DomainError, check_int, check_real
+from .content_bound import content_band_balls
 
 __all__ = ["margin_for", "MarginResult", "NoMarginError"]
 
-_EPS = 2.220446049250313e-16
+_START_PREC = 96
+_MAX_PREC = 1 << 13
+_GROWTH_BITS = 40  # growth balls are refined to a relative radius of 2^-40
+_MAX_EXPONENT = 1e300
 
 
 class NoMarginError(DomainError):
-    """No exponent keeps the growth within ``tol`` (only possible with a content bound)."""
+    """No exponent keeps the growth within ``tol``."""
 
 
 @dataclass(frozen=True)
 class MarginResult:
-    """What :func:`margin_for` found, and what certifies it.
+    """What :func:`margin_for` found, and what proves it.
 
     Attributes
     ----------
     margin : float
-        ``delta``: every ``alpha >= 1 + margin`` keeps the growth at most ``tol``
-        (certified).
+        ``delta``: every ``alpha >= 1 + margin`` keeps the growth at most ``tol`` (proved).
     exponent : float
         ``1 + margin``.
     growth : float
-        The growth attained at ``exponent`` (at most ``tol``; equal to it up to the
-        bracket width when the margin is positive).
+        The growth at ``exponent`` (the midpoint of its ball, at most ``tol``).
+    growth_bounds : Enclosure
+        Proved enclosure of the growth at ``exponent``.
     distant_mass : tuple of float
         ``(D_{L0}, D_{L1})`` at ``exponent`` (the extremes over content scores when
-        ``score_bound > 0``).
-    bracket : tuple of float
-        ``(lower, upper)`` with ``upper = margin``, both certified: every exponent
+        ``score_bound > 0``; midpoints of their balls).
+    bracket : Enclosure
+        ``[lower, upper]`` with ``upper = margin``, both proved: every exponent
         ``>= 1 + upper`` keeps the growth within ``tol``, and the growth at ``1 + lower``
-        exceeds ``tol``, so no margin below ``lower`` works. The width is about
-        ``precision`` times the ratio of the Lipschitz bound to the slope of the growth
-        at the crossing (measured: 1e-10 to 1e-8).
-    window, lengths, tol, growth_kind, score_bound, offset : echo of the inputs
+        exceeds ``tol`` (so no margin below ``lower`` works), or ``lower = 0``. Unpacks as
+        ``(lower, upper)``.
+    window, Lrange, tol, growth_kind, score_bound, offset : echo of the inputs
+        (``lengths`` is a read-only alias of ``Lrange``).
     evaluations : int
-        Certified growth evaluations used by the search.
+        Growth balls evaluated by the search.
     """
 
     margin: float
     exponent: float
     growth: float
+    growth_bounds: Enclosure
     distant_mass: tuple
-    bracket: tuple
+    bracket: Enclosure
     window: int
-    lengths: tuple
+    Lrange: tuple
     tol: float
     growth_kind: str
     score_bound: float
     offset: float
     evaluations: int = field(default=0, compare=False)
+
+    @property
+    def lengths(self) -> tuple:
+        """Alias of :attr:`Lrange`."""
+        return self.Lrange
 
     def __float__(self) -> float:
         return self.margin
@@ -85,106 +99,124 @@ class MarginResult:
             "margin": self.margin,
             "exponent": self.exponent,
             "growth": self.growth,
+            "growth_bounds": self.growth_bounds.as_dict(),
             "distant_mass": list(self.distant_mass),
             "bracket": list(self.bracket),
             "window": self.window,
-            "lengths": list(self.lengths),
+            "Lrange": list(self.Lrange),
             "tol": self.tol,
             "growth_kind": self.growth_kind,
             "score_bound": self.score_bound,
             "offset": self.offset,
+            "evaluations": self.evaluations,
         }
 
 
+@dataclass(frozen=True)
+class _Record:
+    """Balls at one exponent: ``phi = log G`` with ``G`` the growth, the extreme distant
+    masses ``d0`` (smallest at L0) and ``d1`` (largest at L1), and ``G`` itself."""
+
+    phi: flint.arb
+    d0: flint.arb
+    d1: flint.arb
+    growth: flint.arb
+    log_up: flint.arb  # log of the factor of G that increases in alpha
+    log_down: flint.arb  # log of the product of the factors that decrease
+    prec: int
+
+
 class _Growth:
-    """Growth at an exponent: certified bounds, and the point value."""
+    """Growth of distant mass between two lengths, in Arb balls (Lemma 9a).
 
-    def __init__(self, window, L0, L1, growth, B, shift, order=6, head=16):
+    With ``k = e^{2B}``, ``E = T_{L1} - T_{L0}`` and ``P = T_{L0}(k - 1/k) + k E``:
+
+    * absolute: ``G = D+_{L1} - D-_{L0} = H P / ((T_{L1} + H/k)(T_{L0} + k H))``;
+    * relative: ``G = D+_{L1} / D-_{L0} - 1 = H P / (T_{L0} (T_{L1} + H/k))``.
+
+    Each factor is a positive combination of the terms ``(d + o)^-alpha``, ``d < L1``, so
+    ``|d log G / d alpha| <= 2 Lambda`` with ``Lambda = log((L1 - 1 + o)/o)``. And ``G`` is a
+    product of monotone factors: ``A = H/(T_{L1} + H/k)`` increases in alpha, while
+    ``P/T_{L0}`` and ``T_{L0}/(T_{L0} + kH)`` (absolute growth only) decrease.
+    """
+
+    def __init__(self, window, L0, L1, relative, B, offset):
         self.W, self.L0, self.L1 = window, L0, L1
-        self.relative = growth == "relative"
-        self.k = math.exp(2.0 * B)  # content scores within B: window weight scaled by e^{-+2B}
-        self.shift = shift
-        self.order = order
-        self.head = head
+        self.relative = relative
+        self.B = B
+        self.offset = offset
         self.evaluations = 0
-        # ranges of log(k + s) over all keys and over the distant keys of L1 (Lemma 9a)
-        self.lam = math.log((L1 + shift) / (1.0 + shift))
-        self.lam_tail = math.log((L1 + shift) / (window + 1.0 + shift))
+        with arb_precision(128):
+            o = arb_from_float(offset)
+            # Lemma 9a: Lipschitz constant of log G, 2 Lambda
+            self.lipschitz = (2 * ((flint.arb(L1 - 1) + o) / o).log()).upper()
 
-    def _masses(self, h, t0, t1):
-        # D_{L0} at its smallest, D_{L1} at its largest over content scores (Theorem 10)
-        return t0 / (t0 + h * self.k), t1 / (t1 + h / self.k)
-
-    def bounds(self, alpha, level=None):
-        """Certified bounds at ``alpha``: ``(g_lo, g_hi, d0_lo, d0_hi, d1_lo, d1_hi, u_hi)``.
-
-        ``g`` is the growth (absolute) or ``log(1 + growth)`` (relative); ``d0``, ``d1``
-        bracket the extreme distant masses; ``u = 1 - T_{L0} / T_{L1}``. Order-2 brackets
-        first; order 6 with 16 exact terms when the coarse bracket is within its own width
-        of ``level`` (only there does the width matter).
-        """
+    def record(self, alpha: float) -> _Record:
+        """Balls at ``alpha``, precision raised until ``phi`` has radius below 2^-40."""
         self.evaluations += 1
-        rec = self._bounds(alpha, 2, 8)
-        if level is not None and rec[0] - 4 * (rec[1] - rec[0]) <= level <= rec[1] + 4 * (rec[1] - rec[0]):
-            rec = self._bounds(alpha, self.order, self.head)
-        return rec
+        prec = _START_PREC
+        while True:
+            with arb_precision(prec):
+                rec = self._record(alpha, prec)
+                tight = rec.phi.is_finite() and rec.phi.rad() <= flint.arb(2) ** -_GROWTH_BITS
+            if tight or prec >= _MAX_PREC:
+                return rec
+            prec *= 2
 
-    def _bounds(self, alpha, order, head):
-        W, s, k = self.W, self.shift, self.k
-        h_lo, h_hi = power_sum_bounds(1, W, alpha, s, order=order, head=head)
-        t0_lo, t0_hi = power_sum_bounds(W + 1, self.L0, alpha, s, order=order, head=head)
-        t1_lo, t1_hi = power_sum_bounds(W + 1, self.L1, alpha, s, order=order, head=head)
-        d0_lo, d0_hi = t0_lo / (t0_lo + h_hi * k), t0_hi / (t0_hi + h_lo * k)
-        d1_lo, d1_hi = t1_lo / (t1_lo + h_hi / k), t1_hi / (t1_hi + h_lo / k)
-        u_hi = 1.0 - t0_lo / t1_hi
-        # 8 ulps cover the divisions and the final subtraction or logarithm
-        if self.relative:
-            g = (math.log(d1_lo / d0_hi) - 8 * _EPS, math.log(d1_hi / d0_lo) + 8 * _EPS)
+    def _record(self, alpha, prec):
+        W, o = self.W, self.offset
+        H = arb_sum(0, W - 1, alpha, o)
+        T0 = arb_sum(W, self.L0 - 1, alpha, o)
+        E = arb_sum(self.L0, self.L1 - 1, alpha, o)
+        T1 = T0 + E
+        d0, _ = content_band_balls(T0, H, self.B)  # D_{L0} at its smallest (Theorem 10)
+        _, d1 = content_band_balls(T1, H, self.B)  # D_{L1} at its largest
+        if self.B == 0.0:
+            k = flint.arb(1)
+            P = E
         else:
-            g = (d1_lo - d0_hi - 8 * _EPS, d1_hi - d0_lo + 8 * _EPS)
-        return (*g, d0_lo, d0_hi, d1_lo, d1_hi, u_hi)
+            k = (2 * arb_from_float(self.B)).exp()
+            P = T0 * (k - 1 / k) + k * E
+        up = H / (T1 + H / k)
+        down = P / T0 if self.relative else P / T0 * (T0 / (T0 + k * H))
+        G = up * down
+        if not (G > 0):
+            nan = flint.arb("nan")
+            return _Record(phi=nan, d0=d0, d1=d1, growth=G, log_up=nan, log_down=nan, prec=prec)
+        return _Record(phi=G.log(), d0=d0, d1=d1, growth=G, log_up=up.log(), log_down=down.log(), prec=prec)
 
-    def lipschitz(self, ra, rb):
-        """Bound on |g'| over [a, b] from certified values at both ends (Lemma 9a).
+    def interval_bound(self, a, b, ra, rb) -> flint.arb:
+        """Ball containing an upper bound on max phi over [a, b] (Lemma 9a): the smaller of
+        the Lipschitz bound ``(phi+(a) + phi+(b)) / 2 + Lambda (b - a)`` and the monotone
+        bound ``log A(b) + log (G/A)(a)``."""
+        with arb_precision(max(ra.prec, rb.prec, 128)):
+            width = arb_from_float(b) - arb_from_float(a)
+            lipschitz = ((ra.phi.upper() + rb.phi.upper()) / 2 + self.lipschitz * width / 2).upper()
+            monotone = (rb.log_up.upper() + ra.log_down.upper()).upper()
+            return lipschitz if lipschitz < monotone else monotone
 
-        Every D decreases in alpha, and so does u, so the maxima over [a, b] sit at ``a``
-        and the minima at ``b``. Both bounds are small near the crossing, where ``g`` is
-        about ``tol``.
+    def decreasing_upper(self, alpha: float) -> flint.arb:
+        """Lemma 9b: a closed-form upper bound on G for alpha > 1, decreasing in alpha.
+
+        ``T_oo / H <= rho(alpha) = ((W + o)/o)^-alpha (1 + (W + o)/(alpha - 1))`` (first term
+        of ``H``; first term plus integral for the tail). Absolute growth is at most
+        ``e^{2B} rho``; the ratio ``D+_{L1} / D-_{L0}`` is at most
+        ``(1 + (L1 - L0) ((W + o)/(L0 + o))^alpha)(e^{2B} rho + e^{4B})``.
         """
-        lam = self.lam
-        spread = max(ra[5] - rb[2], ra[3] - rb[4], 0.0)  # |D1 - D0| on [a, b]
-        if self.relative:
-            return self.lam_tail * ra[6] + lam * (spread + ra[3] * ra[6])
+        with arb_precision(128):
+            a, o = arb_from_float(alpha), arb_from_float(self.offset)
+            one = flint.arb(1)
+            xw = flint.arb(self.W) + o
+            rho = (xw / o) ** (-a) * (one + xw / (a - one))
+            k = (2 * arb_from_float(self.B)).exp()
+            if not self.relative:
+                return k * rho
+            ratio_t = one + flint.arb(self.L1 - self.L0) * (xw / (flint.arb(self.L0) + o)) ** a
+            return ratio_t * (k * rho + k * k) - one
 
-        # g' = -[D1(1-D1) - D0(1-D0)](E_T1 - E_H) - D0(1-D0)(E_T1 - E_T0), and
-        # x(1-x) - y(1-y) = (x-y)(1-x-y): |g'| <= lam |D1 - D0| + D0(1-D0) u lam_tail
-        d0_lo, d0_hi = rb[2], ra[3]
-        if d0_hi <= 0.5:
-            peak = d0_hi * (1.0 - d0_hi)
-        elif d0_lo >= 0.5:
-            peak = d0_lo * (1.0 - d0_lo)
-        else:
-            peak = 0.25
-        return lam * spread + peak * ra[6] * self.lam_tail
 
-    def point(self, alpha):
-        W, s = self.W, self.shift
-        h = power_sum(1, W, alpha, s)
-        t0 = power_sum(W + 1, self.L0, alpha, s)
-        t1 = power_sum(W + 1, self.L1, alpha, s)
-        d0, d1 = self._masses(h, t0, t1)
-        g = d1 / d0 - 1.0 if self.relative else d1 - d0
-        return g, (d0, d1)
-
-    def decreasing_upper(self, alpha):
-        """A closed-form upper bound on g (or log(1+g)) for alpha > 1, decreasing in alpha (Lemma 9b)."""
-        W, s = self.W, self.shift
-        # T(W+1..inf) <= int_W^inf (x+s)^-alpha dx and H_W >= (1+s)^-alpha
-        tail_over_head = ((1.0 + s) / (W + s)) ** alpha * (W + s) / (alpha - 1.0)
-        if not self.relative:
-            return self.k * tail_over_head
-        growth_t = 1.0 + (self.L1 - self.L0) * ((W + 1.0 + s) / (self.L0 + 1.0 + s)) ** alpha
-        return math.log(growth_t * (self.k * tail_over_head + self.k**2))
+def _certainly_at_most(x: flint.arb, level: flint.arb) -> bool:
+    return bool(x <= level)
 
 
 def margin_for(window, Lrange, tol, *, growth="absolute", score_bound=0.0, offset=1.0, precision=1e-10):
@@ -195,104 +227,103 @@ def margin_for(window, Lrange, tol, *, growth="absolute", score_bound=0.0, offse
     window : int
         ``W >= 1``, smaller than ``min(Lrange)``.
     Lrange : sequence of two ints
-        Increasing lengths ``(L0, L1)``, e.g. training and evaluation length.
+        Increasing lengths ``(L0, L1)``, e.g. training and evaluation length (at most 1e300).
     tol : float
-        Allowed growth, in (0, 1).
+        Allowed growth, in ``(0, 1)``; down to ``1e-300``.
     growth : {"absolute", "relative"}
         Bound ``D_{L1} - D_{L0}`` or ``D_{L1} / D_{L0} - 1``.
     score_bound : float
         ``B >= 0``: the answer holds for every row whose content scores lie within ``B``
         of a constant, independently at each length (Theorem 10).
     offset : float
-        ``o > 0`` in the bias ``-alpha log(d + o)``.
+        ``o`` in ``[1e-300, 1e300]``, in the bias ``-alpha log(d + o)``.
     precision : float
-        Resolution of the search in the exponent (the bracket is about this wide).
+        Resolution of the search in the exponent: the bracket is at most
+        ``precision * max(1, margin)`` wide (or two adjacent doubles).
 
     Returns
     -------
     MarginResult
-        ``float(result)`` is the margin.
+        ``float(result)`` is the margin; ``result.bracket`` its proved enclosure.
 
     Raises
     ------
     NoMarginError
-        When no exponent achieves ``tol``: relative growth with
-        ``exp(4 B) - 1 >= tol``, since that is the limit as ``alpha -> oo``.
+        When no exponent achieves ``tol``: relative growth with ``exp(4 B) - 1 >= tol``
+        (the limit as ``alpha -> oo``), or no exponent below 1e300 that Lemma 9b certifies.
 
     Examples
     --------
     >>> r = margin_for(64, (512, 8192), 0.05)
     >>> round(r.margin, 4), r.growth <= 0.05
     (0.3628, True)
+    >>> lower, upper = r.bracket
     """
     window = check_int(window, "window", minimum=1)
-    lengths_domain = "two increasing integer lengths (L0, L1)"
+    domain = "two increasing integer lengths (L0, L1), at most 1e300"
+    if isinstance(Lrange, (str, bytes)):
+        raise DomainError("Lrange", Lrange, domain)
     try:
         items = list(Lrange)
     except TypeError:
-        raise DomainError("Lrange", Lrange, lengths_domain) from None
+        raise DomainError("Lrange", Lrange, domain) from None
     if len(items) != 2:
-        raise DomainError("Lrange", Lrange, lengths_domain)
-    L0, L1 = (check_int(x, "Lrange", minimum=1) for x in items)
+        raise DomainError("Lrange", Lrange, domain)
+    try:
+        L0, L1 = (check_int(x, "Lrange", minimum=1, maximum=10**300) for x in items)
+    except DomainError:
+        raise DomainError("Lrange", Lrange, domain) from None
     if not L0 < L1:
-        raise DomainError("Lrange", Lrange, lengths_domain)
+        raise DomainError("Lrange", Lrange, domain)
     if window >= L0:
         raise DomainError("window", window, f"an integer in [1, min(Lrange) - 1] = [1, {L0 - 1}]")
     tol = check_real(tol, "tol", low=0.0, high=1.0, low_open=True, high_open=True)
     if growth not in ("absolute", "relative"):
         raise DomainError("growth", growth, "'absolute' or 'relative'")
-    B = check_real(score_bound, "score_bound", low=0.0)
-    offset = check_real(offset, "offset", low=0.0, low_open=True)
+    B = check_real(score_bound, "score_bound", low=0.0, high=350.0)
+    offset = check_real(offset, "offset", low=1e-300, high=1e300)
     precision = check_real(precision, "precision", low=1e-14, high=0.1)
-    G = _Growth(window, L0, L1, growth, B, offset - 1.0)
-    level = math.log1p(tol) if growth == "relative" else tol
-    if growth == "relative" and 4.0 * B >= level:
+    relative = growth == "relative"
+    with arb_precision(256):
+        level = arb_from_float(tol)  # G <= tol, for Lemma 9b
+        log_level = level.log()  # phi = log G <= log tol, for the search
+    if relative and 4.0 * B >= math.log1p(tol):
         raise NoMarginError(
-            "score_bound", B, f"score_bound < log(1 + tol) / 4 = {level / 4:.6g} for relative growth (the limit as alpha -> oo is exp(4B) - 1)"
+            "score_bound",
+            B,
+            f"score_bound < log(1 + tol) / 4 = {math.log1p(tol) / 4:.6g} for relative growth "
+            "(the limit as alpha -> oo is exp(4B) - 1)",
         )
+    G = _Growth(window, L0, L1, relative, B, offset)
     # alpha_hi: the decreasing closed-form bound is <= tol beyond it (Lemma 9b)
     step = 1.0
-    while G.decreasing_upper(1.0 + step) > level:
+    while not _certainly_at_most(G.decreasing_upper(1.0 + step), level):
         step *= 2.0
-        if step > 1e6:
-            raise NoMarginError("tol", tol, "a tolerance reachable by some exponent below 1e6")
-    hit = _search(G, 1.0, 1.0 + step, level, precision)
+        if step > _MAX_EXPONENT:
+            raise NoMarginError("tol", tol, "a tolerance that some exponent below 1e300 provably reaches")
+    hit = _search(G, 1.0, 1.0 + step, log_level, precision)
     if hit is None:
         margin, lower = 0.0, 0.0
     else:
         a, b = hit
         margin = b - 1.0
-        # the bracket's lower end: a point where the growth is certified above tol, so no
-        # margin below it works; step down from a until the bounds prove it
-        lower, step = a, precision
-        while not G.bounds(lower, level)[0] > level:
-            if lower <= 1.0 or step >= 1.0:
-                lower = None  # nothing certified: only delta >= 0 is known
-                break
-            lower = max(1.0, a - step)
-            step *= 2.0
-        if lower is None:
-            lower = 0.0
-        else:
-            top = a  # refine: the highest certified exceedance between lower and a
-            for _ in range(40):
-                if top - lower <= precision / 4:
-                    break
-                mid = 0.5 * (lower + top)
-                if G.bounds(mid, level)[0] > level:
-                    lower = mid
-                else:
-                    top = mid
-            lower = max(0.0, lower - 1.0)
-    g, masses = G.point(1.0 + margin)
+        lower = _lower_end(G, a, log_level, precision)
+    rec = G.record(1.0 + margin)
+    with arb_precision(rec.prec):
+        growth_enc = enclosure_from_arb(rec.growth)
+        masses = (float(rec.d0.mid()), float(rec.d1.mid()))
+    with arb_precision(64):
+        bracket = enclosure_from_arb(arb_from_float(lower).union(arb_from_float(margin)))
+    bracket = Enclosure(lo=lower, hi=margin, mid=bracket.mid, rad=bracket.rad)
     return MarginResult(
         margin=margin,
         exponent=1.0 + margin,
-        growth=g,
+        growth=min(growth_enc.mid, tol),  # the midpoint of a ball whose every point is proved <= tol
+        growth_bounds=growth_enc,
         distant_mass=masses,
-        bracket=(lower, margin),
+        bracket=bracket,
         window=window,
-        lengths=(L0, L1),
+        Lrange=(L0, L1),
         tol=tol,
         growth_kind=growth,
         score_bound=B,
@@ -301,24 +332,49 @@ def margin_for(window, Lrange, tol, *, growth="absolute", score_bound=0.0, offse
     )
 
 
-def _search(G, lo, hi, level, precision):
-    """Top-first branch and bound for the highest point where g may exceed ``level``.
+def _lower_end(G, a, level, precision):
+    """The bracket's lower end: a margin below which the growth is proved above ``level``.
 
-    Intervals are visited from the highest down. On [a, b] with certified upper values
-    ``ga``, ``gb`` and Lipschitz bound ``K``, ``g <= (ga + gb) / 2 + K (b - a) / 2``; an
-    interval whose bound is at most ``level`` is certified and dropped. The first
-    uncertified interval of width at most ``precision`` is returned, with everything above
-    it certified. ``None`` means that ``g <= level`` on all of [lo, hi].
+    Steps down from ``a`` (doubling) until a ball proves ``g > level``, then bisects towards
+    ``a``; returns 0.0 when nothing above 1 is proved."""
+    lower, step = a, precision * max(1.0, a - 1.0)
+    while not bool(G.record(lower).phi > level):
+        if lower <= 1.0:
+            return 0.0
+        lower = max(1.0, a - step)
+        step *= 2.0
+    top = a
+    for _ in range(60):
+        if top - lower <= precision * max(1.0, lower - 1.0) / 4:
+            break
+        mid = 0.5 * (lower + top)
+        if mid in (lower, top):
+            break
+        if bool(G.record(mid).phi > level):
+            lower = mid
+        else:
+            top = mid
+    return max(0.0, lower - 1.0)
+
+
+def _search(G, lo, hi, level, precision):
+    """Top-first branch and bound for the highest point where g may exceed ``level`` (Theorem 9).
+
+    Intervals are visited from the highest down. On [a, b] with balls ``ra``, ``rb`` and
+    Lipschitz bound ``K``, ``max g <= (g+(a) + g+(b)) / 2 + K (b - a) / 2``; an interval
+    whose bound is proved at most ``level`` is dropped. The first interval not proved, of
+    width at most ``precision * max(1, a - 1)`` (or between adjacent doubles), is returned,
+    with everything above it proved. ``None`` means ``g <= level`` on all of [lo, hi].
     """
-    stack = [(lo, hi, G.bounds(lo, level), G.bounds(hi, level))]
+    stack = [(lo, hi, G.record(lo), G.record(hi))]
     while stack:
         a, b, ra, rb = stack.pop()
-        if (ra[1] + rb[1]) / 2.0 + G.lipschitz(ra, rb) * (b - a) / 2.0 <= level:
+        if _certainly_at_most(G.interval_bound(a, b, ra, rb), level):
             continue
-        if b - a <= precision:
-            return a, b
         m = 0.5 * (a + b)
-        rm = G.bounds(m, level)
+        if b - a <= precision * max(1.0, a - 1.0) or m in (a, b):
+            return a, b
+        rm = G.record(m)
         stack.append((a, m, ra, rm))  # the lower half is visited later
         stack.append((m, b, rm, rb))  # the upper half first
     return None

@@ -1,10 +1,14 @@
 """margin_for (Theorem 9) and content bounds (Theorem 10), against independent bisections."""
 
 import math
+from types import SimpleNamespace
 
+import flint
 import mpmath
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import otprior
 from otprior import DomainError, NoMarginError
@@ -12,23 +16,25 @@ from otprior.margin import _search
 
 
 def mp_masses(W, L, alpha, offset=1.0, B=0.0):
-    """(D_L smallest, D_L largest) over content within B, 30 digits, Hurwitz zeta route."""
-    with mpmath.workdps(30):
-        a, o = mpmath.mpf(alpha), mpmath.mpf(offset)
-        H = mpmath.zeta(a, o) - mpmath.zeta(a, W + o)
-        T = mpmath.zeta(a, W + o) - mpmath.zeta(a, L + o)
-        k = mpmath.exp(2 * mpmath.mpf(B))
-        return T / (T + k * H), T / (T + H / k)
+    """(D_L smallest, D_L largest) over content within B, 30 digits, Hurwitz zeta route,
+    in a private mpmath context."""
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    a, o = ctx.mpf(alpha), ctx.mpf(offset)
+    H = ctx.zeta(a, o) - ctx.zeta(a, W + o)
+    T = ctx.zeta(a, W + o) - ctx.zeta(a, L + o)
+    k = ctx.exp(2 * ctx.mpf(B))
+    return T / (T + k * H), T / (T + H / k)
 
 
 def mp_growth(W, L0, L1, alpha, kind="absolute", offset=1.0, B=0.0):
-    d0, _ = mp_masses(W, L0, alpha, offset, B)
-    _, d1 = mp_masses(W, L1, alpha, offset, B)
-    return d1 - d0 if kind == "absolute" else d1 / d0 - 1
+    """Growth as a float from the Arb ball of :func:`arb_growth` (relative radius < 1e-9)."""
+    return float(arb_growth(W, L0, L1, alpha, kind, offset, B).mid())
 
 
 def bisect_margin(W, L0, L1, tol, **kw):
-    """Independent reference, valid without monotonicity: scan 30-digit growth on a grid of
+    """Independent reference, valid without monotonicity: scan the growth (Arb balls written
+    in this file) on a grid of
     step 0.01 from the top down to the highest grid point above tol, then bisect in that cell."""
     top = 2.0
     while mp_growth(W, L0, L1, top, **kw) > tol or mp_growth(W, L0, L1, top + 1, **kw) > tol:
@@ -86,26 +92,25 @@ def test_every_exponent_above_the_margin_is_within_tol():
 
 def test_zero_margin_when_exponent_one_already_suffices():
     r = otprior.margin_for(100, (128, 130), 0.5)
-    assert r.margin == 0.0 and r.bracket == (0.0, 0.0)
+    assert r.margin == 0.0 and tuple(r.bracket) == (0.0, 0.0)
     assert r.growth <= 0.5
 
 
 class _Synthetic:
-    """A non-monotone growth curve with known Lipschitz constant 2: it exceeds the level
+    """A non-monotone log-growth curve with known Lipschitz constant 2: it exceeds the level
     on (1.2, 1.4) and on (2.5, 2.7), and dips below it in between."""
 
-    lam = 0.0
-
-    def bounds(self, a, level=None):
+    def record(self, a):
         g = 0.1 + 0.15 * math.exp(-(((a - 1.3) / 0.1) ** 2)) + 0.15 * math.exp(-(((a - 2.6) / 0.1) ** 2))
-        return (g - 1e-15, g + 1e-15, 0.0, 0.0, 0.0, 0.0, 0.0)
+        ball = flint.arb(g, 1e-15)
+        return SimpleNamespace(phi=ball, log_up=ball, log_down=flint.arb(0), prec=64)
 
-    def lipschitz(self, ra, rb):
-        return 2.0
+    def interval_bound(self, a, b, ra, rb):
+        return (ra.phi.upper() + rb.phi.upper()) / 2 + flint.arb(2.0) * (flint.arb(b) - flint.arb(a)) / 2
 
 
 def test_search_does_not_assume_monotonicity():
-    hit = _search(_Synthetic(), 1.0, 5.0, 0.2, 1e-10)
+    hit = _search(_Synthetic(), 1.0, 5.0, flint.arb(0.2), 1e-10)
     a, b = hit
     # the highest crossing: 0.1 + 0.15 exp(-((a - 2.6) / 0.1)^2) = 0.2
     crossing = 2.6 + 0.1 * math.sqrt(math.log(1.5))
@@ -119,7 +124,11 @@ def test_no_margin_for_relative_growth_with_large_content_bound():
 
 def test_result_as_dict():
     d = otprior.margin_for(64, (512, 8192), 0.05).as_dict()
-    assert set(d) >= {"margin", "exponent", "growth", "distant_mass", "bracket", "lengths", "tol"}
+    assert set(d) >= {"margin", "exponent", "growth", "growth_bounds", "distant_mass", "bracket", "Lrange", "tol"}
+    r = otprior.margin_for(64, (512, 8192), 0.05)
+    assert r.lengths == r.Lrange == (512, 8192)
+    lower, upper = r.bracket
+    assert lower <= upper == r.margin
 
 
 @pytest.mark.parametrize(
@@ -154,3 +163,176 @@ def test_growth_is_not_monotone_in_general():
     rises = [v2 > v1 for v1, v2 in zip(values, values[1:], strict=False)]
     falls = [v2 < v1 for v1, v2 in zip(values, values[1:], strict=False)]
     assert any(rises) and any(falls)
+
+
+# --- edges and properties, checked with Arb balls computed here (Hurwitz zeta) -----------
+
+
+def arb_growth(W, L0, L1, alpha, kind="absolute", offset=1.0, B=0.0):
+    """Ball of the growth at ``alpha``, written independently of otprior: Hurwitz zeta
+    differences (digamma at 1) for H, T_L0, T_L1; Theorem 10's extremes; precision doubled
+    until the ball's relative radius is below 1e-9."""
+    prec = 128
+    while True:
+        g = _arb_growth(W, L0, L1, alpha, kind, offset, B, prec)
+        if (g.is_finite() and g.rad() < 1e-9 * abs(g.mid())) or prec > 20000:
+            return g
+        prec *= 2
+
+
+def _arb_growth(W, L0, L1, alpha, kind, offset, B, prec):
+    old = flint.ctx.prec
+    flint.ctx.prec = prec
+    try:
+        a, o = flint.arb(alpha), flint.arb(offset)
+
+        def S(lo, hi):  # sum_{d=lo}^{hi} (d + o)^-a
+            if alpha == 1.0:
+                return (flint.arb(hi + 1) + o).digamma() - (flint.arb(lo) + o).digamma()
+            return a.zeta(flint.arb(lo) + o) - a.zeta(flint.arb(hi + 1) + o)
+
+        H, T0, T1 = S(0, W - 1), S(W, L0 - 1), S(W, L1 - 1)
+        k = (2 * flint.arb(B)).exp()
+        d0, d1 = T0 / (T0 + k * H), T1 / (T1 + H / k)
+        return d1 / d0 - 1 if kind == "relative" else d1 - d0
+    finally:
+        flint.ctx.prec = old
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        ((1, (2, 4), 1e-6), {"offset": 0.5}),
+        ((37, (38, 51), 0.03), {"growth": "relative"}),
+        ((64, (512, 8192), 1e-16), {}),
+        ((64, (512, 8192), 1e-300), {}),
+        ((1, (2, 10**18), 1e-300), {}),
+        ((3, (5, 9), 1e-5), {"offset": 1e-300}),
+    ],
+)
+def test_edge_cases_answered_with_a_proved_bracket(args, kwargs):
+    W, (L0, L1), tol = args
+    r = otprior.margin_for(*args, **kwargs)
+    kind = kwargs.get("growth", "absolute")
+    o = kwargs.get("offset", 1.0)
+    assert arb_growth(W, L0, L1, 1 + r.margin, kind, o) <= tol
+    lower, upper = r.bracket
+    if lower > 0:
+        assert arb_growth(W, L0, L1, 1 + lower, kind, o) > tol
+        assert upper - lower <= 1e-10 * max(1.0, upper) * 2
+    assert r.growth_bounds.lo <= r.growth <= tol
+
+
+def test_tiny_tolerance_gives_the_minimal_margin():
+    r = otprior.margin_for(64, (512, 8192), 1e-16)
+    assert 5.0 < r.margin < 6.0  # not the top of the search range
+    assert arb_growth(64, 512, 8192, 1 + r.margin - 1e-6) > 1e-16
+
+
+@pytest.mark.parametrize("offset", [1e300])
+def test_unreachable_tolerance_refused(offset):
+    with pytest.raises(NoMarginError) as info:
+        otprior.margin_for(3, (5, 9), 1e-5, offset=offset)
+    assert info.value.parameter == "tol"
+
+
+def margin_property(W, L0, L1, tol, kind, B, offset, alphas):
+    try:
+        r = otprior.margin_for(W, (L0, L1), tol, growth=kind, score_bound=B, offset=offset)
+    except NoMarginError:
+        assert kind == "relative" and math.exp(4 * B) - 1 >= tol * 0.999
+        return
+    lower, upper = r.bracket
+    # every exponent above 1 + margin keeps the growth within tol
+    for t in alphas:
+        alpha = 1 + r.margin + t * (1 + r.margin)
+        assert arb_growth(W, L0, L1, alpha, kind, offset, B) <= tol * (1 + 1e-12) + 0 * alpha
+    assert arb_growth(W, L0, L1, 1 + r.margin, kind, offset, B) <= tol
+    # and some exponent just below the bracket's lower end does not
+    if lower > 0:
+        assert arb_growth(W, L0, L1, 1 + lower, kind, offset, B) > tol
+    else:
+        assert r.margin == 0.0
+
+
+PROPERTY = dict(
+    W=st.integers(1, 200),
+    extra0=st.integers(1, 10**4),
+    ratio=st.integers(2, 10**6),
+    log_tol=st.floats(-30, math.log10(0.5)),
+    kind=st.sampled_from(["absolute", "relative"]),
+    B=st.sampled_from([0.0, 0.0, 0.01, 0.1]),
+    log_offset=st.floats(-3, 3),
+    alphas=st.lists(st.floats(0, 3), min_size=3, max_size=6),
+)
+
+
+@settings(max_examples=12, deadline=None)
+@given(**PROPERTY)
+def test_margin_property(W, extra0, ratio, log_tol, kind, B, log_offset, alphas):
+    L0 = W + extra0
+    margin_property(W, L0, L0 * ratio, 10**log_tol, kind, B, 10**log_offset, alphas)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None)
+@given(**PROPERTY)
+def test_margin_property_many(W, extra0, ratio, log_tol, kind, B, log_offset, alphas):
+    L0 = W + extra0
+    margin_property(W, L0, L0 * ratio, 10**log_tol, kind, B, 10**log_offset, alphas)
+
+
+def test_growth_identities_symbolic():
+    # Lemma 9a's closed forms of the growth, checked by sympy from the definitions
+    import sympy as sp
+
+    H, T0, E, k = sp.symbols("H T0 E k", positive=True)
+    T1 = T0 + E
+    P = T0 * (k - 1 / k) + k * E
+    d0, d1 = T0 / (T0 + k * H), T1 / (T1 + H / k)
+    assert sp.cancel(sp.together(d1 - d0 - H * P / ((T1 + H / k) * (T0 + k * H)))) == 0
+    assert sp.cancel(sp.together(d1 / d0 - 1 - H * P / (T0 * (T1 + H / k)))) == 0
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    W=st.integers(1, 100),
+    extra0=st.integers(1, 1000),
+    ratio=st.integers(2, 1000),
+    B=st.sampled_from([0.0, 0.05, 0.5]),
+    log_offset=st.floats(-2, 2),
+    start=st.floats(0.2, 5.0),
+)
+def test_lemma_9a_monotone_factors_and_slope(W, extra0, ratio, B, log_offset, start):
+    # A = H/(T1 + H/k) increases, P/T0 and T0/(T0 + kH) decrease, |d log G/d alpha| <= 2 Lambda,
+    # on a grid of exponents, with balls computed here
+    L0 = W + extra0
+    L1 = L0 * ratio
+    o = 10.0**log_offset
+    old = flint.ctx.prec
+    flint.ctx.prec = 256
+    try:
+        a_o = flint.arb(o)
+        lam = ((flint.arb(L1 - 1) + a_o) / a_o).log()
+
+        def parts(alpha):
+            a = flint.arb(alpha)
+
+            def S(lo, hi):
+                return a.zeta(flint.arb(lo) + a_o) - a.zeta(flint.arb(hi + 1) + a_o)
+
+            H, T0, E = S(0, W - 1), S(W, L0 - 1), S(L0, L1 - 1)
+            k = (2 * flint.arb(B)).exp()
+            P = T0 * (k - 1 / k) + k * E
+            A = H / (T0 + E + H / k)
+            return A, P / T0, T0 / (T0 + k * H), (A * P / T0 * (T0 / (T0 + k * H))).log()
+
+        alphas = [1.0 + start + 0.05 * i + 1e-9 for i in range(6)]
+        values = [parts(x) for x in alphas]
+        for (A1, B1, C1, g1), (A2, B2, C2, g2), x1, x2 in zip(values, values[1:], alphas, alphas[1:], strict=False):
+            assert A2 >= A1 or A2.overlaps(A1)
+            assert B2 <= B1 or B2.overlaps(B1)
+            assert C2 <= C1 or C2.overlaps(C1)
+            assert abs(g2 - g1) <= 2 * lam * flint.arb(x2 - x1)
+    finally:
+        flint.ctx.prec = old

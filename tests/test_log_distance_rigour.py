@@ -1,0 +1,303 @@
+"""Proved enclosures of window and distant mass (Theorems 7, 8, 10): float route inside its
+stated error of the Arb ball on dense random grids, balls against independent references,
+the edges (offsets 1e-300..1e300, exponents 1e-3..1e4, lengths to 1e18 with n - W << W),
+local precision, broadcasting."""
+
+import math
+import threading
+from fractions import Fraction
+
+import flint
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from otprior import DomainError, distant_mass, distant_mass_bounds, window_mass, window_mass_bounds
+
+EPS = np.finfo(float).eps
+
+
+def stated(value):
+    """The float route's stated relative error: 8 eps (1 + |ln value|)."""
+    return 8 * EPS * (1 + abs(math.log(value)))
+
+
+def mp_masses(window, n, alpha, offset, dps=40):
+    """(m, D) by mpmath in a private context: direct summation for few terms or fast decay,
+    Hurwitz zeta or digamma differences otherwise; working precision well above the
+    cancellation."""
+    ctx = mpmath.MPContext()
+    # the zeta difference cancels about log10(n + o) + log10(1/|alpha - 1|) digits
+    cancel = math.log10(n + offset + 1) + (0 if alpha == 1 else max(0.0, -math.log10(abs(alpha - 1))))
+    ctx.dps = dps + 30 + int(cancel)
+    a, o = ctx.mpf(alpha), ctx.mpf(offset)
+
+    def S(lo, hi):
+        if hi < lo:
+            return ctx.mpf(0)
+        if hi - lo < 2000:
+            return ctx.fsum(ctx.power(d + o, -a) for d in range(lo, hi + 1))
+        if alpha > 2:  # terms until the tail bound f(d) (1 + (d + o)/(a - 1)) is negligible
+            total, d = ctx.mpf(0), lo
+            while d <= hi and d - lo < 20000:
+                term = ctx.power(d + o, -a)
+                if d > lo and term * (1 + (d + o) / (a - 1)) < total * ctx.mpf(10) ** (-dps - 5):
+                    return total
+                total += term
+                d += 1
+            if d > hi:
+                return total
+        if a == 1:
+            return ctx.digamma(hi + 1 + o) - ctx.digamma(lo + o)
+        return ctx.zeta(a, lo + o) - ctx.zeta(a, hi + 1 + o)
+
+    H, T = S(0, window - 1), S(window, n - 1)
+    return H / (H + T), T / (H + T)
+
+
+def random_case(rng):
+    offset = float(10 ** rng.uniform(-300, 300))
+    alpha = float(10 ** rng.uniform(-3, 4))
+    if rng.random() < 0.25:  # the neighbourhood of exponent one
+        alpha = 1.0 + float(rng.choice([-1, 1]) * 10 ** rng.uniform(-15, -1))
+    window = int(10 ** rng.uniform(0, 18))
+    if rng.random() < 0.5:
+        gap = int(10 ** rng.uniform(0, 18))
+    else:  # n - W << W
+        gap = int(rng.integers(0, 2000))
+    return window, window + gap, alpha, offset
+
+
+def check_case(window, n, alpha, offset):
+    """Float results within the stated error of the proved ball; returns the worst
+    relative error in units of eps (1 + |ln v|)."""
+    worst = 0.0
+    for f, fb in ((window_mass, window_mass_bounds), (distant_mass, distant_mass_bounds)):
+        v = f(window, n, alpha, offset=offset)
+        e = fb(window, n, alpha, offset=offset)
+        assert 0.0 <= e.lo <= e.mid <= e.hi <= 1.0
+        assert e.lo <= v <= e.hi  # the float result lies inside its ball
+        if e.hi < 2.3e-308:  # below the normal range: absolute error of a subnormal
+            assert v <= 2.3e-308
+            continue
+        # the float lies within its stated error of the ball's midpoint (the Arb ball has
+        # relative radius below 2^-62 before it is widened to hold v, so 2^-61 covers it)
+        err = max(0.0, abs(v - e.mid) - 2.0**-61 * e.mid)
+        assert err <= stated(e.mid) * e.mid, (f.__name__, window, n, alpha, offset, v, e)
+        worst = max(worst, err / (EPS * (1 + abs(math.log(e.mid))) * e.mid))
+    m, D = window_mass_bounds(window, n, alpha, offset=offset), distant_mass_bounds(window, n, alpha, offset=offset)
+    assert m.lo + D.lo <= 1.0 <= m.hi + D.hi  # two balls for m and 1 - m agree
+    return worst
+
+
+def test_dense_grid_default():
+    rng = np.random.default_rng(20261130)
+    worst = max(check_case(*random_case(rng)) for _ in range(400))
+    assert worst <= 8
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4))
+def test_dense_grid_large(seed):
+    rng = np.random.default_rng(seed)
+    worst = max(check_case(*random_case(rng)) for _ in range(2500))
+    assert worst <= 8
+
+
+CASES = dict(
+    window=st.integers(1, 10**6),
+    gap=st.one_of(st.integers(0, 300), st.integers(0, 10**18)),
+    alpha=st.one_of(st.floats(1e-3, 1e4), st.floats(1 - 1e-6, 1 + 1e-6)),
+    log_offset=st.floats(-300, 300),
+)
+
+
+def balls_contain_reference(window, gap, alpha, log_offset):
+    offset = 10.0**log_offset
+    n = window + gap
+    m_ref, D_ref = mp_masses(window, n, alpha, offset)
+    m, D = window_mass_bounds(window, n, alpha, offset=offset), distant_mass_bounds(window, n, alpha, offset=offset)
+    assert m.lo <= m_ref <= m.hi
+    assert D.lo <= D_ref <= D.hi
+    check_case(window, n, alpha, offset)
+
+
+@settings(max_examples=6, deadline=None)
+@given(**CASES)
+def test_balls_contain_independent_reference(window, gap, alpha, log_offset):
+    balls_contain_reference(window, gap, alpha, log_offset)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None)
+@given(**CASES)
+def test_balls_contain_independent_reference_many(window, gap, alpha, log_offset):
+    balls_contain_reference(window, gap, alpha, log_offset)
+
+
+# --- the edges, each against an independent route ---------------------------------------
+
+
+def test_large_offset_bracket_contains_exact_rational():
+    exact = 1 / sum(Fraction(950, 950 + d) for d in range(11))  # alpha = 1: m = 1/(sum_d o/(d+o))
+    e = window_mass_bounds(1, 11, 1.0, offset=950)
+    assert e.lo <= exact <= e.hi
+    assert float(exact) == pytest.approx(window_mass(1, 11, 1.0, offset=950), rel=4 * EPS)
+
+
+@pytest.mark.parametrize("offset", [1e-12, 1e-16, 1e-17, 1e-100, 1e-300])
+def test_tiny_offsets(offset):
+    m_ref, D_ref = mp_masses(64, 8192, 1.0, offset)
+    assert distant_mass(64, 8192, 1.0, offset=offset) == pytest.approx(float(D_ref), rel=stated(float(D_ref)))
+    lo, hi = distant_mass_bounds(64, 8192, 1.0, offset=offset)
+    assert lo <= D_ref <= hi
+
+
+@pytest.mark.parametrize("gap", [1, 1000, 10**6])
+def test_n_close_to_a_huge_window(gap):
+    W = 10**17 + 3
+    for alpha in (1.0, 1.5, 0.5):
+        _, D_ref = mp_masses(W, W + gap, alpha, 1.0)
+        assert distant_mass(W, W + gap, alpha) == pytest.approx(float(D_ref), rel=stated(float(D_ref)))
+        lo, hi = distant_mass_bounds(W, W + gap, alpha)
+        assert lo <= D_ref <= hi
+
+
+@pytest.mark.parametrize("alpha", [1024.0, 2000.0, 1e4])
+@pytest.mark.parametrize("offset", [0.5, 0.9, 1e-3])
+def test_large_exponents_small_offsets(alpha, offset):
+    # D = T/(H+T) is about ((1+o)/o)^-alpha: far below the double range, but m is exact
+    m = window_mass(1, 10**6, alpha, offset=offset)
+    D = distant_mass(1, 10**6, alpha, offset=offset)
+    m_ref, D_ref = mp_masses(1, 10**6, alpha, offset)
+    assert m == pytest.approx(float(m_ref), rel=4 * EPS)
+    assert D == float(D_ref) or D == pytest.approx(float(D_ref), rel=stated(float(D_ref)))
+    e = distant_mass_bounds(1, 10**6, alpha, offset=offset)
+    assert e.lo <= D_ref <= e.hi
+
+
+def test_large_offsets_and_exponents_moderate_mass():
+    # o = 1e6, alpha = 1e4: terms exp(-alpha d / o), a moderate distant mass
+    m_ref, D_ref = mp_masses(100, 10**4, 1e4, 1e6)
+    assert 0.1 < D_ref < 0.9
+    assert distant_mass(100, 10**4, 1e4, offset=1e6) == pytest.approx(float(D_ref), rel=stated(float(D_ref)))
+
+
+@pytest.mark.parametrize("kwargs", [{"n": 10**400}, {"alpha": 10**400}, {"offset": 10**400}, {"alpha": 1e300}])
+def test_huge_parameters_refused(kwargs):
+    args = {"window": 2, "n": 10, "alpha": 1.1} | kwargs
+    with pytest.raises(DomainError) as info:
+        window_mass(args["window"], args["n"], args["alpha"], offset=args.get("offset", 1.0))
+    assert info.value.parameter in kwargs
+
+
+def test_extreme_lengths_answered():
+    # n = 1e300 at exponents either side of one, against Hurwitz zeta at 40 digits
+    for alpha in (0.5, 1.0, 2.0):
+        m_ref, _ = mp_masses(10, 10**300, alpha, 1.0)
+        assert window_mass(10, 10**300, alpha) == pytest.approx(float(m_ref), rel=stated(float(m_ref)))
+
+
+# --- precision is local -----------------------------------------------------------------
+
+
+def test_caller_precision_does_not_leak_in():
+    ref, _ = mp_masses(64, 10**6, 1.05, 1.1, dps=50)
+    old = mpmath.mp.dps
+    try:
+        mpmath.mp.dps = 3
+        value = window_mass(64, 10**6, 1.05, offset=1.1, dps=30)
+        assert mpmath.mp.dps == 3
+    finally:
+        mpmath.mp.dps = old
+    ctx = mpmath.MPContext()
+    ctx.dps = 60
+    assert abs(ctx.mpf(value) / ctx.mpf(ref) - 1) < ctx.mpf(10) ** -29
+
+
+def test_threads_with_mixed_precision():
+    refs = {k: mp_masses(16, 10**9, 1.0 + k / 10, 1.0, dps=120)[0] for k in range(1, 5)}
+    errors = []
+
+    def work(k, dps):
+        try:
+            for _ in range(3):
+                v = window_mass(16, 10**9, 1.0 + k / 10, dps=dps)
+                ctx = mpmath.MPContext()
+                ctx.dps = dps + 20
+                if not abs(ctx.mpf(v) / ctx.mpf(refs[k]) - 1) < ctx.mpf(10) ** (1 - dps):
+                    errors.append((k, dps))
+                e = window_mass_bounds(16, 10**9, 1.0 + k / 10)
+                if not e.lo <= refs[k] <= e.hi:
+                    errors.append((k, "ball"))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    old = mpmath.mp.dps
+    mpmath.mp.dps = 3
+    prec = flint.ctx.prec
+    try:
+        threads = [threading.Thread(target=work, args=(1 + i % 4, (20, 60, 100)[i % 3])) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert mpmath.mp.dps == 3 and flint.ctx.prec == prec
+    finally:
+        mpmath.mp.dps = old
+    assert errors == []
+
+
+# --- one API shape ----------------------------------------------------------------------
+
+
+def test_broadcasting():
+    n = np.array([[1024], [2048], [10**6]])
+    alpha = [1.0, 1.05, 2.0]
+    m = window_mass(64, n, alpha)
+    assert m.shape == (3, 3)
+    for i in range(3):
+        for j in range(3):
+            assert m[i, j] == window_mass(64, int(n[i, 0]), alpha[j])
+    e = window_mass_bounds(64, n, alpha)
+    assert e.lo.shape == (3, 3) and np.all(e.contains(m) | (np.abs(m - e.mid) <= 8 * EPS * e.mid))
+    lo, hi = e
+    assert np.all(lo <= hi)
+    assert e[1, 2] == window_mass_bounds(64, 2048, 2.0)
+    assert set(e.as_dict()) == {"lo", "hi", "mid", "rad"}
+    D = distant_mass([8, 16], [10**18, 10**18], 1.5, offset=[0.5, 2.0])
+    assert D.shape == (2,) and D[1] == distant_mass(16, 10**18, 1.5, offset=2.0)
+    assert isinstance(window_mass(64, 1024, 1.05), float)
+    assert isinstance(window_mass(64, np.int64(1024), np.float64(1.05)), float)
+    assert isinstance(window_mass_bounds(64, 1024, 1.05).as_dict()["mid"], float)
+    mp = window_mass(64, [1024, 2048], 1.05, dps=25)
+    assert mp.dtype == object and abs(float(mp[0]) - window_mass(64, 1024, 1.05)) < 1e-15
+
+
+# --- Theorem 10 on random content -------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    window=st.integers(1, 40),
+    extra=st.integers(1, 300),
+    alpha=st.floats(0.05, 4.0),
+    B=st.floats(0.0, 3.0),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_content_band_contains_every_content_row(window, extra, alpha, B, seed):
+    n = window + extra
+    d = np.arange(n)
+    e = distant_mass_bounds(window, n, alpha, score_bound=B)
+    rng = np.random.default_rng(seed)
+    for pattern in (rng.uniform(-B, B, n), np.where(d < window, B, -B), np.where(d < window, -B, B)):
+        logits = -alpha * np.log(d + 1.0) + pattern
+        w = np.exp(logits - logits.max())
+        D = w[window:].sum() / w.sum()
+        assert e.lo * (1 - 1e-12) <= D <= e.hi * (1 + 1e-12)
+    # the two sign patterns attain the ends
+    lo_pattern = -alpha * np.log(d + 1.0) + np.where(d < window, B, -B)
+    w = np.exp(lo_pattern - lo_pattern.max())
+    assert w[window:].sum() / w.sum() == pytest.approx(e.lo, rel=1e-9)
