@@ -79,14 +79,18 @@ def _kernel(s):
     return torch.exp(sm - sm.amax(-1, keepdim=True))  # exactly zero above the diagonal
 
 
-def _sweep(x, K, KT, maskf, rho):
-    """One dual update of a block of prefixes: returns ``(G(x), V, R, U, C)``."""
+def _sweep(x, K, KT, maskf, offf, rho):
+    """One dual update of a block of prefixes: returns ``(G(x), V, R, U, C)``.
+
+    ``maskf`` is 1 on the prefix (row ``p``: columns ``<= p``) and 0 elsewhere, ``offf`` its
+    complement; adding ``offf`` before a division or a logarithm keeps the entries outside
+    the prefix finite, and multiplying by ``maskf`` zeroes them.
+    """
     V = torch.exp(x) * maskf
-    R = V @ KT
-    U = maskf / torch.where(maskf > 0, R, torch.ones((), dtype=R.dtype, device=R.device))
-    C = U @ K
-    safe = torch.where(maskf > 0, C, torch.ones((), dtype=C.dtype, device=C.device))
-    return -rho * torch.log(safe) * maskf, V, R, U, C
+    R = torch.bmm(V, KT)
+    U = maskf / (R + offf)
+    C = torch.bmm(U, K)
+    return torch.log(C + offf).mul_(-rho).mul_(maskf), V, R, U, C
 
 
 def _solve(s, rho, tol, chunk):
@@ -110,6 +114,7 @@ def _solve(s, rho, tol, chunk):
         KcT = Kc.transpose(1, 2)
         mask = ar[:w][None, :] <= P[:, None]
         maskf = mask.to(dtype)
+        offf = 1.0 - maskf
         x = torch.zeros(N, p1 - p0, w, dtype=dtype, device=s.device)
         if warm is not None:
             # warm start: the last solved prefix, its last dual repeated on the new columns
@@ -118,7 +123,7 @@ def _solve(s, rho, tol, chunk):
             x[:, :, k:] = warm[:, None, -1:]
             x = x * maskf
         for _it in range(max_iter):
-            xn = _sweep(x, Kc, KcT, maskf, rho)[0]
+            xn = _sweep(x, Kc, KcT, maskf, offf, rho)[0]
             res = float((xn - x).abs().amax())
             scale = max(1.0, float(xn.abs().amax()))
             x = xn
@@ -156,8 +161,9 @@ def _backward(grad, A, gstar, K, rho, tol, chunk):
         Kc = K[:, :w, :w]
         KcT = Kc.transpose(1, 2)
         maskf = (ar[:w][None, :] <= P[:, None]).to(dtype)
+        offf = 1.0 - maskf
         x = gstar[:, p0:p1, :w]
-        _, V, R, U, C = _sweep(x, Kc, KcT, maskf, rho)
+        _, V, R, U, C = _sweep(x, Kc, KcT, maskf, offf, rho)
         a = A[:, p0:p1, :w]
         ga = grad[:, p0:p1, :w] * maskf
         # direct part: A_pj = K_pj V_pj / R_pp is a softmax of s_pj + g_j over j <= p
@@ -165,12 +171,12 @@ def _backward(grad, A, gstar, K, rho, tol, chunk):
         ds[:, p0:p1, :w] += direct
         if rho == 0.0:
             continue
-        Cinv = maskf / torch.where(maskf > 0, C, torch.ones((), dtype=dtype, device=A.device))
+        Cinv = maskf / (C + offf)
         U2 = U * U
 
         def adjoint(lam, Cinv=Cinv, KcT=KcT, U2=U2):
             Cb = -rho * lam * Cinv
-            Ub = Cb @ KcT
+            Ub = torch.bmm(Cb, KcT)
             Rb = -Ub * U2
             return Cb, Rb
 
@@ -178,7 +184,7 @@ def _backward(grad, A, gstar, K, rho, tol, chunk):
         bscale = max(float(direct.abs().amax()), torch.finfo(dtype).tiny)
         for _it in range(max_iter):
             Cb, Rb = adjoint(lam)
-            new = direct + (Rb @ Kc) * V
+            new = direct + torch.bmm(Rb, Kc) * V
             res = float((new - lam).abs().amax())
             lam = new
             if not math.isfinite(res):
