@@ -66,6 +66,14 @@ HYPOTHESIS_KINDS = {
 _TABLES = {"plan", "resources", "data", "model", "training", "evaluation", "statistics", "arms", "hypotheses"}
 _ARM_KEYS = {"name", "scheme", "seeds", "ot_rho", "ot_tol", "alpha_margin", "margin", "rope_base"}
 _MODEL_KEYS = {"d_model", "n_layers", "n_heads", "d_ff"}
+_TABLE_KEYS = {
+    "plan": {"name", "description"},
+    "resources": {"device", "memory_gb", "threads", "time_budget_s"},
+    "data": {"max_bytes", "paths"},
+    "training": {"steps", "batch_size", "lr", "train_lengths", "trace_every", "bf16"},
+    "evaluation": {"lengths", "sequences", "batch_size", "seed"},
+    "statistics": {"level", "resamples"},
+}
 _RESULTS = "results.jsonl"
 _MAX_PLAN_BYTES = 1 << 20
 
@@ -166,6 +174,13 @@ def validate_plan(plan: dict) -> dict:
         if key not in _TABLES:
             raise PlanError(key, plan[key] if not isinstance(plan[key], (dict, list)) else "...", f"one of the tables {sorted(_TABLES)}")
     plan = json.loads(json.dumps(plan))  # a private copy of plain data
+    for table, keys in _TABLE_KEYS.items():
+        value = plan.get(table, {})
+        if not isinstance(value, dict):
+            raise PlanError(table, "...", "a table")
+        for key in value:
+            if key not in keys:
+                raise PlanError(f"{table}.{key}", value[key], f"one of {sorted(keys)}")
     meta = plan.setdefault("plan", {})
     if not isinstance(meta.get("name", ""), str):
         raise PlanError("plan.name", meta.get("name"), "a string")
@@ -197,6 +212,8 @@ def validate_plan(plan: dict) -> dict:
     _posnum(_need(tr, "lr", "training"), "training.lr")
     Ls = _int_list(_need(tr, "train_lengths", "training"), "training.train_lengths")
     _posint(tr.setdefault("trace_every", 10), "training.trace_every")
+    if not isinstance(tr.setdefault("bf16", False), bool):
+        raise PlanError("training.bf16", tr["bf16"], "true or false")
     ev = _need(plan, "evaluation", "plan")
     ns = _int_list(_need(ev, "lengths", "evaluation"), "evaluation.lengths")
     for i, n in enumerate(ns):
@@ -607,7 +624,8 @@ def _read_results(path, digest):
     return records
 
 
-def run_study(plan_path, out_dir=None, *, resume=True, dry_run=False, max_runs=None, log=print) -> dict:
+def run_study(plan_path, out_dir=None, *, resume=True, dry_run=False, max_runs=None, time_budget_s=None, figures=True,
+              log=print) -> dict:
     """Run a preregistered study plan and decide its hypotheses.
 
     Parameters
@@ -624,6 +642,11 @@ def run_study(plan_path, out_dir=None, *, resume=True, dry_run=False, max_runs=N
         Validate and list the runs with the memory estimate; train nothing.
     max_runs : int, optional
         Stop after this many new runs (the study can be finished by a later call).
+    time_budget_s : float, optional
+        Start no new run after this many seconds (default: the plan's
+        ``resources.time_budget_s``); an execution setting, not part of the plan's hash.
+    figures : bool
+        Draw the figures (PNG and PDF) after the decisions.
 
     Returns
     -------
@@ -655,7 +678,7 @@ def run_study(plan_path, out_dir=None, *, resume=True, dry_run=False, max_runs=N
     log(f"plan {digest[:12]}: {len(runs)} runs, {len(done)} done; {threads} threads, {world} process(es)")
     data = load_data(plan["data"])
     start = time.perf_counter()
-    budget = plan["resources"].get("time_budget_s")
+    budget = time_budget_s if time_budget_s is not None else plan["resources"].get("time_budget_s")
     ran = 0
     for run in runs:
         if run["id"] in done:
@@ -683,6 +706,7 @@ def run_study(plan_path, out_dir=None, *, resume=True, dry_run=False, max_runs=N
         (out / "hypotheses.json").write_text(json.dumps({"plan_sha256": digest, "finished": finished, "runs": len(records),
                                                          "decisions": decisions}, indent=1))
         (out / "hypotheses.md").write_text(_table(plan, decisions, digest, records, finished))
-        paths = [str(p) for p in _figures(plan, records, decisions, out)]
+        if figures:
+            paths = [str(p) for p in _figures(plan, records, decisions, out)]
     return {"plan_sha256": digest, "runs": len(runs), "done": len(done), "finished": finished, "decisions": decisions,
             "paths": [str(out / "hypotheses.md")] + paths}
