@@ -202,6 +202,7 @@ def _backward(grad, A, gstar, K, rho, tol, chunk):
 
 class _CausalOT(torch.autograd.Function):
     @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda", cast_inputs=None)
     def forward(ctx, scores, rho, tol, chunk):
         shape = scores.shape
         T = shape[-1]
@@ -214,18 +215,21 @@ class _CausalOT(torch.autograd.Function):
             if float((hi - lo).max()) > _FLOAT32_SPREAD:
                 work = torch.float64
         s = s.to(work)
-        A, gstar, K, sweeps = _solve(s, rho, tol, chunk)
+        with torch.autocast(device_type=s.device.type, enabled=False):  # the fixed point never runs in bf16
+            A, gstar, K, sweeps = _solve(s, rho, tol, chunk)
         ctx.save_for_backward(A, gstar, K)
         ctx.rho, ctx.tol, ctx.chunk, ctx.shape, ctx.in_dtype = rho, tol, chunk, shape, scores.dtype
         ctx.sweeps = sweeps
         return A.to(scores.dtype).reshape(shape)
 
     @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, grad):
         A, gstar, K = ctx.saved_tensors
         T = ctx.shape[-1]
         g = grad.reshape(-1, T, T).to(A.dtype)
-        ds = _backward(g, A, gstar, K, ctx.rho, ctx.tol, ctx.chunk)
+        with torch.autocast(device_type=A.device.type, enabled=False):
+            ds = _backward(g, A, gstar, K, ctx.rho, ctx.tol, ctx.chunk)
         return ds.to(ctx.in_dtype).reshape(ctx.shape), None, None, None
 
 
