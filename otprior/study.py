@@ -465,7 +465,8 @@ def decide(plan: dict, records: list) -> list:
                 row["units"] = f"{len(recs)} checkpoints x {len(h['shifts'])} shifts"
                 p = _binom_tail(agree, len(rows))
                 row["sign_test_p"] = p
-                row["detail"] = (f"{agree} of {len(rows)} changes in the predicted direction (interval excludes zero), "
+                row["detail"] = ("estimate: mean loss change times the predicted sign (positive: in the predicted direction); "
+                                 f"{agree} of {len(rows)} changes in the predicted direction (interval excludes zero), "
                                  f"{against} against, {len(rows) - agree - against} inconclusive; sign test p = {p:.3g}")
                 if h["decision"]["rule"] == "all_in_predicted_direction":
                     ok = agree == len(rows)
@@ -566,9 +567,10 @@ def _figures(plan, records, decisions, out_dir):
                     a = np.array([np.ravel(v) for _, v in r["alpha_trace"]])
                     ax.plot(steps, a, color=f"C{Ls.index(r['train_length']) % 10}", lw=0.5, alpha=0.5)
                 ax.axhline(1.0, color="k", ls="--", lw=1, label=r"boundary $\alpha = 1$")
-                margins = sorted({round(r["alpha_margin"], 4) for r in rows})
-                for j, m in enumerate(margins):
-                    ax.axhline(1.0 + m, color="0.4", ls=":", lw=1, label=r"$1 + $margin" if j == 0 else None)
+                margins = sorted({(r["train_length"], round(r["alpha_margin"], 4)) for r in rows})
+                for j, (L, m) in enumerate(margins):
+                    ax.axhline(1.0 + m, color=f"C{Ls.index(L) % 10}", ls=":", lw=1.2,
+                               label=r"$1 + $margin (dotted, per $L$)" if j == 0 else None)
                 for j, L in enumerate(Ls):
                     ax.plot([], [], color=f"C{j % 10}", label=f"$L = {L}$")
                 ax.set(title=f"{name}: every head, {len(rows)} runs", xlabel="training step", ylabel=r"exponent $\alpha$")
