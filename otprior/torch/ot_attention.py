@@ -21,11 +21,30 @@ loop needs:
   prefix problems) and ``C = (1/R) K`` (column sums), with ``V = exp(g)`` masked to the
   prefix.
 * **Implicit gradients.** Only the fixed point ``g*`` (one ``T x T`` lower triangle) is
-  saved. With ``G`` the dual update, ``g* = G(g*, s)`` and ``A = A(g*, s)``, the adjoint
-  ``lambda = (dG/dg)^T lambda + (dA/dg)^T dA`` is solved by the same contraction (the
-  transpose of a sup-norm ``rho``-contraction is an l1 ``rho``-contraction) and
-  ``ds = (dA/ds)^T dA + (dG/ds)^T lambda``. Every product is written out (two matrix
-  products per adjoint sweep, as in the forward pass).
+  saved; the backward pass solves an adjoint equation instead of differentiating through
+  stored sweeps (derivation below).
+
+Derivation of the gradient. On one prefix write ``V = exp(g)`` (masked), ``R = V K^T``
+(row sums, ``R_i = sum_{j<=i} K_ij V_j``), ``U = 1/R``, ``C = U K`` (column sums over
+``j <= i <= t``), so that the dual update of Theorem 1 (``proofs/contraction.md``) is
+``G(g, s) = -rho log C`` and the returned row is ``A_tj = K_tj V_j / R_t``. For a loss with
+``dL/dA = Abar``:
+
+1. *Direct part.* ``A_t.`` is the softmax of ``s_tj + g_j`` over ``j <= t``, so
+   ``ds_tj += b_j`` and ``dg_j += b_j`` with ``b_j = A_tj (Abar_tj - sum_k Abar_tk A_tk)``.
+2. *Through the fixed point.* Differentiating ``g* = G(g*, s)`` gives
+   ``dg*/ds = (I - J)^{-1} dG/ds`` with ``J = dG/dg`` at ``g*``. Since ``G`` is a
+   ``rho``-contraction in the sup norm (Theorem 1), ``||J||_inf <= rho``, hence
+   ``||J^T||_1 <= rho``: the adjoint ``lambda = J^T lambda + b`` has a unique solution,
+   reached by the iteration ``lambda <- J^T lambda + b`` at rate ``rho`` in the l1 norm,
+   stopped when ``||lambda' - lambda||_1 <= tol (1 - rho) max_prefix ||b||_1`` (a relative
+   accuracy ``tol``, by the certificate of Theorem 1, part 3, in the l1 norm). Then ``ds += (dG/ds)^T lambda``.
+3. *The products.* ``J^T y`` by the chain rule through ``C``, ``U``, ``R``, ``V``:
+   ``Cbar = -rho y / C``, ``Ubar = Cbar K^T``, ``Rbar = -Ubar U^2``, ``Vbar = Rbar K``,
+   ``J^T y = Vbar * V`` (two matrix products, as a forward sweep). ``(dG/ds)^T y``:
+   ``K`` enters ``R`` and ``C``, so ``Kbar = Rbar^T V + U^T Cbar`` (summed over the
+   prefixes of a block) and ``ds_ij += Kbar_ij K_ij``. The row shift of ``K`` cancels in
+   ``U K`` and in ``A``, so it carries no gradient.
 
 The fixed point runs in float32 for float32 and bfloat16 inputs (float64 when the score
 spread of a matrix exceeds ``60``, where ``exp`` of the shifted scores would leave the
@@ -181,15 +200,16 @@ def _backward(grad, A, gstar, K, rho, tol, chunk):
             return Cb, Rb
 
         lam = direct
-        bscale = max(float(direct.abs().amax()), torch.finfo(dtype).tiny)
+        # l1 norm per prefix: J^T is an l1 rho-contraction (module docstring, step 2)
+        bscale = max(float(direct.abs().sum(-1).amax()), torch.finfo(dtype).tiny)
         for _it in range(max_iter):
             Cb, Rb = adjoint(lam)
             new = direct + torch.bmm(Rb, Kc) * V
-            res = float((new - lam).abs().amax())
+            res = float((new - lam).abs().sum(-1).amax())
             lam = new
             if not math.isfinite(res):
                 raise ConvergenceError(f"non-finite adjoint at prefixes {p0}..{p1 - 1}")
-            if res <= thr * max(bscale, float(lam.abs().amax())):
+            if res <= thr * bscale:
                 break
         else:
             raise ConvergenceError(f"adjoint of prefixes {p0}..{p1 - 1} did not converge in {max_iter} sweeps")
