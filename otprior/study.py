@@ -421,6 +421,8 @@ def decide(plan: dict, records: list) -> list:
     st = plan["statistics"]
     level, resamples = float(st["level"]), int(st["resamples"])
     n_max = max(plan["evaluation"]["lengths"])
+    # the order in which a single process runs them (seeds outermost), whatever order they were read in
+    records = sorted(records, key=lambda r: (r["seed"], r["train_length"]))
     arms = _by_arm(records)
     out = []
     for h in plan["hypotheses"]:
@@ -612,22 +614,22 @@ def _figures(plan, records, decisions, out_dir):
 # ---------------------------------------------------------------- the runner
 
 
-def _read_results(path, digest):
+def _read_results(out, digest):
     records = []
-    if path.exists():
+    for path in sorted(out.glob("results*.jsonl")):
         for i, line in enumerate(path.read_text().splitlines()):
             if not line.strip():
                 continue
             rec = json.loads(line)
             if rec.get("plan_sha256") != digest:
-                raise PlanError("out", str(path.parent), f"a folder without results of another plan (line {i + 1} has "
+                raise PlanError("out", str(out), f"a folder without results of another plan ({path.name} line {i + 1} has "
                                 f"plan {str(rec.get('plan_sha256'))[:12]}, this plan is {digest[:12]})")
             records.append(rec)
     return records
 
 
 def run_study(plan_path, out_dir=None, *, resume=True, dry_run=False, max_runs=None, time_budget_s=None, figures=True,
-              log=print) -> dict:
+              spread=False, log=print) -> dict:
     """Run a preregistered study plan and decide its hypotheses.
 
     Parameters
@@ -649,6 +651,11 @@ def run_study(plan_path, out_dir=None, *, resume=True, dry_run=False, max_runs=N
         ``resources.time_budget_s``); an execution setting, not part of the plan's hash.
     figures : bool
         Draw the figures (PNG and PDF) after the decisions.
+    spread : bool
+        Under ``torchrun`` with several processes: ``False`` trains every run with
+        DistributedDataParallel over all processes; ``True`` deals whole runs out to the
+        processes (run ``i`` to process ``i mod world``), each writing its own
+        ``results.rank<r>.jsonl``; process 0 decides and draws once all have finished.
 
     Returns
     -------
@@ -666,8 +673,7 @@ def run_study(plan_path, out_dir=None, *, resume=True, dry_run=False, max_runs=N
         return {"plan_sha256": digest, "runs": len(runs), "run_ids": [r["id"] for r in runs], "memory": mem}
     out = Path(out_dir or f"study-{plan['plan'].get('name', 'plan')}")
     out.mkdir(parents=True, exist_ok=True)
-    results_path = out / _RESULTS
-    records = _read_results(results_path, digest)
+    records = _read_results(out, digest)
     if records and not resume:
         raise PlanError("out", str(out), "an empty folder (or resume=True)")
     (out / "plan.json").write_text(json.dumps({"plan_sha256": digest, "plan": plan}, indent=1))
@@ -677,30 +683,41 @@ def run_study(plan_path, out_dir=None, *, resume=True, dry_run=False, max_runs=N
 
     threads = setup_threads(plan["resources"]["threads"])
     rank, world = distributed_context()
-    log(f"plan {digest[:12]}: {len(runs)} runs, {len(done)} done; {threads} threads, {world} process(es)")
+    spread = bool(spread) and world > 1
+    results_path = out / (f"results.rank{rank}.jsonl" if spread and rank else _RESULTS)
+    writer = spread or rank == 0
+    log(f"plan {digest[:12]}: {len(runs)} runs, {len(done)} done; {threads} threads, {world} process(es)"
+        f"{', runs spread over the processes' if spread else ''}")
     data = load_data(plan["data"])
     start = time.perf_counter()
     budget = time_budget_s if time_budget_s is not None else plan["resources"].get("time_budget_s")
     ran = 0
-    for run in runs:
-        if run["id"] in done:
+    for index, run in enumerate(runs):
+        if run["id"] in done or (spread and index % world != rank):
             continue
         if max_runs is not None and ran >= max_runs:
             break
         if budget is not None and time.perf_counter() - start > budget:
             log(f"time budget {budget} s reached; {len(runs) - len(done)} runs left (rerun to resume)")
             break
-        record = execute_run(run, plan, data, checkpoint_dir=out / "checkpoints")
+        record = execute_run(run, plan, data, checkpoint_dir=out / "checkpoints", data_parallel=not spread)
         record["plan_sha256"] = digest
         ran += 1
         done.add(run["id"])
         records.append(record)
-        if rank == 0:
+        if writer:
             with results_path.open("a") as fh:
                 fh.write(json.dumps(record) + "\n")
         n = str(max(plan["evaluation"]["lengths"]))
         log(f"[{len(done)}/{len(runs)}] {run['id']}: {record['seconds_per_step'] * 1e3:.1f} ms/step, "
             f"loss at {n} {np.mean(record['loss'][n]):.4f}")
+    if spread:
+        import torch.distributed as dist
+
+        dist.barrier()
+        records = _read_results(out, digest)
+        done = {r["id"] for r in records}
+    records.sort(key=lambda r: (r["seed"], r["train_length"]))
     decisions = decide(plan, records)
     finished = len(done) == len(runs)
     paths = []

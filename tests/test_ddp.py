@@ -46,3 +46,32 @@ def test_two_processes_give_the_one_process_loss_curve(tmp_path):
     np.testing.assert_allclose(two["losses"], one["losses"], rtol=1e-5, atol=0)
     np.testing.assert_allclose(two["alpha"], one["alpha"], rtol=1e-5, atol=0)
     assert len(set(one["losses"])) > 1  # the curve moves: the comparison is not of constants
+
+
+STUDY = """
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from test_study import tiny_plan
+from otprior.study import run_study
+
+plan = tiny_plan()
+plan["training"]["train_lengths"] = [8]
+plan["arms"] = plan["arms"][2:3]
+plan["hypotheses"] = plan["hypotheses"][2:3]
+run_study(plan, sys.argv[1], spread=True, figures=False, log=lambda s: None)
+"""
+
+
+@pytest.mark.slow
+def test_study_spreads_runs_over_processes(tmp_path):
+    script = tmp_path / "study.py"
+    script.write_text(STUDY)
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
+                    str(out), str(ROOT / "tests")], check=True, env=env, timeout=300, capture_output=True)
+    files = sorted(p.name for p in out.glob("results*.jsonl"))
+    assert files == ["results.jsonl", "results.rank1.jsonl"]
+    ids = [json.loads(line)["id"] for f in files for line in (out / f).read_text().splitlines()]
+    assert sorted(ids) == ["ld/L8/seed0", "ld/L8/seed1"]  # each run once, one per process
+    assert json.loads((out / "hypotheses.json").read_text())["finished"]

@@ -38,7 +38,7 @@ def _alphas(model):
     return [block.attn.pos.alpha().detach().cpu().numpy().tolist() for block in model.blocks]
 
 
-def execute_run(run: dict, plan: dict, data, *, checkpoint_dir=None, log=None) -> dict:
+def execute_run(run: dict, plan: dict, data, *, checkpoint_dir=None, log=None, data_parallel=True) -> dict:
     """Train, evaluate and measure one run of a study.
 
     Parameters
@@ -51,6 +51,9 @@ def execute_run(run: dict, plan: dict, data, *, checkpoint_dir=None, log=None) -
         The validated plan (``training``, ``evaluation``, ``resources`` tables).
     data : tuple
         ``(train, val)`` byte tensors.
+    data_parallel : bool
+        Under ``torchrun``: ``True`` trains this run with DistributedDataParallel over all
+        processes; ``False`` trains it on this process alone.
 
     Returns
     -------
@@ -71,10 +74,10 @@ def execute_run(run: dict, plan: dict, data, *, checkpoint_dir=None, log=None) -
     t0 = time.perf_counter()
     result = train(cfg, data[0], steps=int(tr["steps"]), batch_size=int(tr["batch_size"]), lr=float(tr["lr"]),
                    seed=int(run["seed"]), device=device, bf16=bool(tr.get("bf16", False)) and device == "cuda",
-                   trace=trace, trace_every=int(tr.get("trace_every", 10)), log=log)
+                   trace=trace, trace_every=int(tr.get("trace_every", 10)), log=log, data_parallel=data_parallel)
     seconds = time.perf_counter() - t0
     model = result.model
-    rank, _ = distributed_context()
+    rank = distributed_context()[0] if data_parallel else 0
     record = {
         "id": run["id"],
         "arm": run["arm"],

@@ -74,7 +74,7 @@ def distributed_context():
 
 
 def train(cfg: ModelConfig, data, *, steps=300, batch_size=16, lr=3e-3, seed=0, device="cpu", log=None, bf16=False,
-          trace=None, trace_every=10) -> TrainResult:
+          trace=None, trace_every=10, data_parallel=True) -> TrainResult:
     """Train a :class:`ReferenceModel` on random windows of ``cfg.train_length`` bytes (AdamW, cosine decay).
 
     ``device="cuda"`` with ``bf16=True`` trains under bfloat16 autocast. Under ``torchrun``
@@ -82,9 +82,10 @@ def train(cfg: ModelConfig, data, *, steps=300, batch_size=16, lr=3e-3, seed=0, 
     rank trains on its slice of the same global batch (``batch_size`` must be a multiple
     of the number of processes); the recorded loss is the global mean. ``trace(model)``,
     if given, is called every ``trace_every`` steps (and after the last) and its return
-    value recorded in ``TrainResult.trace``.
+    value recorded in ``TrainResult.trace``. ``data_parallel=False`` trains on this process
+    alone even under ``torchrun`` (a study spreading whole runs over the processes).
     """
-    rank, world = distributed_context()
+    rank, world = distributed_context() if data_parallel else (0, 1)
     if batch_size % world:
         raise ValueError(f"batch_size={batch_size} is outside the valid domain: a multiple of the {world} processes")
     if world > 1 and device == "cuda":
