@@ -2,8 +2,13 @@
 the theory (bounded encodings should lose less beyond the training length than diluting ones),
 then the intervention of the paper on every log-distance checkpoint.
 
-Run: ``python bench/toy_extrapolation.py [--steps 400] [--seeds 3] [--out toy_results]``
-(about two minutes on two cores). Writes ``results.json``, ``extrapolation.png`` and the
+RoPE is evaluated beyond its training length with YaRN at scale ``n / L`` (the
+evaluation-time extension), and the number of threads follows the machine's idle cores.
+The preregistered version of this comparison, with intervals and decision rules, is
+``plans/cpu-toy.toml`` (:func:`otprior.study.run_study`).
+
+Run: ``python bench/toy_extrapolation.py [--steps 400] [--seeds 3] [--out toy_results] [--threads auto]``
+(about two minutes on two idle cores). Writes ``results.json``, ``extrapolation.png`` and the
 checkpoints into ``--out``.
 """
 
@@ -20,6 +25,7 @@ import torch
 from otprior import classify
 from otprior.encodings import ALiBi, KerpleLog, LogDistance, NoPE, RoPE
 from otprior.torch import ModelConfig, byte_corpus, evaluate_loss, intervene, save_model, train
+from otprior.torch.training import choose_threads
 
 SCHEMES = ["nope", "rope", "alibi", "kerple-log", "log-distance", "cable"]
 
@@ -47,8 +53,8 @@ def verdict(model):
     return "bounded" if n_bounded == len(kinds) else "diluting" if n_bounded == 0 else f"mixed ({n_bounded}/{len(kinds)} heads bounded)"
 
 
-def main(steps=400, seeds=3, out="toy_results", train_length=64):
-    torch.set_num_threads(2)
+def main(steps=400, seeds=3, out="toy_results", train_length=64, threads="auto"):
+    torch.set_num_threads(choose_threads(threads))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     train_data, val = byte_corpus(max_bytes=2_000_000)
@@ -85,12 +91,10 @@ def main(steps=400, seeds=3, out="toy_results", train_length=64):
         "intervention_agreement": [sum(r["agree"] for x in results if "intervention" in x for r in x["intervention"]), sum(len(x["intervention"]) for x in results if "intervention" in x)],
     }
     (out / "results.json").write_text(json.dumps({"summary": summary, "runs": results}, indent=2))
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 4), layout="constrained")
+    fig = Figure(figsize=(6.5, 4), layout="constrained")
+    ax = fig.subplots()
     for i, scheme in enumerate(SCHEMES):
         rows = [r for r in results if r["scheme"] == scheme]
         mean = [np.mean([r["loss"][str(n)] for r in rows]) for n in lengths]
@@ -107,5 +111,6 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--out", default="toy_results")
+    parser.add_argument("--threads", default="auto")
     a = parser.parse_args()
-    main(a.steps, a.seeds, a.out)
+    main(a.steps, a.seeds, a.out, threads=a.threads if a.threads == "auto" else int(a.threads))

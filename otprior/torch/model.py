@@ -2,8 +2,8 @@
 
 Schemes: ``nope``, ``rope`` (YaRN scaling at evaluation via ``yarn_scale``), ``alibi``,
 ``kerple-log``, ``cable``, ``log-distance`` (exponent ``alpha = 1 + margin + softplus(raw)``
-per head) and ``causal-ot`` (the operator of :func:`otprior.causal_ot_attention`, batched
-and differentiable, a fixed number of log-domain sweeps per prefix).
+per head) and ``causal-ot`` (the operator of :func:`otprior.causal_ot_attention`, converged to
+``ot_tol`` with implicit gradients: :mod:`otprior.torch.ot_attention`).
 
 The log-distance bias can be changed beyond a length ``L`` only (the intervention of the
 paper): for ``d >= L`` the exponent becomes ``alpha'`` and the bias stays continuous at L.
@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .ot_attention import causal_ot_attention
+
 SCHEMES = ("nope", "rope", "alibi", "kerple-log", "cable", "log-distance", "causal-ot")
 
 
@@ -37,7 +39,7 @@ class ModelConfig:
     alpha_margin: float = 0.05
     rope_base: float = 10000.0
     ot_rho: float = 0.5
-    ot_sweeps: int = 8
+    ot_tol: float | None = None
     train_length: int = 64
 
     def __post_init__(self):
@@ -135,29 +137,13 @@ def apply_rope(q, k, inv_freq, factor):
     return rotate(q), rotate(k)
 
 
-def causal_ot_rows(scores, rho, sweeps):
-    """Prefix-consistent causal OT attention, differentiable, ``sweeps`` log-domain sweeps.
+def causal_ot_rows(scores, rho, sweeps=None, *, tol=None):
+    """Prefix-consistent causal OT attention of ``scores`` (..., T, T), differentiable.
 
-    ``scores``: (..., T, T). Every prefix p is its own problem on the p x p block; all are
-    solved together on a (..., T, T, T) tensor (prefix, row, column), O(T^3) memory.
-    Returns the (..., T, T) attention whose row p is the last row of prefix p.
+    Kept for callers of the earlier fixed-sweep version: ``sweeps`` is ignored, the operator
+    is iterated to ``tol`` (:func:`otprior.torch.ot_attention.causal_ot_attention`).
     """
-    T = scores.shape[-1]
-    i = torch.arange(T, device=scores.device)
-    mask = (i[None, None, :] <= i[None, :, None]) & (i[None, :, None] <= i[:, None, None])  # [p, r, c]: c <= r <= p
-    valid = i[None, :] <= i[:, None]  # [p, k]: row or column k exists in prefix p
-    # a finite fill keeps every logsumexp and its gradient finite; exp(-1e9) is exactly 0
-    s = torch.where(mask, scores.unsqueeze(-3), torch.full((), -1e9, dtype=scores.dtype, device=scores.device))
-    zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
-    g = torch.zeros(*scores.shape[:-2], T, T, device=scores.device, dtype=scores.dtype)  # [p, c]
-    for _ in range(sweeps):
-        f = torch.where(valid, -torch.logsumexp(s + g[..., None, :], dim=-1), zero)  # [p, r]
-        g = torch.where(valid, -rho * torch.logsumexp(s + f[..., :, None], dim=-2), zero)  # [p, c]
-    f = -torch.logsumexp(s + g[..., None, :], dim=-1)
-    # row p of prefix p: A[p, c] = exp(f[p, p] + s[p, p, c] + g[p, c])
-    last_row = torch.diagonal(s, dim1=-3, dim2=-2).transpose(-1, -2)  # [p, c] = s[p, p, c]
-    f_last = torch.diagonal(f, dim1=-2, dim2=-1)[..., :, None]
-    return torch.where(valid, torch.exp(f_last + last_row + g), zero)
+    return causal_ot_attention(scores, rho, tol=tol)
 
 
 class Attention(nn.Module):
@@ -182,7 +168,7 @@ class Attention(nn.Module):
         scores = content if bias is None else content + bias
         causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
         if self.cfg.scheme == "causal-ot":
-            attn = causal_ot_rows(scores, self.cfg.ot_rho, self.cfg.ot_sweeps)
+            attn = causal_ot_attention(scores, self.cfg.ot_rho, tol=self.cfg.ot_tol)
         else:
             attn = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
         y = (attn @ v).transpose(1, 2).reshape(B, T, -1)
@@ -274,7 +260,9 @@ def load_model(path) -> ReferenceModel:
     from safetensors.torch import load_file
 
     path = Path(path).with_suffix(".safetensors")
-    cfg = ModelConfig(**json.loads(path.with_suffix(".json").read_text()))
+    raw = json.loads(path.with_suffix(".json").read_text())
+    raw.pop("ot_sweeps", None)  # configs written before the operator iterated to a tolerance
+    cfg = ModelConfig(**raw)
     model = ReferenceModel(cfg)
     model.load_state_dict(load_file(str(path)))
     return model

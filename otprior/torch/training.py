@@ -1,0 +1,175 @@
+"""The trainer and the evaluation loss, on one process or under ``torchrun`` (DDP).
+
+Data parallelism keeps the single-process loss curve: every rank draws the same global
+batch from the same generator and trains on its own slice of it (equal slices), and
+DistributedDataParallel averages the gradients, so the averaged gradient is the gradient
+of the global mean loss, exactly as on one process (up to the order of float sums).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .data import sample_batch
+from .model import ModelConfig, ReferenceModel
+
+__all__ = ["TrainResult", "train", "evaluate_loss", "evaluate_sequences", "choose_threads", "distributed_context"]
+
+
+@dataclass
+class TrainResult:
+    """A trained model (on the CPU, in eval mode), its loss per step and the wall time.
+
+    ``trace`` holds ``(step, values)`` pairs from the ``trace`` callback of :func:`train`.
+    """
+
+    model: ReferenceModel
+    losses: list
+    seconds: float
+    trace: list = field(default_factory=list)
+
+
+def choose_threads(requested="auto") -> int:
+    """Intra-op threads for this machine.
+
+    ``"auto"``: the CPUs this process may run on, less the current one-minute load average
+    of other processes (at least one): on a busy machine, more threads than idle cores
+    makes every step wait for the slowest thread. An integer is used as given.
+    """
+    if requested != "auto":
+        n = int(requested)
+        if n < 1:
+            raise ValueError(f"threads={requested!r} is outside the valid domain: a positive integer or 'auto'")
+        return n
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        cpus = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # pragma: no cover
+        load = 0.0
+    return max(1, min(cpus, int(round(cpus - load + 1))))
+
+
+def distributed_context():
+    """``(rank, world_size)``; initialises the process group when started by ``torchrun``.
+
+    With ``WORLD_SIZE > 1`` in the environment (as ``torchrun`` sets it) and no process
+    group yet, one is created: NCCL when CUDA is available, gloo otherwise.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and not dist.is_initialized() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def train(cfg: ModelConfig, data, *, steps=300, batch_size=16, lr=3e-3, seed=0, device="cpu", log=None, bf16=False,
+          trace=None, trace_every=10, data_parallel=True) -> TrainResult:
+    """Train a :class:`ReferenceModel` on random windows of ``cfg.train_length`` bytes (AdamW, cosine decay).
+
+    ``device="cuda"`` with ``bf16=True`` trains under bfloat16 autocast. Under ``torchrun``
+    with more than one process the model is wrapped in DistributedDataParallel and each
+    rank trains on its slice of the same global batch (``batch_size`` must be a multiple
+    of the number of processes); the recorded loss is the global mean. ``trace(model)``,
+    if given, is called every ``trace_every`` steps (and after the last) and its return
+    value recorded in ``TrainResult.trace``. ``data_parallel=False`` trains on this process
+    alone even under ``torchrun`` (a study spreading whole runs over the processes).
+    """
+    rank, world = distributed_context() if data_parallel else (0, 1)
+    if batch_size % world:
+        raise ValueError(f"batch_size={batch_size} is outside the valid domain: a multiple of the {world} processes")
+    if world > 1 and device == "cuda":
+        device = f"cuda:{int(os.environ.get('LOCAL_RANK', rank))}"
+    torch.manual_seed(seed)
+    model = ReferenceModel(cfg).to(device)
+    net = model
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        net = DistributedDataParallel(model, device_ids=[torch.device(device).index] if device.startswith("cuda") else None)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+    gen = torch.Generator().manual_seed(seed)
+    losses, records, start = [], [], time.perf_counter()
+    share = batch_size // world
+    model.train()
+    for step in range(steps):
+        batch = sample_batch(data, cfg.train_length, batch_size, gen)[rank * share : (rank + 1) * share].to(device)
+        with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=bf16):
+            logits = net(batch[:, :-1])
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 256).float(), batch[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        value = loss.detach()
+        if world > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(value)
+            value = value / world
+        losses.append(float(value))
+        if trace is not None and (step % trace_every == 0 or step == steps - 1):
+            with torch.no_grad():
+                records.append((step, trace(model)))
+        if log is not None and rank == 0 and (step % 50 == 0 or step == steps - 1):
+            log(f"step {step:5d} loss {losses[-1]:.4f}")
+    model.eval()
+    return TrainResult(model.to("cpu"), losses, time.perf_counter() - start, records)
+
+
+def _yarn_for(model, length, yarn):
+    if yarn == "auto":
+        if model.cfg.scheme == "rope" and length > model.cfg.train_length:
+            return length / model.cfg.train_length
+        return None
+    return yarn
+
+
+@torch.no_grad()
+def evaluate_sequences(model, data, length, *, start=0, sequences=64, batch_size=8, seed=1234, device="cpu", yarn="auto"):
+    """Per-sequence mean next-byte loss (nats) over positions ``>= start`` of windows of ``length`` bytes.
+
+    Returns an array of ``sequences`` losses; the windows depend on ``seed`` alone, so two
+    models evaluated with the same arguments are paired sequence by sequence.
+    ``yarn="auto"`` evaluates a RoPE model beyond its training length with YaRN at scale
+    ``length / train_length`` (the evaluation-time extension of the RoPE baseline); a
+    number sets the scale, ``None`` evaluates plain RoPE.
+    """
+    model = model.to(device).eval()
+    scale = _yarn_for(model, length, yarn)
+    model.set_yarn(scale)
+    try:
+        gen = torch.Generator().manual_seed(seed)
+        out = []
+        remaining = sequences
+        while remaining > 0:
+            b = min(batch_size, remaining)
+            batch = sample_batch(data, length, b, gen).to(device)
+            logits = model(batch[:, :-1]).float()
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 256), batch[:, 1:].reshape(-1), reduction="none")
+            out.append(loss.view(b, length)[:, start:].mean(-1).double().cpu().numpy())
+            remaining -= b
+    finally:
+        model.set_yarn(None)
+    return np.concatenate(out)
+
+
+@torch.no_grad()
+def evaluate_loss(model, data, length, *, start=0, batches=8, batch_size=8, seed=1234, device="cpu", yarn="auto"):
+    """Mean next-byte loss (nats) over positions ``>= start`` of ``batches`` batches of windows (see
+    :func:`evaluate_sequences`, whose mean this is)."""
+    seqs = evaluate_sequences(model, data, length, start=start, sequences=batches * batch_size, batch_size=batch_size,
+                              seed=seed, device=device, yarn=yarn)
+    return float(seqs.mean())

@@ -1,0 +1,209 @@
+"""Preregistered studies: plan validation, hashing, resuming, decisions, figures."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from otprior.study import PlanError, decide, estimate_memory, expand_runs, run_study, validate_plan
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny_plan():
+    return {
+        "plan": {"name": "tiny"},
+        "resources": {"device": "cpu", "memory_gb": 1, "threads": 1},
+        "data": {"max_bytes": 200_000},
+        "model": {"d_model": 8, "n_layers": 1, "n_heads": 2, "d_ff": 16},
+        "training": {"steps": 2, "batch_size": 2, "lr": 3e-3, "train_lengths": [8, 12], "trace_every": 1},
+        "evaluation": {"lengths": [20], "sequences": 4, "batch_size": 4},
+        "statistics": {"level": 0.9, "resamples": 200},
+        "arms": [
+            {"name": "softmax", "scheme": "nope", "seeds": [0]},
+            {"name": "ot", "scheme": "causal-ot", "ot_rho": 0.5, "seeds": [0]},
+            {"name": "ld", "scheme": "log-distance", "seeds": [0, 1]},
+            {"name": "margin", "scheme": "log-distance", "margin": {"window": 4, "tol": 0.05}, "seeds": [0, 1]},
+        ],
+        "hypotheses": [
+            {"id": "H1", "claim": "ot beats softmax", "kind": "loss_difference", "treatment": "ot", "control": "softmax",
+             "statistic": "paired loss difference", "decision": {"rule": "interval_below_zero"}},
+            {"id": "H4", "claim": "intervention", "kind": "intervention", "arm": "ld", "shifts": [0.5],
+             "statistic": "loss change", "decision": {"rule": "all_in_predicted_direction"}},
+            {"id": "H5", "claim": "boundary", "kind": "boundary", "arm": "ld", "near": 0.25, "statistic": "fraction",
+             "decision": {"rule": "fraction_at_least", "fraction": 0.25}},
+            {"id": "H6", "claim": "margin", "kind": "margin", "arm": "margin", "control": "ld", "statistic": "growth",
+             "decision": {"rule": "growth_within_tol"}},
+        ],
+    }
+
+
+def _broken(edit):
+    plan = tiny_plan()
+    edit(plan)
+    return plan
+
+
+BAD = [
+    (lambda p: p["arms"][1].update(scheme="sparsemax"), "arms[1].scheme"),
+    (lambda p: p["hypotheses"][2].pop("decision"), "hypotheses[2].decision"),
+    (lambda p: p["hypotheses"][0].update(decision={"threshold": 0}), "hypotheses[0].decision"),
+    (lambda p: p["evaluation"].update(lengths=[12]), "evaluation.lengths[0]"),
+    (lambda p: p["model"].update(d_model=4096, d_ff=16384, n_layers=48), "model"),
+    (lambda p: p["hypotheses"][0].update(treatment="nosuch"), "hypotheses[0].treatment"),
+    (lambda p: p["hypotheses"][1].update(decision={"rule": "interval_below_zero"}), "hypotheses[1].decision.rule"),
+    (lambda p: p["arms"][3]["margin"].update(window=8), "arms[3].margin.window"),
+    (lambda p: p.update(extras={}), "extras"),
+]
+
+
+@pytest.mark.parametrize("edit, field", BAD, ids=[f for _, f in BAD])
+def test_bad_plans_are_refused_before_training(edit, field, tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(PlanError) as info:
+        run_study(_broken(edit), out)
+    message = str(info.value)
+    assert message.startswith(field + "=") and "\n" not in message
+    assert not out.exists()  # nothing was written, nothing trained
+
+
+def test_memory_estimate_grows_with_the_model():
+    small, big = tiny_plan(), tiny_plan()
+    big["model"].update(d_model=64, d_ff=256)
+    a, b = estimate_memory(validate_plan(small)), estimate_memory(validate_plan(big))
+    # parameters counted independently: embeddings, head, attention and MLP per layer
+    d, ff = 64, 256
+    assert b["parameters"] == 2 * 256 * d + (4 * d * d + 4 * d + 2 * d * ff + ff + 5 * d)
+    assert b["train_bytes"] > a["train_bytes"]
+
+
+@pytest.mark.parametrize("name", ["cpu-toy", "gpu-25m", "gpu-100m"])
+def test_shipped_plans_validate(name):
+    plan = run_study(ROOT / "plans" / f"{name}.toml", dry_run=True)
+    assert plan["runs"] > 0 and len(plan["plan_sha256"]) == 64
+
+
+def test_cpu_toy_plan_covers_every_hypothesis():
+    from otprior.study import HYPOTHESIS_KINDS, load_plan
+
+    raw, _ = load_plan(ROOT / "plans" / "cpu-toy.toml")
+    plan = validate_plan(raw)
+    assert {h["kind"] for h in plan["hypotheses"]} == set(HYPOTHESIS_KINDS)
+    assert len(plan["training"]["train_lengths"]) == 3
+    arm = next(h["arm"] for h in plan["hypotheses"] if h["kind"] == "intervention")
+    assert sum(r["arm"] == arm for r in expand_runs(plan)) >= 30
+
+
+def test_study_records_the_hash_and_resumes(tmp_path):
+    plan = tiny_plan()
+    plan["training"]["train_lengths"] = [8]
+    plan["arms"] = plan["arms"][2:3]
+    plan["hypotheses"] = plan["hypotheses"][2:3]
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    digest = hashlib.sha256(plan_file.read_bytes()).hexdigest()
+    out = tmp_path / "out"
+    first = run_study(plan_file, out, max_runs=1, figures=False, log=lambda s: None)
+    assert first["done"] == 1 and not first["finished"]
+    second = run_study(plan_file, out, figures=False, log=lambda s: None)
+    records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert second["finished"] and [r["id"] for r in records] == ["ld/L8/seed0", "ld/L8/seed1"]
+    assert all(r["plan_sha256"] == digest for r in records)
+    assert (out / "hypotheses.md").read_text().count("| H5 |") == 1
+    with pytest.raises(PlanError, match="^out="):
+        run_study(tiny_plan(), out)
+
+
+@pytest.mark.slow
+def test_tiny_study_runs_resumes_and_decides(tmp_path):
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(tiny_plan()))
+    digest = hashlib.sha256(plan_file.read_bytes()).hexdigest()
+    out = tmp_path / "out"
+    first = run_study(plan_file, out, max_runs=3, figures=False, log=lambda s: None)
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and not first["finished"]
+    assert "incomplete" in (out / "hypotheses.md").read_text()
+    second = run_study(plan_file, out, figures=False, log=lambda s: None)
+    records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert second["finished"] and len(records) == second["runs"] == 12
+    assert len({r["id"] for r in records}) == 12  # no run repeated on resume
+    assert all(r["plan_sha256"] == digest for r in records)
+    third = run_study(plan_file, out, log=lambda s: None)  # everything done: nothing trains
+    assert (out / "results.jsonl").read_text().count("\n") == 12 and third["finished"]
+    table = (out / "hypotheses.md").read_text()
+    assert digest in table and all(f"| {h} |" in table for h in ("H1", "H4", "H5", "H6"))
+    decisions = {d["id"]: d for d in json.loads((out / "hypotheses.json").read_text())["decisions"]}
+    assert all(d["outcome"] in ("supported", "not supported") for d in decisions.values())
+    assert decisions["H1"]["interval"][0] <= decisions["H1"]["estimate"] <= decisions["H1"]["interval"][1]
+    for name in ("loss_vs_length", "exponent_trajectories", "intervention_effects"):
+        assert (out / f"{name}.png").stat().st_size > 5000 and (out / f"{name}.pdf").exists()
+    # margin arm: trained exponents respect 1 + margin_for(...)
+    from otprior import margin_for
+
+    for r in records:
+        if r["arm"] == "margin":
+            m = margin_for(4, (r["train_length"], 20), 0.05).margin
+            assert r["alpha_margin"] == pytest.approx(m) and np.min(r["alpha"]) >= 1 + m
+    # another plan into the same folder is refused
+    other = tiny_plan()
+    other["training"]["steps"] = 3
+    with pytest.raises(PlanError, match="^out="):
+        run_study(other, out)
+
+
+def _record(arm, L, seed, losses, **extra):
+    return dict({"arm": arm, "train_length": L, "seed": seed, "loss": {"20": list(losses)}, "seconds_per_step": 1.0}, **extra)
+
+
+def test_decisions_follow_the_rules():
+    plan = validate_plan(tiny_plan())
+    rng = np.random.default_rng(0)
+    base = rng.normal(3.0, 0.2, size=16)
+    better = [_record("softmax", L, 0, base) for L in (8, 12)] + [_record("ot", L, 0, base - 0.1) for L in (8, 12)]
+    ld = []
+    for L in (8, 12):
+        for seed in (0, 1):
+            ld.append(_record("ld", L, seed, base, alpha=[[1.1, 1.9]],
+                              intervention=[{"shift": 0.5, "agree": True, "verdict": "in the predicted direction",
+                                             "loss_change": -0.01, "predicted_loss_direction": -1}]))
+    margin = [_record("margin", L, s, base, distant_mass={"growth": [[0.01, 0.02]]}) for L in (8, 12) for s in (0, 1)]
+    d = {x["id"]: x for x in decide(plan, better + ld + margin)}
+    assert d["H1"]["outcome"] == "supported" and d["H1"]["interval"][1] == pytest.approx(-0.1)
+    assert d["H4"]["outcome"] == "supported" and d["H4"]["sign_test_p"] == pytest.approx(0.5**4)
+    assert d["H5"]["outcome"] == "supported" and d["H5"]["estimate"] == pytest.approx(0.5)
+    assert d["H6"]["outcome"] == "supported" and d["H6"]["estimate"] == pytest.approx(0.02)
+    worse = [_record("ot", L, 0, base + rng.normal(0.05, 0.01, 16)) for L in (8, 12)]
+    ld[0]["intervention"][0].update(agree=False, verdict="inconclusive")
+    d = {x["id"]: x for x in decide(plan, better[:2] + worse + ld)}
+    assert d["H1"]["outcome"] == "not supported" and d["H1"]["interval"][0] > 0
+    assert d["H4"]["outcome"] == "not supported"
+    assert d["H6"]["outcome"] == "not run"
+    assert {x["outcome"] for x in decide(plan, [])} == {"not run"}
+
+
+def test_study_module_does_not_import_torch():
+    code = "import sys, otprior.study; assert 'torch' not in sys.modules, 'torch imported'"
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+def test_bootstrap_and_verdict():
+    pytest.importorskip("torch")
+    from otprior.torch.intervention import bootstrap_interval, verdict_of
+
+    x = np.random.default_rng(1).normal(0.3, 1.0, size=400)
+    mean, lo, hi = bootstrap_interval(x, level=0.95, resamples=4000)
+    se = x.std(ddof=1) / np.sqrt(x.size)  # the normal-theory interval, an independent route
+    assert mean == pytest.approx(x.mean())
+    assert lo == pytest.approx(mean - 1.96 * se, abs=0.25 * se) and hi == pytest.approx(mean + 1.96 * se, abs=0.25 * se)
+    assert verdict_of(-1, -0.2, -0.1) == "in the predicted direction"
+    assert verdict_of(1, -0.2, -0.1) == "against the prediction"
+    assert verdict_of(-1, -0.2, 0.1) == "inconclusive"
+    with pytest.raises(ValueError, match="values"):
+        bootstrap_interval([1.0])
