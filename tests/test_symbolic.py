@@ -68,7 +68,13 @@ CORRUPTIONS = {
 }
 
 
-@pytest.mark.parametrize("which", sorted(CORRUPTIONS))
+DEFAULT_CORRUPTIONS = {"recurrence", "cdf", "density"}  # the others (about 2 s each) run under -m slow
+
+
+@pytest.mark.parametrize(
+    "which",
+    [w if w in DEFAULT_CORRUPTIONS else pytest.param(w, marks=pytest.mark.slow) for w in sorted(CORRUPTIONS)],
+)
 def test_a_corrupted_step_fails(monkeypatch, which):
     name, wrong, failing = CORRUPTIONS[which]
     monkeypatch.setattr(symbolic, name, wrong)
@@ -78,6 +84,7 @@ def test_a_corrupted_step_fails(monkeypatch, which):
     assert not d.verified
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, wrong, step",
     [

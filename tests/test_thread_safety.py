@@ -146,10 +146,10 @@ def test_threads_with_mixed_precision_and_a_caller_at_three_digits(name):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
     try:
         done = subprocess.run(
-            [sys.executable, __file__, name], capture_output=True, text=True, timeout=30, env=env, cwd=root
+            [sys.executable, __file__, name], capture_output=True, text=True, timeout=20, env=env, cwd=root
         )
     except subprocess.TimeoutExpired:
-        pytest.fail(f"{name}: the threads did not finish within 30 s at a caller's mp.dps = 3")
+        pytest.fail(f"{name}: the threads did not finish within 20 s at a caller's mp.dps = 3")
     assert done.returncode == 0, done.stderr[-2000:]
     problems = json.loads(done.stdout.strip().splitlines()[-1])
     assert problems == [], problems
