@@ -138,7 +138,17 @@ def _mutate_monotone(claim):
     return dataclasses.replace(claim, sides=sides)
 
 
+def _mutate_growth_monotone(claim):
+    original = claim.sides
+
+    def sides(ops, alpha, s):
+        return [(rhs, lhs) for lhs, rhs in original(ops, alpha, s)]  # "increasing" instead
+
+    return dataclasses.replace(claim, sides=sides)
+
+
 MUTATIONS = {
+    "growth_monotone_W2_L4_8": _mutate_growth_monotone,
     "bounded_score_share": _mutate_share,
     "bounded_score_linear": _mutate_linear,
     "bounded_score_monotone": _mutate_monotone,

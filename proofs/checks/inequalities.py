@@ -220,6 +220,29 @@ def lipschitz(kind, W, L0, L1, alpha=(1.0, 4.0), s=(0.0, 0.0), budget=1500):
 LIPSCHITZ_CASES = [(1, 2, 4), (2, 4, 8), (3, 5, 12)]
 
 
+def growth_monotone(W, L0, L1, alpha=(0.25, 4.0), s=(0.0, 0.0), budget=1500):
+    """Lemma 9a: ``D_L`` decreases in ``alpha`` (``dD/dalpha <= 0`` at ``L0`` and ``L1``) and so
+    does ``u = 1 - T0/T1``; derivatives by the quotient rule on the sums."""
+
+    def sides(ops, alpha, s):
+        _, dD0, T0, _ = _mass_and_slope(ops, alpha, s, W, L0)
+        _, dD1, T1, _ = _mass_and_slope(ops, alpha, s, W, L1)
+        _, dT0 = _sums(ops, alpha, s, W + 1, L0)
+        _, dT1 = _sums(ops, alpha, s, W + 1, L1)
+        du = -(dT0 * T1 - T0 * dT1) / (T1 * T1)
+        return [(dD0, 0), (dD1, 0), (du, 0)]
+
+    return Claim(
+        f"growth_monotone_W{W}_L{L0}_{L1}",
+        "proofs/margin_selection.md (Lemma 9a)",
+        f"dD_L/dalpha <= 0 (L = {L0}, {L1}) and du/dalpha <= 0, W={W}",
+        {"alpha": alpha, "s": s},
+        sides,
+        centered=True,
+        budget=budget,
+    )
+
+
 # --- Lemma 9b (proofs/margin_selection.md)
 
 
@@ -418,6 +441,7 @@ def all_claims(full=False):
     their budget: the bracket's margin is ~1e-6 of the sum there)."""
     claims = [bounded_score_share(), bounded_score_linear(), bounded_score_monotone(), content_band()]
     claims += [lipschitz(kind, *case) for kind in ("absolute", "relative") for case in LIPSCHITZ_CASES]
+    claims += [growth_monotone(*case) for case in LIPSCHITZ_CASES]
     claims += [tail_integral(W) for W in (1, 2, 8)]
     claims += [euler_maclaurin(1, 6, 1)]
     if full:
@@ -426,6 +450,7 @@ def all_claims(full=False):
             claims += [
                 _renamed(lipschitz(kind, *case, s=s), shift) for kind in ("absolute", "relative") for case in LIPSCHITZ_CASES
             ]
+            claims += [_renamed(growth_monotone(*case, s=s), shift) for case in LIPSCHITZ_CASES]
             claims += [_renamed(tail_integral(W, s=s), shift) for W in (1, 2, 8)]
         for shift in (0.0, *OFFSET_SHIFTS):
             claims += [_renamed(euler_maclaurin(*case, s=(shift, shift)), shift) for case in EULER_MACLAURIN_CASES]
