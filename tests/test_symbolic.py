@@ -68,7 +68,7 @@ CORRUPTIONS = {
 }
 
 
-DEFAULT_CORRUPTIONS = {"recurrence", "cdf", "density"}  # the others (about 2 s each) run under -m slow
+DEFAULT_CORRUPTIONS = {"recurrence", "density"}  # the others (about 2 s each) run under -m slow
 
 
 @pytest.mark.parametrize(
