@@ -26,7 +26,6 @@ and evaluated with :data:`IV_OPS` (intervals), :data:`JET_OPS` (mean-value form)
 
 from __future__ import annotations
 
-import itertools
 from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -526,8 +525,3 @@ def prove(claim: Claim, budget: int | None = None) -> InequalityRecord:
 
 def _domain_str(domain):
     return {name: (float(lo), float(hi)) for name, (lo, hi) in domain.items()}
-
-
-def grid(*axes):
-    """Every combination of the given finite axes (for exhaustive checks)."""
-    return itertools.product(*axes)
