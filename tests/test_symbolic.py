@@ -1,4 +1,4 @@
-"""Symbolic derivations: each step is checked by sympy; results match the numeric modules."""
+"""Symbolic derivations: each step compares two routes, and a corrupted claim fails its step."""
 
 import math
 
@@ -7,7 +7,20 @@ import pytest
 import sympy as sp
 
 import otprior
-from otprior.symbolic import _is_zero, derive_scale_invariant_prior, dilution_limits
+from otprior import symbolic
+from otprior.symbolic import derive_scale_invariant_prior, dilution_limits
+
+STEPS = (
+    "continuum_scaling",
+    "continuum_limit",
+    "first_integral",
+    "normalisation",
+    "change_of_variables",
+    "cdf",
+    "density",
+    "fixed_point_substituted_back",
+    "uniform_at_rho_zero",
+)
 
 
 @pytest.fixture(scope="module")
@@ -16,16 +29,75 @@ def derivation():
 
 
 def test_every_step_verified(derivation):
-    names = [s.name for s in derivation.steps]
-    for needed in ("first_integral", "change_of_variables", "normalisation", "cdf", "density"):
-        assert needed in names
+    assert [s.name for s in derivation.steps] == list(STEPS)
     assert derivation.verified
 
 
 def test_the_checker_can_fail():
     x = sp.Symbol("x", positive=True)
-    assert _is_zero(sp.exp(sp.log(x)) - x)
-    assert not _is_zero(sp.exp(sp.log(x)) - x + sp.Rational(1, 10**12))
+    assert symbolic._is_zero(sp.exp(sp.log(x)) - x)
+    assert not symbolic._is_zero(sp.exp(sp.log(x)) - x + sp.Rational(1, 10**12))
+
+
+# One corruption per claim (and one of the source recurrence). Each must make the step
+# that checks it fail; the derivation as a whole must then report itself unverified.
+CORRUPTIONS = {
+    "recurrence": (
+        "_recurrence_increments",
+        lambda Pi, Pp, Sj, Sn, rho: ((Pi - Pp) - Sj ** (-2 * rho), (Sj - Sn) - 1 / Pi),
+        {"continuum_limit"},
+    ),
+    "ode": ("_claimed_ode", lambda phi, psi, rho: (psi ** (-rho), -2 / phi), {"continuum_limit"}),
+    "first_integral": (
+        "_claimed_first_integral",
+        lambda phi, psi, q: sp.log(phi) + psi**q / (2 * q),
+        {"first_integral"},
+    ),
+    "normaliser": (
+        "_claimed_normaliser",
+        lambda q: q ** (1 / q) * sp.gamma(1 / q),
+        {"normalisation", "fixed_point_substituted_back"},
+    ),
+    "position": (
+        "_claimed_position",
+        lambda q, tau: sp.lowergamma(1 / q, 2 * tau) / sp.gamma(1 / q),
+        {"change_of_variables"},
+    ),
+    "cdf": ("_claimed_cdf", lambda tau: 1 - sp.exp(-2 * tau), {"cdf"}),
+    "density": ("_claimed_density", lambda q, tau: sp.gamma(1 / q) * tau ** (1 - 2 / q), {"density"}),
+}
+
+
+DEFAULT_CORRUPTIONS = {"recurrence", "density"}  # the others (about 2 s each) run under -m slow
+
+
+@pytest.mark.parametrize(
+    "which",
+    [w if w in DEFAULT_CORRUPTIONS else pytest.param(w, marks=pytest.mark.slow) for w in sorted(CORRUPTIONS)],
+)
+def test_a_corrupted_step_fails(monkeypatch, which):
+    name, wrong, failing = CORRUPTIONS[which]
+    monkeypatch.setattr(symbolic, name, wrong)
+    d = derive_scale_invariant_prior()
+    failed = {s.name for s in d.steps if not s.verified}
+    assert failing <= failed, (which, failed)
+    assert not d.verified
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name, wrong, step",
+    [
+        ("_claimed_cdf", lambda tau: 1 - sp.exp(-tau) / 2, "rho_to_zero"),
+        # a constant factor or a power q^k of Z_q does not change the limit of Z_q^q: change the exponent
+        ("_claimed_normaliser", lambda q: q ** (2 / q - 1) * sp.gamma(1 / q), "normaliser_power"),
+    ],
+)
+def test_a_corrupted_limit_fails(monkeypatch, name, wrong, step):
+    monkeypatch.setattr(symbolic, name, wrong)
+    lim = dilution_limits()
+    assert not lim[step].verified
+    assert not lim.verified
 
 
 @pytest.mark.parametrize("rho, delta", [(0.3, 0.5), (0.5, 0.1), (0.8, 0.9)])
@@ -40,6 +112,16 @@ def test_symbolic_expressions_evaluate_to_numeric_module(derivation, rho, delta)
     )
 
 
+def test_regularized_gamma_inverse_against_mpmath():
+    # P(a, P^-1(a, y)) = y, with P from an independent mpmath context at 40 digits
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+    for a, y in [(2, "3/10"), ("1/2", "9/10"), (5, "1/100")]:
+        tau = symbolic.RegularizedGammaInverse(sp.Rational(a), sp.Rational(y)).evalf(35)
+        back = ctx.gammainc(ctx.mpf(str(a)), 0, ctx.mpf(str(tau)), regularized=True)
+        assert abs(back - ctx.mpf(sp.Rational(y).p) / sp.Rational(y).q) < ctx.mpf(10) ** -30
+
+
 def test_dilution_limits():
     lim = dilution_limits()
     assert lim.verified
@@ -47,12 +129,17 @@ def test_dilution_limits():
     assert lim["normaliser_power"].expression == sp.exp(-1)
     assert lim["balanced_limit_at_fixed_n"].method == "numeric"
     assert lim["balanced_limit_at_fixed_n"].error is not None
-    # Z_q^q at q = 0.001 is 0.36949 (THEORY.md 4(c) prints 0.3699; see README): Stirling gives
-    # log Z_q^q = -1 + (q / 2) log(2 pi / q) + O(q^2), an independent route to the same digits
+    # 1 - pi_4(0) against otprior.ot_prior at dps=30 (regula falsi on the same recurrence; its
+    # rho = 0.9999 case is left out: the double-precision start of ot_prior does not converge there)
+    for gap, r in zip(lim["balanced_limit_at_fixed_n"].expression, (0.99, 0.999), strict=False):
+        assert gap == pytest.approx(1 - float(otprior.ot_prior(4, r, dps=30)[0]), rel=1e-9)
+    # Z_q^q at q = 0.001 is 0.36949: Stirling gives log Z_q^q = -1 + (q / 2) log(2 pi / q) + O(q^2),
+    # an independent route to the same digits
     q = 0.001
-    with mpmath.workdps(30):
-        zq = mpmath.power(q, 1 / q - 1) * mpmath.gamma(1 / q)
-        assert float(zq**q) == pytest.approx(math.exp(-1 + q / 2 * math.log(2 * math.pi / q)), rel=1e-5)
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    zq = ctx.power(q, 1 / q - 1) * ctx.gamma(1 / q)
+    assert float(zq**q) == pytest.approx(math.exp(-1 + q / 2 * math.log(2 * math.pi / q)), rel=1e-5)
     zq_power = math.exp(q * otprior.scale_invariant_normaliser(1 - q, log=True))
     assert zq_power == pytest.approx(float(zq**q), rel=1e-12)
     assert zq_power == pytest.approx(0.36949, abs=1e-5)

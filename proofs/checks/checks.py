@@ -22,19 +22,65 @@ def check_lse_translation():
     return lhs, rhs
 
 
-def check_backward_recurrence(t=5):
-    """Theorem 2: the backward recurrence reproduces Phi_k = sum_{j<=k} v_j, Psi_j = sum_{i>=j} u_i."""
-    c, rho = sp.symbols("c rho", positive=True)
-    phi, psi = {t: c}, {t + 1: sp.Integer(0)}
-    v = {}
+def _recurrence_from(c, t, rho, v_of_psi):
+    """Theorem 2's backward recurrence from Phi_t = c: (Phi_0, v) or (None, None) if some Phi_k <= 0, k >= 1."""
+    phi, psi, v = c, 0, {}
     for k in range(t, 0, -1):
-        psi[k] = psi[k + 1] + 1 / phi[k]
-        v[k] = psi[k] ** (-rho)
-        phi[k - 1] = phi[k] - v[k]
-    for k in range(1, t + 1):
-        assert sp.simplify(phi[k] - (phi[0] + sum(v[j] for j in range(1, k + 1)))) == 0
-        assert sp.simplify(psi[k] - sum(1 / phi[i] for i in range(k, t + 1))) == 0
-    return phi[0]
+        psi = psi + 1 / phi
+        v[k] = v_of_psi(psi, rho)
+        phi = phi - v[k]
+        if k > 1 and phi <= 0:
+            return None, None
+    return phi, v
+
+
+def check_backward_recurrence(t=5, rhos=("0.25", "0.5", "0.75"), dps=50, v_of_psi=None):
+    """Theorem 2: the prior from the backward recurrence (root c of Phi_0(c) = 0 by bisection)
+    equals the fixed point of Definition 1 for constant scores found by another route: the
+    plain iteration g <- G(g) of Theorem 1 in the log domain, stopped by its certificate
+    ||g - g*|| <= ||G(g) - g|| / (1 - rho) < 10^-(dps - 5). Both run in a private mpmath
+    context at ``dps`` digits; they must agree to 10^-(dps - 10). ``v_of_psi`` replaces the
+    recurrence's column update ``v = Psi^-rho`` (a wrong one must fail the check)."""
+    import mpmath
+
+    ctx = mpmath.MPContext()
+    ctx.dps = dps + 10
+    v_of_psi = v_of_psi or (lambda psi, rho: psi ** (-rho))
+    for rho_text in rhos:
+        rho = ctx.mpf(rho_text)
+        # route 1: bisection on c (Phi_0 < 0 or some Phi_k <= 0 below the root, Phi_0 > 0 above)
+        lo, hi = ctx.mpf(1), ctx.mpf(2)
+        while True:
+            phi0, _ = _recurrence_from(hi, t, rho, v_of_psi)
+            if phi0 is not None and phi0 > 0:
+                break
+            lo, hi = hi, 2 * hi
+        for _ in range(int(3.4 * ctx.dps) + 10):
+            mid = (lo + hi) / 2
+            phi0, _ = _recurrence_from(mid, t, rho, v_of_psi)
+            lo, hi = (lo, mid) if (phi0 is not None and phi0 > 0) else (mid, hi)
+        c = (lo + hi) / 2
+        _, v = _recurrence_from(c, t, rho, v_of_psi)
+        prior_recurrence = [v[t - d] / c for d in range(t)]
+
+        # route 2: the map G of Theorem 1 with s = 0, iterated from g = 0
+        def lse(xs):
+            top = max(xs)
+            return top + ctx.log(ctx.fsum(ctx.exp(x - top) for x in xs))
+
+        g = [ctx.zero] * t
+        for _ in range(100000):
+            f = [-lse(g[: i + 1]) for i in range(t)]
+            g_new = [-rho * lse(f[j:]) for j in range(t)]
+            residual = max(abs(a - b) for a, b in zip(g_new, g, strict=True))
+            g = g_new
+            if residual / (1 - rho) < ctx.mpf(10) ** -(dps - 5):
+                break
+        f = [-lse(g[: i + 1]) for i in range(t)]
+        prior_iteration = [ctx.exp(f[t - 1] + g[t - 1 - d]) for d in range(t)]
+        for a, b in zip(prior_recurrence, prior_iteration, strict=True):
+            assert abs(a - b) <= ctx.mpf(10) ** -(dps - 10), (rho_text, a, b)
+    return prior_recurrence
 
 
 def check_window_bound_algebra():
