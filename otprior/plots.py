@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ._validation import DomainError
+from ._validation import DomainError, PrecisionError
 
 __all__ = [
     "style",
@@ -65,7 +65,11 @@ _RC = {
 
 @contextmanager
 def style():
-    """Context manager: otprior's figure style, restored on exit (``matplotlib.rc_context``).
+    """Context manager: otprior's figure style, its rcParams restored on exit.
+
+    Inside the block a few rcParams are set (grid, font sizes, the colour cycle
+    :data:`PALETTE`); on exit exactly those keys get their previous values back, so nothing
+    global changes.
 
     Examples
     --------
@@ -80,8 +84,16 @@ def style():
 
     rc = dict(_RC)
     rc["axes.prop_cycle"] = cycler(color=list(PALETTE))
-    with matplotlib.rc_context(rc):
+    params = matplotlib.rcParams
+    # Save and restore only these keys. matplotlib.rc_context would restore every key, undoing
+    # what a first figure inside the block sets up (IPython's inline backend turns on
+    # interactive mode when pyplot first creates a figure; restoring it hides later figures).
+    old = {key: params[key] for key in rc}
+    params.update(rc)
+    try:
         yield
+    finally:
+        params.update(old)
 
 
 def _axes(ax, ncols=1, width=5.0, height=3.6):
@@ -277,7 +289,7 @@ def plot_ot_dilution(window=16, rhos=(0.3, 0.5, 0.7, 0.9), lengths=None, score_b
     window : int
     rhos : sequence of float
     lengths : sequence of int, optional
-        Default: 12 lengths from ``max(window, 32)`` to :math:`2^{16}`.
+        Default: 11 lengths from ``max(window, 32)`` to :math:`2^{15}`.
     score_bound : float
         ``B`` of Theorem 5.
     ax : Axes, optional
@@ -291,7 +303,7 @@ def plot_ot_dilution(window=16, rhos=(0.3, 0.5, 0.7, 0.9), lengths=None, score_b
 
     from .ot_prior import ot_dilution_bound, ot_window_law, ot_window_mass
 
-    lengths = _default_lengths(max(window, 32), 2**16, 12) if lengths is None else np.asarray(lengths, dtype=np.int64)
+    lengths = _default_lengths(max(window, 32), 2**15, 11) if lengths is None else np.asarray(lengths, dtype=np.int64)
     with style():
         fig, (ax,) = _axes(ax, 1, width=5.6, height=3.9)
         for i, rho in enumerate(rhos):
@@ -542,7 +554,12 @@ def plot_distant_mass(encoding, window=64, lengths=None, *, label=None, ax=None,
         kw.update(line_kw)
         (line,) = ax.plot(lengths, D, label=f"{label or repr(encoding)} ({v.kind})", **kw)
         if limit and v.bounded:
-            ax.plot([lengths[-1] * 1.5], [v.limit_distant_mass(window)], marker="<", ms=6, color=line.get_color(), clip_on=False, ls="none")
+            try:
+                D_inf = v.limit_distant_mass(window)
+            except PrecisionError:  # the limit cannot be certified for this encoding: no marker
+                D_inf = None
+            if D_inf is not None:
+                ax.plot([lengths[-1] * 1.5], [D_inf], marker="<", ms=6, color=line.get_color(), clip_on=False, ls="none")
         ax.set_xscale("log")
         ax.set(xlabel="context length $n$ (tokens)", ylabel=f"distant mass $D_n(W)$, $W = {window}$", ylim=(0, 1.02))
         if not ax.get_title():
@@ -656,7 +673,7 @@ def plot_head_exponents(rows, margin=None, *, ax=None):
                     color=PALETTE[i % len(PALETTE)], label=f"layer {layer}")
         ax.axhline(1.0, color="0.2", lw=1.2, label="boundary $\\alpha = 1$ (Theorem 7)")
         if margin is not None:
-            ax.axhline(1.0 + margin, color=PALETTE[1], ls="--", lw=1.2, label=f"$1 + \\delta = {1 + margin:.3f}$ (Theorem 9)")
+            ax.axhline(1.0 + margin, color="0.45", ls="--", lw=1.2, label=f"$1 + \\delta = {1 + margin:.3f}$ (Theorem 9)")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set(xlabel="head", ylabel="exponent $\\alpha$")
         ax.set_title("per-head exponents against the summability boundary")
