@@ -565,6 +565,7 @@ def plot_distant_mass(encoding, window=64, lengths=None, *, label=None, ax=None,
         if not ax.get_title():
             ax.set_title("distant mass: bounded (solid, $\\lhd$ limit) or diluting (dashed)")
         _log_length_axis(ax, "x")
+        ax.legend(loc="best")  # rebuilt on each call, so it lists every encoding drawn so far
     return fig
 
 

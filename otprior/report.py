@@ -229,6 +229,17 @@ def _plain(label: str) -> str:
     return text.replace("$", "")
 
 
+def _fmt_param(value) -> str:
+    """A parameter for reading (HTML): lengths as :func:`_fmt_n`, tuples in parentheses."""
+    if isinstance(value, (tuple, list)):
+        return "(" + ", ".join(_fmt_param(v) for v in value) + ")"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _fmt_n(value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return html.escape(str(value))
+
+
 def _fmt(value, kind) -> str:
     if value is None:
         return "–"
@@ -345,7 +356,7 @@ def build_report(out: Path, *, progress=True) -> Path:
     (out / "tables.json").write_text(json.dumps(_jsonable(tables), indent=2))
     (out / "parameters.json").write_text(json.dumps(_jsonable(parameters), indent=2))
 
-    versions = ", ".join(f"{k} {v}" for k, v in parameters["versions"].items() if v)
+    versions = ", ".join(f"{k} {v}" for k, v in parameters["versions"].items() if v and k != "otprior")
     parts = [
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>otprior report</title><style>{_STYLE}</style></head><body>",
         "<h1>Positional priors of causal attention: report</h1>",
@@ -363,8 +374,8 @@ def build_report(out: Path, *, progress=True) -> Path:
         )
     parts.append("<h2>Tables</h2>")
     for key, title, caption, params, _func, columns in TABLES:
-        args = ", ".join(f"{k} = {v}" for k, v in params.items())
-        detail = f" Parameters: {html.escape(args)}." if args else ""
+        args = ", ".join(f"{html.escape(k)} = {_fmt_param(v)}" for k, v in params.items())
+        detail = f" Parameters: {args}." if args else ""
         parts.append(f"<h3>{html.escape(title)}</h3><p>{html.escape(caption)}{detail}</p>{_html_table(tables[key], columns)}")
     parts.append("</body></html>")
     index = out / "index.html"
