@@ -28,6 +28,8 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 sys.path.insert(0, str(ROOT))  # document this checkout, not another installed copy
+# ... and execute the notebooks against it too (their kernels inherit the environment).
+os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 import otprior  # noqa: E402
 

@@ -109,6 +109,13 @@ def _axes(ax, ncols=1, width=5.0, height=3.6):
     return axes[0].figure, axes
 
 
+def _figure(ncols=1, width=5.0):
+    """``(fig, axes)`` for ``otprior.torch``'s checkpoint figures until they draw through
+    :func:`plot_head_exponents` and :func:`plot_head_distant_mass`; new code uses those."""
+    fig, axes = _axes(None, ncols, width=width, height=3.8)
+    return fig, np.array(axes, dtype=object)
+
+
 def _pow_label(v, base):
     k = round(math.log(v, base))
     return f"$10^{{{k}}}$" if base == 10 else f"$2^{{{k}}}$"
@@ -712,7 +719,7 @@ def plot_head_distant_mass(rows, window, *, ax=None):
     return fig
 
 
-def plot_extrapolation(runs, train_length=None, *, ax=None):
+def plot_extrapolation(runs, train_length=None, *, unit="token", ax=None):
     """Loss against evaluation length per scheme: mean over seeds with the seed spread.
 
     Parameters
@@ -722,6 +729,9 @@ def plot_extrapolation(runs, train_length=None, *, ax=None):
         loss) and optionally ``"verdict"`` (``"bounded"``/``"diluting"``, drawn solid/dashed).
     train_length : int, optional
         Drawn as a vertical line.
+    unit : str
+        What a position is (``"token"``, ``"byte"``): the axes read "length (tokens)" and
+        "loss (nats per token)".
     ax : Axes, optional
 
     Returns
@@ -752,7 +762,7 @@ def plot_extrapolation(runs, train_length=None, *, ax=None):
         ax.set_xticks(sorted(all_lengths))
         ax.xaxis.set_major_formatter(_formatter(_count_label))
         ax.xaxis.set_minor_formatter(_formatter(lambda v, p=None: ""))
-        ax.set(xlabel="evaluation length (tokens)", ylabel="loss beyond the training length")
+        ax.set(xlabel=f"evaluation length ({unit}s)", ylabel=f"loss (nats per {unit})")
         ax.set_title("extrapolation: mean over seeds, bars = one standard deviation")
         ax.legend(loc="best")
     return fig

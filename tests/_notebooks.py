@@ -29,13 +29,7 @@ def execute(script: Path):
 
     nb = jupytext.read(script, fmt="py:percent")
     client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(script.parent)}})
-    old = dict(os.environ)
-    os.environ.update(_environment())  # the kernel inherits this process's environment
-    try:
-        client.execute()
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
+    client.execute(env=_environment())  # passed on to the kernel's process
     return nb
 
 

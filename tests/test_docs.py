@@ -19,6 +19,7 @@ pytest.importorskip("furo")
 pytest.importorskip("numpydoc")
 
 DOCS = ROOT / "docs"
+slow = pytest.mark.slow  # the build itself: about 20 s of CPU on top of the notebooks it shows
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +34,7 @@ def site(tmp_path_factory):
     return out / "html"
 
 
+@slow
 def test_every_proof_is_a_page_with_typeset_maths(site):
     proofs = sorted(p.stem for p in (ROOT / "proofs").glob("*.md") if p.stem != "README")
     assert len(proofs) >= 10
@@ -45,6 +47,7 @@ def test_every_proof_is_a_page_with_typeset_maths(site):
     assert "Theorem 8" in (site / "proofs" / "index.html").read_text()
 
 
+@slow
 def test_every_notebook_is_a_page_with_its_figures(site):
     for script in SCRIPTS:
         page = (site / "notebooks" / f"{script.stem}.html").read_text()
@@ -55,6 +58,7 @@ def test_every_notebook_is_a_page_with_its_figures(site):
             assert (site / "notebooks" / src).resolve().exists(), src
 
 
+@slow
 def test_api_reference_follows_the_package(site):
     import otprior
 
@@ -66,6 +70,7 @@ def test_api_reference_follows_the_package(site):
     assert (api / "otprior.plots.html").exists()
 
 
+@slow
 def test_gallery_draws_every_figure_function(site):
     from otprior import plots
 
@@ -80,6 +85,7 @@ def test_gallery_draws_every_figure_function(site):
         assert (site / src).exists(), src
 
 
+@slow
 def test_command_line_page_lists_every_command(site):
     page = (site / "cli.html").read_text()
     for cmd in ("margin", "classify", "mass", "report"):
