@@ -57,6 +57,7 @@ html_static_path: list[str] = []
 
 # MyST: $...$ and $$...$$ maths in the proofs and notebooks; headings get anchors.
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
+myst_dmath_double_inline = True  # the proofs write $$...$$ display maths inside paragraphs
 myst_heading_anchors = 3
 suppress_warnings = ["myst.header"]
 
@@ -116,8 +117,12 @@ def _notebook_pages() -> None:
         done = Path(executed) / f"{script.stem}.ipynb" if executed else None
         if done is not None and done.exists():
             ran = nbformat.read(done, as_version=4)
-            if _code_cells(ran) == _code_cells(nb):
-                nb = ran  # already executed with these very cells: MyST-NB shows its outputs
+            if _code_cells(ran) == _code_cells(nb):  # executed with these very cells: take its outputs
+                outputs = iter(c for c in ran.cells if c.cell_type == "code")
+                for cell in nb.cells:
+                    if cell.cell_type == "code":
+                        done_cell = next(outputs)
+                        cell.outputs, cell.execution_count = done_cell.outputs, done_cell.execution_count
                 nb.metadata["mystnb"] = {"execution_mode": "off"}
         _write(DOCS / "notebooks" / f"{script.stem}.ipynb", nbformat.writes(nb))
 

@@ -19,6 +19,10 @@ pytest.importorskip("furo")
 pytest.importorskip("numpydoc")
 
 DOCS = ROOT / "docs"
+# Proof pages whose source still breaks the typesetting, and why.
+UNTYPESET = {
+    "classification": "a '|' inside $...$ in a table row ends the cell: write \\lvert ... \\rvert",
+}
 slow = pytest.mark.slow  # the build itself: about 20 s of CPU on top of the notebooks it shows
 
 
@@ -35,6 +39,14 @@ def site(tmp_path_factory):
 
 
 @slow
+def _dollars_left(page):
+    """Dollar signs left in a page's text once maths, code and highlighted blocks are removed."""
+    body = page[page.find("<article"):page.find("</article>")]
+    body = re.sub(r'<(span|div) class="(math|highlight)[^"]*">.*?</\1>', "", body, flags=re.S)
+    body = re.sub(r"<(code|pre)[^>]*>.*?</\1>", "", body, flags=re.S)
+    return body.count("$")
+
+
 def test_every_proof_is_a_page_with_typeset_maths(site):
     proofs = sorted(p.stem for p in (ROOT / "proofs").glob("*.md") if p.stem != "README")
     assert len(proofs) >= 10
@@ -43,7 +55,11 @@ def test_every_proof_is_a_page_with_typeset_maths(site):
         first = (ROOT / "proofs" / f"{name}.md").read_text().splitlines()[0].lstrip("# ").split(" ")[0]
         assert first in page
         if "$" in (ROOT / "proofs" / f"{name}.md").read_text():
-            assert 'class="math' in page, name  # MathJax-ready maths, not raw dollars
+            assert 'class="math' in page, name  # MathJax-ready maths
+        if name in UNTYPESET:  # once the source is fixed, remove it from UNTYPESET
+            assert _dollars_left(page), f"{name} is typeset now: remove it from UNTYPESET"
+        else:
+            assert not _dollars_left(page), f"{name}: a dollar sign left untypeset"
     assert "Theorem 8" in (site / "proofs" / "index.html").read_text()
 
 
@@ -51,6 +67,7 @@ def test_every_proof_is_a_page_with_typeset_maths(site):
 def test_every_notebook_is_a_page_with_its_figures(site):
     for script in SCRIPTS:
         page = (site / "notebooks" / f"{script.stem}.html").read_text()
+        assert not _dollars_left(page), script.stem
         images = re.findall(r"<img[^>]+src=\"([^\"]+\.png)\"", page)
         drawing = script.read_text().count("plots.plot_") + script.read_text().count("plt.show()")
         assert len(images) >= min(drawing, 1), script.stem
