@@ -111,7 +111,8 @@ def test_command_line_page_lists_every_command(site):
 
 def test_nothing_in_the_repository_cites_a_file_outside_it():
     """Every relative Markdown link in the docs, notebooks and proofs points at a file that exists."""
-    sources = [*DOCS.glob("*.md"), *(ROOT / "proofs").glob("*.md"), *SCRIPTS, ROOT / "CONTRIBUTING.md"]
+    sources = [*DOCS.glob("*.md"), *(ROOT / "proofs").glob("*.md"), *(ROOT / "notebooks").glob("*.md"), *SCRIPTS,
+               ROOT / "CONTRIBUTING.md", ROOT / "README.md"]
     bad = []
     for path in sources:
         for target in re.findall(r"\]\(([\w./-]+\.\w+)(?:#[^)]*)?\)", path.read_text()):
