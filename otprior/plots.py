@@ -652,16 +652,18 @@ def _head_label(row):
     return f"layer {row['layer']}, head {row['head']}"
 
 
-def plot_head_exponents(rows, margin=None, *, ax=None):
+def plot_head_exponents(rows, margin=None, *, key="exponent", ax=None):
     """Per-head exponents of a checkpoint against the summability boundary :math:`\\alpha = 1`.
 
     Parameters
     ----------
     rows : sequence of dict
-        One per head, with ``"layer"``, ``"head"`` (integers) and ``"exponent"`` (float or
-        ``None``, skipped), as in :class:`otprior.torch` checkpoint analyses.
+        One per head, with ``"layer"`` and ``"head"`` (integers) and the exponent under
+        ``key`` (``None`` rows are skipped), as in :mod:`otprior.torch` checkpoint analyses.
     margin : float, optional
         Draws :math:`1 + \\delta`, the exponent the margin requires (Theorem 9).
+    key : str or callable
+        Where a row holds its exponent: a key, or a function of the row.
     ax : Axes, optional
 
     Returns
@@ -671,7 +673,9 @@ def plot_head_exponents(rows, margin=None, *, ax=None):
     """
     from matplotlib.ticker import MaxNLocator
 
-    rows = [r for r in rows if r.get("exponent") is not None]
+    value = key if callable(key) else (lambda row: row.get(key))
+    rows = [dict(r, exponent=value(r)) for r in rows]
+    rows = [r for r in rows if r["exponent"] is not None]
     with style():
         fig, (ax,) = _axes(ax, 1, width=5.6, height=3.6)
         layers = sorted({int(r["layer"]) for r in rows})

@@ -242,3 +242,14 @@ def test_style_restores_exactly_what_it_set():
     assert matplotlib.rcParams["interactive"] != before["interactive"]  # not undone
     matplotlib.rcParams["interactive"] = before["interactive"]
     assert dict(matplotlib.rcParams) == before
+
+
+def test_head_exponents_read_any_row_layout():
+    rows = [{"layer": 0, "head": h, "decided_by": {"value": 1.1 + h}} for h in range(3)]
+    fig = P.plot_head_exponents(rows, key=lambda r: r["decided_by"]["value"])
+    try:
+        points = fig.axes[0].lines[0]
+        np.testing.assert_array_equal(points.get_xdata(), [0, 1, 2])
+        np.testing.assert_allclose(points.get_ydata(), [1.1, 2.1, 3.1])
+    finally:
+        plt.close(fig)
