@@ -74,13 +74,14 @@ def test_figure_is_returned_labelled_and_leaves_global_state_alone(name):
 def test_draws_into_the_callers_axes(name):
     panels = CALLS[name][2]
     fig, axes = plt.subplots(1, panels)
+    before = set(plt.get_fignums())
     try:
         target = axes if panels == 1 else list(axes)
         assert _call(name, ax=target) is fig
         assert all(ax.has_data() for ax in np.atleast_1d(axes))
-        assert len(plt.get_fignums()) == 1  # no extra figure behind the caller's back
+        assert set(plt.get_fignums()) == before  # no extra figure behind the caller's back
     finally:
-        plt.close("all")
+        plt.close(fig)
 
 
 def test_wrong_number_of_axes_is_refused():
