@@ -1,22 +1,28 @@
-"""``otprior report``: the paper's tables and figures on built-in defaults.
+"""``otprior report``: the paper's tables and figures on built-in defaults, in one folder.
 
-Tables: window masses of log-distance priors near exponent one (with certified bounds),
-margins for a grid of windows and length ranges, the classification of encodings,
-the dilution constants of causal OT attention, and the limits in rho. Figures: every
-function of :mod:`otprior.plots`. Everything lands in one folder with ``index.html``.
+Tables: window masses of log-distance priors near exponent one with the width of their
+certified brackets (Theorems 7, 8), margins for a grid of windows and length ranges with
+their certified brackets (Theorem 9), the classification of encodings (Theorem 11), the
+dilution of causal OT attention (Theorems 2, 4, 5) and the limits in rho (Theorem 6).
+Figures: the functions of :mod:`otprior.plots`, each written as PNG (for the page) and PDF
+(vector, for a paper). ``index.html`` shows everything; ``tables.json`` holds the numbers
+and ``parameters.json`` the otprior version and every parameter used.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import math
+import platform
+import re
 import sys
 import time
 from pathlib import Path
 
 from ._output import staged_folder
 
-__all__ = ["build_report"]
+__all__ = ["build_report", "FIGURES", "TABLES"]
 
 
 class _Progress:
@@ -37,43 +43,61 @@ class _Progress:
             sys.stderr.write("\n")
 
 
-def _log_distance_table():
+# ----------------------------------------------------------------------------------------------
+# Tables: each is (key, title, caption, parameters, function, columns). A column is
+# (row key, header in HTML, formatter name). The JSON keeps every row key.
+# ----------------------------------------------------------------------------------------------
+
+
+def _lo_hi(bounds):
+    """``(lo, hi)`` of a bounds result: an enclosure with ``lo``/``hi`` or a pair."""
+    if hasattr(bounds, "lo") and hasattr(bounds, "hi"):
+        return bounds.lo, bounds.hi
+    lo, hi = bounds
+    return lo, hi
+
+
+def _log_distance_table(windows, alphas, lengths):
     from .log_distance import window_mass, window_mass_bounds
 
     rows = []
-    for W in (16, 64):
-        for alpha in (1.0, 1.01, 1.05, 1.1, 1.3):
-            for n in (10**3, 10**6, 10**9, 10**12, 10**15):
-                lo, hi = window_mass_bounds(W, n, alpha)
-                rows.append({"window": W, "alpha": alpha, "n": n, "window_mass": window_mass(W, n, alpha), "lower": lo, "upper": hi})
+    for W in windows:
+        for alpha in alphas:
+            for n in lengths:
+                lo, hi = _lo_hi(window_mass_bounds(W, n, alpha))
+                m = window_mass(W, n, alpha)
+                rows.append({"window": W, "alpha": alpha, "n": n, "window_mass": m, "lower": lo, "upper": hi, "relative_width": (hi - lo) / m})
     return rows
 
 
-def _margin_table():
+def _margin_table(windows, length_ranges, tols):
     from .margin import margin_for
 
     rows = []
-    for W in (16, 64, 256):
-        for L0, L1 in ((512, 8192), (2048, 32768), (4096, 131072), (8192, 10**6)):
-            for tol in (0.02, 0.05):
+    for W in windows:
+        for L0, L1 in length_ranges:
+            for tol in tols:
                 r = margin_for(W, (L0, L1), tol)
-                rows.append({"window": W, "L0": L0, "L1": L1, "tol": tol, "margin": r.margin, "exponent": r.exponent, "growth": r.growth})
+                lo, hi = r.bracket
+                rows.append({"window": W, "L0": L0, "L1": L1, "tol": tol, "margin": r.margin, "exponent": r.exponent, "growth": r.growth,
+                             "bracket_lower": lo, "bracket_upper": hi, "bracket_width": hi - lo})
     return rows
 
 
-def _encoding_table(window=64):
+def _encoding_table(window, n):
     from .encodings import classify
     from .plots import default_encodings
 
     rows = []
-    for enc in default_encodings():
+    for label, enc in default_encodings().items():
         v = classify(enc)
         rows.append(
             {
+                "label": label,
                 "encoding": repr(enc),
                 "kind": v.kind,
-                "D_oo(64)": v.limit_distant_mass(window),
-                "D_n(64), n=65536": enc.distant_mass(window, 65536),
+                "limit_distant_mass": v.limit_distant_mass(window) if v.bounded else None,
+                "distant_mass": enc.distant_mass(window, n),
                 "rate": v.rate or "",
                 "reason": v.reason,
             }
@@ -81,22 +105,22 @@ def _encoding_table(window=64):
     return rows
 
 
-def _ot_table():
+def _ot_table(window, rhos, lengths, score_bound):
     from .ot_prior import ot_dilution_bound, ot_window_law, ot_window_mass
     from .scale_invariant import scale_invariant_normaliser
 
     rows = []
-    for rho in (0.1, 0.3, 0.5, 0.7, 0.9):
-        for n in (1024, 16384):
+    for rho in rhos:
+        for n in lengths:
             rows.append(
                 {
                     "rho": rho,
                     "n": n,
-                    "exponent 1-rho": 1 - rho,
-                    "log Z_q": scale_invariant_normaliser(rho, log=True),
-                    "exact m_n(16)": ot_window_mass(16, n, rho),
-                    "law": ot_window_law(16, n, rho),
-                    "bound, |s-c|<=0.25": ot_dilution_bound(16, n, rho, 0.25),
+                    "exponent": 1 - rho,
+                    "log_normaliser": scale_invariant_normaliser(rho, log=True),
+                    "window_mass": ot_window_mass(window, n, rho),
+                    "window_law": ot_window_law(window, n, rho),
+                    "bounded_score_bound": ot_dilution_bound(window, n, rho, score_bound),
                 }
             )
     return rows
@@ -106,83 +130,265 @@ def _limits_table():
     from .symbolic import dilution_limits
 
     return [
-        {"limit": s.name, "claim": s.claim, "value": str(s.expression), "method": s.method, "verified": s.verified}
+        {"limit": s.name.replace("_", " "), "claim": s.claim, "value": str(s.expression), "method": s.method, "verified": bool(s.verified)}
         for s in dilution_limits().steps
     ]
 
 
-_TABLES = [
-    ("log_distance_window_mass", "Window masses of log-distance priors near exponent one, with certified bounds (Theorems 7, 8).", _log_distance_table),
-    ("margins", "Margins chosen from the prior alone: every exponent above 1 + margin keeps absolute distant-mass growth within tol (Theorem 9).", _margin_table),
-    ("encodings", "Bounded vs diluting positional encodings (Theorem 11).", _encoding_table),
-    ("ot_dilution", "Dilution of causal OT attention: exact window mass, the law H_W (Z_q/n)^(1-rho), and the bound for bounded scores (Theorems 2, 4, 5).", _ot_table),
-    ("limits_in_rho", "Limits as rho varies, checked by sympy or numerically with stated error (Theorem 6).", _limits_table),
+TABLES = [
+    (
+        "log_distance_window_mass",
+        "Log-distance priors near exponent one",
+        "Window mass m_n(W) of the prior (d+1)^(-α) (Theorem 7) and the relative width (upper − lower)/m of its "
+        "certified Euler–Maclaurin bracket (Theorem 8). A summable exponent (α > 1) still keeps a shrinking share at every "
+        "length one can evaluate.",
+        {"windows": (16, 64), "alphas": (1.0, 1.01, 1.05, 1.1, 1.3), "lengths": (10**3, 10**6, 10**9, 10**12, 10**15)},
+        _log_distance_table,
+        [("window", "W", "int"), ("alpha", "α", "g"), ("n", "n", "n"), ("window_mass", "m<sub>n</sub>(W)", "6"),
+         ("relative_width", "bracket width (relative)", "e")],
+    ),
+    (
+        "margins",
+        "Margins chosen from the prior alone",
+        "Smallest δ such that every exponent α ≥ 1 + δ keeps the absolute growth D_L1(W) − D_L0(W) within tol (Theorem 9), "
+        "with the width of its certified bracket.",
+        {"windows": (16, 64, 256), "length_ranges": ((512, 8192), (2048, 32768), (4096, 131072), (8192, 10**6)), "tols": (0.02, 0.05)},
+        _margin_table,
+        [("window", "W", "int"), ("L0", "L<sub>0</sub>", "n"), ("L1", "L<sub>1</sub>", "n"), ("tol", "tol", "g"),
+         ("margin", "margin δ", "6"), ("bracket_width", "bracket width", "e")],
+    ),
+    (
+        "encodings",
+        "Bounded and diluting positional encodings",
+        "Verdict of each encoding (Theorem 11): bounded when the distant mass D_n(W) stays below one, diluting when it tends "
+        "to one; the limit D_∞(W) of a bounded encoding and D_n(W) at one length.",
+        {"window": 64, "n": 65536},
+        _encoding_table,
+        [("label", "encoding", "label"), ("kind", "verdict", "str"), ("limit_distant_mass", "D<sub>∞</sub>(64)", "4"),
+         ("distant_mass", "D<sub>n</sub>(64), n = 65 536", "4"), ("rate", "rate", "str")],
+    ),
+    (
+        "ot_dilution",
+        "Dilution of causal OT attention",
+        "Window mass m_n(W) of the constant-score prior (Theorem 2), the window law H_W (Z_q/n)^(1−ρ) (Theorem 4, asymptotic) and "
+        "the rigorous upper bound for every score matrix within 0.25 of a constant (Theorem 5); W = 16.",
+        {"window": 16, "rhos": (0.1, 0.3, 0.5, 0.7, 0.9), "lengths": (1024, 16384), "score_bound": 0.25},
+        _ot_table,
+        [("rho", "ρ", "g"), ("n", "n", "n"), ("exponent", "exponent 1 − ρ", "g"), ("window_mass", "exact m<sub>n</sub>(16)", "4"),
+         ("window_law", "window law", "4"), ("bounded_score_bound", "bound, |s − c| ≤ 0.25", "4")],
+    ),
+    (
+        "limits_in_rho",
+        "Limits as ρ varies",
+        "Each limit of Theorem 6, checked by sympy (symbolic) or numerically with the values shown.",
+        {},
+        _limits_table,
+        [("limit", "limit", "str"), ("claim", "claim", "str"), ("value", "value", "str"), ("method", "method", "str"),
+         ("verified", "verified", "str")],
+    ),
+]
+
+FIGURES = [
+    ("scale_invariant_prior", "plot_scale_invariant_prior", {"rhos": (0.0, 0.3, 0.5, 0.7, 0.9), "n": 2048},
+     "Scale-invariant prior: CDF F_ρ and density f_ρ (solid) with the exact discrete prior at t = 2048 (dotted); Theorems 2, 3."),
+    ("ot_dilution", "plot_ot_dilution", {"window": 16, "rhos": (0.3, 0.5, 0.7, 0.9), "score_bound": 0.25},
+     "Window mass of causal OT attention against length: exact (markers), window law where it is below one (dashed), "
+     "up to the bound for scores within 0.25 of a constant (band); Theorems 2, 4, 5."),
+    ("log_distance_window_mass", "plot_log_distance_window_mass", {"window": 64, "alphas": (0.9, 1.0, 1.02, 1.1, 1.3), "score_bound": 0.25},
+     "Log-distance priors near exponent one: summable priors (solid) still lose window mass at every length evaluated, "
+     "far above their limits (triangles); band: content within ±0.25; Theorems 7, 8, 10."),
+    ("margin_growth", "plot_margin_growth", {"window": 64, "lengths": (512, 8192), "tol": 0.05, "growth": "absolute"},
+     "Growth of the distant mass from 512 to 8192 tokens against the margin, with the margin chosen by margin_for; Theorem 9."),
+    ("encoding_map", "plot_encoding_map", {"window": 64},
+     "Distant mass against length for each encoding: bounded (left, limit marked) and diluting (right); Theorem 11."),
+    ("dilution_constants", "plot_dilution_constants", {"windows": (1, 4, 16, 64)},
+     "Constant C_W(ρ) of the window law m_n(W) ≈ C_W n^−(1−ρ), and Z_q^q tending to 1/e as ρ → 1; Theorems 4, 6."),
 ]
 
 
-def _figures():
-    from . import plots
-
-    return [
-        ("scale_invariant_prior.png", plots.plot_scale_invariant_prior, "Scale-invariant prior F_ρ and f_ρ (solid) with the exact discrete prior at t = 2048 (dotted); Theorem 3."),
-        ("ot_dilution.png", plots.plot_ot_dilution, "Window mass of causal OT attention vs length: exact (markers), law (dashed), bound for scores within 0.25 of a constant (band); Theorems 4, 5."),
-        ("log_distance_window_mass.png", plots.plot_log_distance_window_mass, "Log-distance priors near exponent one: summable priors still dilute at every length evaluated; band = content within ±0.25; Theorems 7, 8, 10."),
-        ("margin_growth.png", plots.plot_margin_growth, "Growth of distant mass from 512 to 8192 tokens vs the margin, with the margin chosen by margin_for; Theorem 9."),
-        ("encoding_map.png", plots.plot_encoding_map, "Distant mass vs length for each encoding: bounded (solid, limit marked) and diluting (dashed); Theorem 11."),
-        ("dilution_constants.png", plots.plot_dilution_constants, "Dilution exponent 1 − ρ and the constant of the window law vs ρ; Theorems 4, 6."),
-    ]
+# ----------------------------------------------------------------------------------------------
+# Formatting
+# ----------------------------------------------------------------------------------------------
 
 
-def _html_table(rows):
-    head = "".join(f"<th>{html.escape(str(k))}</th>" for k in rows[0])
-    body = []
-    for row in rows:
-        cells = [f"{v:.6g}" if isinstance(v, float) else html.escape(str(v)) for v in row.values()]
-        body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+def _fmt_n(n) -> str:
+    """A length: ``10<sup>15</sup>`` for a power of ten from 10^4, else digits grouped by thin spaces."""
+    n = int(n)
+    if n >= 10**4:
+        k = round(math.log10(n))
+        if 10**k == n:
+            return f"10<sup>{k}</sup>"
+    return f"{n:,}".replace(",", "&#8239;")
+
+
+def _plain(label: str) -> str:
+    """A matplotlib mathtext label as HTML (the few commands the default labels use)."""
+    text = html.escape(label)
+    for tex, uni in (("\\leq", "≤"), ("\\alpha", "α"), ("\\rho", "ρ"), ("\\infty", "∞")):
+        text = text.replace(tex, uni)
+    text = re.sub(r"\^\{([^}]*)\}", r"<sup>\1</sup>", text)
+    text = re.sub(r"_\{([^}]*)\}|_(\w)", lambda m: f"<sub>{m.group(1) or m.group(2)}</sub>", text)
+    return text.replace("$", "")
+
+
+def _fmt_param(value) -> str:
+    """A parameter for reading (HTML): lengths as :func:`_fmt_n`, tuples in parentheses."""
+    if isinstance(value, (tuple, list)):
+        return "(" + ", ".join(_fmt_param(v) for v in value) + ")"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _fmt_n(value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return html.escape(str(value))
+
+
+def _fmt(value, kind) -> str:
+    if value is None:
+        return "–"
+    if kind == "n":
+        return _fmt_n(value)
+    if kind == "int":
+        return f"{int(value)}"
+    if kind == "label":
+        return _plain(str(value))
+    if kind == "str" or isinstance(value, (str, bool)):
+        return html.escape(str(value))
+    if kind == "e":
+        return "0" if value == 0 else f"{value:.1e}"
+    if kind == "g":
+        return f"{value:g}"
+    return f"{value:.{int(kind)}g}"
+
+
+def _html_table(rows, columns) -> str:
+    head = "".join(f"<th>{header}</th>" for _, header, _ in columns)
+    body = "".join("<tr>" + "".join(f"<td>{_fmt(row[key], kind)}</td>" for key, _, kind in columns) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _jsonable(x):
+    if isinstance(x, (tuple, list)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return x
+
+
+def _versions() -> dict:
+    import matplotlib
+    import mpmath
+    import numpy
+    import scipy
+    import sympy
+
+    from . import __version__
+
+    try:
+        import flint
+
+        flint_version = flint.__version__
+    except (ImportError, AttributeError):  # pragma: no cover - python-flint is a dependency
+        flint_version = None
+    return {
+        "otprior": __version__,
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "scipy": scipy.__version__,
+        "mpmath": mpmath.__version__,
+        "sympy": sympy.__version__,
+        "python-flint": flint_version,
+        "matplotlib": matplotlib.__version__,
+    }
+
+
+_STYLE = (
+    "body{font-family:system-ui,sans-serif;max-width:1100px;margin:auto;padding:0 1em;color:#222}"
+    "table{border-collapse:collapse;font-size:13px;margin:0.5em 0 1.5em}"
+    "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f4f4f4}"
+    "td:first-child,th:first-child{text-align:left}figure{margin:1.5em 0}figcaption{font-size:14px;color:#333}"
+    "code{font-size:13px}"
+)
 
 
 def build_report(out: Path, *, progress=True, force=False) -> Path:
     """Compute every table and render every figure into the folder ``out``; return ``out / 'index.html'``.
 
-    ``out`` must be a new or empty folder unless ``force`` is true; nothing is written
-    outside it, and files of the report's names are replaced, never followed through
-    links (:func:`otprior._output.staged_folder`).
+    Parameters
+    ----------
+    out : path-like
+        Folder to write: a new or empty folder, or any folder when ``force`` is true. It
+        receives ``index.html``, ``tables.json``, ``parameters.json`` and, per figure,
+        ``<name>.png`` (200 dpi) and ``<name>.pdf``. Nothing is written outside it, and files
+        of the report's names are replaced, never followed through links
+        (:func:`otprior._output.staged_folder`).
+    progress : bool
+        Show a progress bar on stderr once the work takes more than a second.
+    force : bool
+        Allow writing into an existing, non-empty folder.
+
+    Returns
+    -------
+    pathlib.Path
+        The ``index.html`` written.
     """
     with staged_folder(out, force=force) as staging:
-        _write_report(staging, progress)
+        _write_report(Path(staging), progress)
     return Path(out) / "index.html"
 
 
 def _write_report(out: Path, progress) -> Path:
-    figures = _figures()
-    bar = _Progress(len(_TABLES) + len(figures), progress)
-    tables = {}
-    for key, _, func in _TABLES:
-        tables[key] = func()
-        bar.step(key)
-    for name, func, _ in figures:
-        fig = func()
-        fig.savefig(out / name, dpi=120)
-        import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt
 
-        plt.close(fig)
+    from . import plots
+
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    bar = _Progress(len(TABLES) + len(FIGURES), progress)
+    tables = {}
+    for key, _title, _caption, params, func, _columns in TABLES:
+        tables[key] = func(**params)
+        bar.step(key)
+    for name, func_name, params, _caption in FIGURES:
+        fig = getattr(plots, func_name)(**params)
+        try:
+            fig.savefig(out / f"{name}.png", dpi=200)
+            fig.savefig(out / f"{name}.pdf")
+        finally:
+            plt.close(fig)
         bar.step(name)
     bar.close()
-    (out / "tables.json").write_text(json.dumps(tables, indent=2, default=float))
-    style = "body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}figcaption{font-size:13px;color:#333}"
+    parameters = {
+        "versions": _versions(),
+        "created": started,
+        "tables": {key: params for key, _t, _c, params, _f, _cols in TABLES},
+        "figures": {name: {"function": f"otprior.plots.{func_name}", **params} for name, func_name, params, _ in FIGURES},
+    }
+    (out / "tables.json").write_text(json.dumps(_jsonable(tables), indent=2))
+    (out / "parameters.json").write_text(json.dumps(_jsonable(parameters), indent=2))
+
+    versions = ", ".join(f"{k} {v}" for k, v in parameters["versions"].items() if v and k != "otprior")
     parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>otprior report</title><style>{style}</style></head><body>",
-        "<h1>otprior report</h1>",
-        "<p>Positional priors of causal attention, on built-in defaults. Each table and figure names the theorem in <code>proofs/</code> it computes; the numbers are in <code>tables.json</code>.</p>",
+        f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>otprior report</title><style>{_STYLE}</style></head><body>",
+        "<h1>Positional priors of causal attention: report</h1>",
+        f"<p>Computed by otprior {html.escape(parameters['versions']['otprior'])} on {started} ({html.escape(versions)}). "
+        "Each table and figure names the theorem of <code>proofs/</code> it computes. The numbers are in "
+        "<a href='tables.json'><code>tables.json</code></a>, every parameter in "
+        "<a href='parameters.json'><code>parameters.json</code></a>; each figure is also a PDF for print.</p>",
         "<h2>Figures</h2>",
     ]
-    for name, _, caption in figures:
-        parts.append(f"<figure><img src='{name}' style='max-width:100%'><figcaption>{html.escape(caption)}</figcaption></figure>")
+    for name, func_name, params, caption in FIGURES:
+        args = ", ".join(f"{k}={v!r}" for k, v in params.items())
+        parts.append(
+            f"<figure><img src='{name}.png' alt='{html.escape(caption)}' style='max-width:100%'><figcaption>{html.escape(caption)} "
+            f"<a href='{name}.pdf'>PDF</a> · <code>plots.{func_name}({html.escape(args)})</code></figcaption></figure>"
+        )
     parts.append("<h2>Tables</h2>")
-    for key, caption, _ in _TABLES:
-        parts.append(f"<h3>{html.escape(key)}</h3><p>{html.escape(caption)}</p>{_html_table(tables[key])}")
+    for key, title, caption, params, _func, columns in TABLES:
+        args = ", ".join(f"{html.escape(k)} = {_fmt_param(v)}" for k, v in params.items())
+        detail = f" Parameters: {args}." if args else ""
+        parts.append(f"<h3>{html.escape(title)}</h3><p>{html.escape(caption)}{detail}</p>{_html_table(tables[key], columns)}")
     parts.append("</body></html>")
     index = out / "index.html"
-    index.write_text("\n".join(parts))
+    index.write_text("\n".join(parts), encoding="utf-8")
     return index

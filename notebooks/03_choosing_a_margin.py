@@ -1,0 +1,73 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Choosing a margin for a training length and an evaluation range
+#
+# A model trained at length $L_0$ and evaluated up to $L_1$ with log-distance heads: how far
+# above one must every head's exponent stay so that, under the prior alone, the distant mass
+# (beyond the $W$ nearest keys) grows by at most `tol`?
+# ([Theorem 9](../proofs/margin_selection.md))
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+
+import otprior
+from otprior import plots
+
+r = otprior.margin_for(64, (512, 8192), 0.05)
+print(f"margin delta = {r.margin:.6f}: every exponent alpha >= {r.exponent:.6f} keeps the growth within 0.05")
+print(f"growth at the margin: {r.growth:.6f}")
+print(f"certified bracket: {r.bracket[0]:.10f} .. {r.bracket[1]:.10f}")
+
+# %% [markdown]
+# Check it from the definition, with the exact distant mass: every exponent above the margin
+# keeps the growth within `tol`, and just below the margin it does not.
+
+# %%
+def growth(alpha, window=64, lengths=(512, 8192)):
+    return otprior.distant_mass(window, lengths[1], alpha) - otprior.distant_mass(window, lengths[0], alpha)
+
+
+above = [growth(a) for a in np.linspace(r.exponent, r.exponent + 3.0, 300)]
+print("largest growth above the margin:", max(above))
+print("growth just below the margin:   ", growth(r.exponent - 1e-6))
+
+# %%
+fig = plots.plot_margin_growth()
+
+# %% [markdown]
+# ## Options a designer will want
+#
+# Relative instead of absolute growth; content scores within $B$ of a constant
+# ([Theorem 10](../proofs/content_bound.md)); a different distance offset in
+# $b(d) = -\alpha \log(d + o)$.
+
+# %%
+for options in ({}, {"growth": "relative"}, {"score_bound": 0.25}, {"offset": 2.0}):
+    m = otprior.margin_for(64, (2048, 32768), 0.05, **options).margin
+    print(f"{str(options):26}  margin = {m:.6f}")
+
+# %% [markdown]
+# How the margin depends on the window and the evaluation range, in one figure of your own:
+
+# %%
+fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
+ranges = [(512, 512 * k) for k in (2, 4, 8, 16, 32, 64)]
+for window in (16, 64, 256):
+    margins = [otprior.margin_for(window, L, 0.05).margin for L in ranges]
+    ax.plot([L1 / L0 for L0, L1 in ranges], margins, marker="o", label=f"$W = {window}$")
+ax.set(xscale="log", xlabel="evaluation range $L_1 / L_0$ ($L_0 = 512$)", ylabel="margin $\\delta$ (tol $= 0.05$)")
+ax.legend()
+plt.show()

@@ -1,0 +1,91 @@
+"""The report: figures as PNG and PDF, version and parameters recorded, bracket widths shown,
+lengths readable, headings in words."""
+
+import inspect
+import json
+import re
+
+import mpmath
+import pytest
+
+import otprior
+from otprior import plots, report
+
+
+def test_lengths_are_readable():
+    assert report._fmt_n(10**15) == "10<sup>15</sup>"
+    assert report._fmt_n(10**4) == "10<sup>4</sup>"
+    assert report._fmt_n(16384) == "16&#8239;384"
+    assert report._fmt_n(512) == "512"
+
+
+def test_mathtext_labels_become_html():
+    assert report._plain("ALiBi, slope $2^{-4}$") == "ALiBi, slope 2<sup>-4</sup>"
+    assert report._plain("log-distance, $\\alpha = 1.05$") == "log-distance, α = 1.05"
+
+
+def test_every_table_and_figure_has_parameters_and_a_title():
+    """Each recorded parameter set is exactly a call of its function (so none is left implicit)."""
+    for _key, title, caption, params, func, columns in report.TABLES:
+        assert "_" not in title and title[0].isupper()
+        assert caption and columns
+        inspect.signature(func).bind(**params)
+    for _name, func_name, params, caption in report.FIGURES:
+        assert func_name in plots.__all__ and caption
+        inspect.signature(getattr(otprior.plots, func_name)).bind(**params)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    index = report.build_report(out, progress=False)
+    return out, index.read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_figures_in_png_and_pdf(built):
+    out, html = built
+    for name, *_ in report.FIGURES:
+        assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (out / f"{name}.pdf").read_bytes()[:5] == b"%PDF-"
+        assert f"src='{name}.png'" in html and f"href='{name}.pdf'" in html
+
+
+@pytest.mark.slow
+def test_version_and_every_parameter_recorded(built):
+    out, html = built
+    params = json.loads((out / "parameters.json").read_text())
+    assert params["versions"]["otprior"] == otprior.__version__
+    assert f"otprior {otprior.__version__}" in html
+    assert set(params["tables"]) == {t[0] for t in report.TABLES}
+    assert set(params["figures"]) == {f[0] for f in report.FIGURES}
+    assert params["tables"]["log_distance_window_mass"]["lengths"][-1] == 10**15
+
+
+@pytest.mark.slow
+def test_headings_are_words_and_lengths_readable(built):
+    _, html = built
+    headings = re.findall(r"<h[1-3]>(.*?)</h[1-3]>", html)
+    assert headings and not any("_" in h for h in headings)
+    assert "1000000000000000" not in html and "10<sup>15</sup>" in html
+    assert "bracket width" in html
+    assert "<th>lower</th>" not in html and "<th>upper</th>" not in html
+
+
+@pytest.mark.slow
+def test_brackets_contain_the_mass_computed_by_mpmath(built):
+    """Each reported bracket holds the window mass H_W / H_n evaluated by mpmath at 40 digits,
+    and its reported width is its width."""
+    out, _ = built
+    rows = json.loads((out / "tables.json").read_text())["log_distance_window_mass"]
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+    for row in rows:
+        W, n, a = row["window"], row["n"], ctx.mpf(row["alpha"])
+        if row["alpha"] == 1.0:
+            exact = ctx.harmonic(W) / ctx.harmonic(n)
+        else:
+            exact = (ctx.zeta(a) - ctx.zeta(a, W + 1)) / (ctx.zeta(a) - ctx.zeta(a, n + 1))
+        assert row["lower"] <= exact <= row["upper"], row
+        assert row["relative_width"] == pytest.approx((row["upper"] - row["lower"]) / row["window_mass"], rel=1e-12)
+        assert 0 < row["relative_width"] < 1e-4  # Theorem 8's promise for W >= 16
