@@ -99,7 +99,12 @@ def _tokens(tokens, tokenizer):
             tokens = tokenizer(tokens)["input_ids"]
     if isinstance(tokens, bytes | bytearray):
         tokens = np.frombuffer(bytes(tokens), dtype=np.uint8)
-    t = torch.tensor(np.array(tokens, dtype=np.int64)).reshape(-1)
+    if isinstance(tokens, torch.Tensor):
+        if torch.Tensor.is_floating_point(tokens) or torch.Tensor.is_complex(tokens):
+            raise DomainError("tokens", f"a {tokens.dtype} tensor", "integer token ids")
+        t = torch.Tensor.to(torch.Tensor.detach(tokens), dtype=torch.int64, copy=True).reshape(-1)
+    else:
+        t = torch.tensor(np.array(tokens, dtype=np.int64)).reshape(-1)
     if t.numel() == 0:
         raise DomainError("tokens", "empty", "a non-empty token sequence or text")
     return t
