@@ -390,3 +390,74 @@ def test_every_reference_scheme_reads_back(tmp_path):
         else:
             assert {r["kind"] for r in report.rows} == {expected[scheme]}
         assert (report.margin is not None) == (scheme in ("log-distance", "kerple-log"))
+
+
+ROPE_SCALINGS = {
+    "default": None,
+    "linear": {"rope_type": "linear", "factor": 2.0},
+    "dynamic": {"rope_type": "dynamic", "factor": 2.0},
+    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64},
+    "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "mscale": 0.707, "mscale_all_dim": 1.0, "truncate": False, "beta_fast": 16.0},
+    "longrope": {"rope_type": "longrope", "short_factor": [1.0, 1.5, 2.0, 2.5], "long_factor": [2.0, 3.0, 4.0, 5.0], "original_max_position_embeddings": 64},
+}
+
+
+@pytest.mark.parametrize("rope_type", list(ROPE_SCALINGS))
+def test_rope_settings_from_the_config_reach_the_registry(tmp_path, rope_type):
+    """The config's rope_theta and scaling, read back, give the model's own frequencies and attention factor."""
+    from otprior import classify
+
+    cfg = transformers.LlamaConfig(
+        vocab_size=16, hidden_size=32, intermediate_size=16, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=256, rope_theta=5e5, rope_scaling=ROPE_SCALINGS[rope_type],
+    )  # fmt: skip
+    model = transformers.LlamaForCausalLM(cfg)
+    model.save_pretrained(tmp_path / rope_type)
+    ckpt = load_checkpoint(tmp_path / rope_type)
+    assert ckpt.scheme == "rope" and ckpt.encoding_params["rope_theta"] == 5e5
+    enc = encoding_for(ckpt, ckpt.heads[0], logit_bound=1.0)
+    rotary = model.model.rotary_emb
+    np.testing.assert_allclose(enc.inverse_frequencies(), rotary.inv_freq.double().numpy(), rtol=1e-6)  # the library works in float32
+    assert enc.cos_sin_factor == pytest.approx(rotary.attention_scaling, rel=1e-6)
+    v = classify(enc)
+    assert v.kind == "diluting" and v.score_bound == pytest.approx(rotary.attention_scaling**2, rel=1e-6)  # Theorem R: a^2 B
+
+
+def test_scheme_names_are_the_registrys():
+    from otprior import encodings
+    from otprior.torch import SCHEMES
+    from otprior.torch.model import SCHEMES as REFERENCE
+
+    assert set(SCHEMES) <= set(encodings.names()) and set(REFERENCE) <= set(SCHEMES)
+    assert {"alibi", "t5", "kerple-log", "kerple-power", "fire", "rope", "cable"} <= set(SCHEMES)
+
+
+def test_a_t5_table_outside_the_registrys_domain_is_refused(saved, tmp_path):
+    folder = saved["t5"][0]
+    (tmp_path / "t5").mkdir()
+    (tmp_path / "t5" / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())
+    config = json.loads((folder / "config.json").read_text())
+    config["relative_attention_max_distance"] = 2  # at most num_buckets / 4 exact buckets: the log buckets run backwards
+    (tmp_path / "t5" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="outside T5's domain.*max_distance"):
+        load_checkpoint(tmp_path / "t5")
+
+
+def test_multi_head_layers_answer_as_their_heads(saved):
+    """A layer's registry encoding (leading head axis, a tuple of verdicts) agrees with its heads one by one."""
+    from otprior import classify
+    from otprior.torch import layer_encoding
+    from otprior.torch._checkpoint import layer_groups
+
+    for family in ("mpt", "t5"):
+        ckpt = load_checkpoint(saved[family][0])
+        group = layer_groups(ckpt.heads)[0]
+        enc = layer_encoding(ckpt, group)
+        verdicts = classify(enc)
+        assert isinstance(verdicts, tuple) and len(verdicts) == len(group)
+        D = enc.distant_mass(WINDOW, [16, 48])
+        assert D.shape == (len(group), 2)
+        for h, row, v in zip(group, D, verdicts, strict=True):
+            single = encoding_for(ckpt, h)
+            np.testing.assert_allclose(row, [single.distant_mass(WINDOW, n) for n in (16, 48)], rtol=1e-12)
+            assert v.kind == classify(single).kind

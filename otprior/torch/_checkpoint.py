@@ -25,8 +25,9 @@ Falcon             ALiBi when ``alibi``: BLOOM's slopes, the logits scaled by
 T5, mT5, LongT5    the learned ``relative_attention_bias`` table (buckets x heads); the
                    encoder's is bidirectional (its causal half is read), the decoder's causal;
                    stored in block 0 and shared by every layer of its stack
-Llama, Mistral,    RoPE: ``rope_theta`` and ``rope_scaling`` (``rope_parameters``) recorded;
-Qwen2, GPT-NeoX    no bias, the constant-content prior is uniform
+Llama, Mistral,    RoPE: ``rope_theta``, ``head_dim``, the rotary fraction and every key of
+Qwen2, GPT-NeoX    ``rope_parameters``/``rope_scaling`` the registry's RoPE takes; no bias (the
+                   prior is uniform), the attention factor scales the logit bound
 KERPLE             ``bias_p``/``bias_a``: log variant :math:`-p\\log(1 + a d)`, power
                    variant :math:`-a\\,d^{p}`, optional ``wei_a``/``wei_p`` multiplicative
                    kernel :math:`e^{-w_a d^{w_p}}` on the content logits

@@ -235,7 +235,7 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
     if ckpt.family == "falcon" and ckpt.scheme == "alibi":
         note += (
             "; transformers' eager Falcon path adds ALiBi twice (scaled by 1/sqrt(head_dim) and again inside the mask), "
-            "so its measured masses follow slopes 2/sqrt(head_dim) times BLOOM's while the prior uses Falcon's 1/sqrt(head_dim)"
+            "so its measured masses follow twice the bias the prior uses (Falcon's bfloat16 row over sqrt(head_dim))"
         )
     return AttentionMeasurement(ckpt, window, lengths, samples, rows, note)
 
