@@ -7,6 +7,11 @@ the boundary, and the constant-content distant mass :math:`D_n(W)` at the length
 the power-law schemes (log-distance, KERPLE-log) the exponent margin of Theorem 9
 (:func:`otprior.margin_for`) is given as well; for ALiBi, KERPLE-power, T5, RoPE and
 NoPE a margin in the exponent means nothing and none is given.
+
+Every verdict and mass comes from the :mod:`otprior.encodings` registry: one encoding per layer
+(:func:`otprior.torch.layer_encoding`), whose :func:`otprior.classify` is a tuple of per-head
+verdicts and whose masses carry a leading head axis. Falcon's bfloat16 ALiBi rows dilute
+(Theorem 11c) whatever the slope, so no parameter decides them.
 """
 
 from __future__ import annotations

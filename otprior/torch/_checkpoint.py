@@ -173,7 +173,9 @@ class Checkpoint:
     family : str
         The model family (config ``model_type``, or ``"tensors"`` when decided by names alone).
     encoding_params : dict
-        Scheme-wide parameters (e.g. ``num_buckets``, ``rope_theta``, ``variant``).
+        Scheme-wide keywords of the registry's encoding (ALiBi's ``variant``,
+        ``alibi_bias_max``, ``head_dim``; RoPE's ``rope_theta``, ``rope_type`` and scaling
+        keys; T5's ``stacks`` geometry).
     training_length : int or None
         The training length found in the config or a training record beside it.
     training_length_source : str

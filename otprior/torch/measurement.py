@@ -29,8 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .. import encodings
 from .._validation import DomainError
-from ._checkpoint import Checkpoint, checkpoint_from_model, encoding_for
+from ._checkpoint import Checkpoint, checkpoint_from_model, encoding_for, layer_encoding, layer_groups
 
 __all__ = ["AttentionMeasurement", "measure_attention", "measure_checkpoint", "load_runnable", "plot_measurement"]
 
@@ -179,6 +180,10 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
     layers = max(h.layer for h in ckpt.heads) + 1
     check_allocation(2 * 4 * layers * samples * ckpt.num_heads * max(lengths) ** 2, "lengths", max(lengths))
     heads = ckpt.heads
+    single = {}  # each head's encoding, from its layer's registry encoding (one per layer, per-head answers)
+    for group in layer_groups(heads):
+        enc = layer_encoding(ckpt, group)
+        single.update(zip(map(id, group), enc.per_head() or (enc,) * len(group), strict=True))
     was_training = model.training
     model.eval()
     rows = []
@@ -192,7 +197,7 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
                 attn, content = maps[head.stack][head.layer]
                 last = attn[:, head.head, -1, :].double().numpy()  # (samples, n)
                 measured = last[:, : n - window].sum(-1)
-                enc = encoding_for(ckpt, head)
+                enc = single[id(head)]
                 if content is not None:
                     c = content[:, head.head, -1, :].double().numpy()
                     spreads = 0.5 * (c.max(-1) - c.min(-1))
@@ -206,11 +211,7 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
                     # Theorem 10's band; it is to come from otprior.content_bound, here from the
                     # encodings' distant_mass_range (a RoPE model's measured B already includes
                     # any attention scaling, hence the plain uniform prior for the band)
-                    band_enc = encoding_for(ckpt, head, logit_bound=B)
-                    if ckpt.scheme == "rope":
-                        from ..encodings import NoPE
-
-                        band_enc = NoPE(B)
+                    band_enc = encodings.get("nope", logit_bound=B) if ckpt.scheme == "rope" else encoding_for(ckpt, head, logit_bound=B)
                     lo, hi = band_enc.distant_mass_range(window, n)
                 else:
                     lo, hi = 0.0, 1.0
