@@ -719,6 +719,7 @@ def _config_scheme(cfg: _Config, family: str):
 # config keys read for a RoPE parameter besides its own name (older configs and the reference model)
 _ROPE_ALIASES = {"rope_type": ("type",), "rope_theta": ("rotary_emb_base", "rope_base"), "partial_rotary_factor": ("rotary_pct",)}
 _ROPE_READ_ELSEWHERE = ("logit_bound", "seq_len", "head_dim")  # a bound, an evaluation length, and derived below
+_ROPE_TOP_LEVEL = ("rope_theta", "partial_rotary_factor", "max_position_embeddings")  # also read beside the scaling dict
 _KINDS = {int: "int", float: "float", bool: "bool", str: "str", tuple: "numbers"}
 
 
@@ -735,8 +736,8 @@ def _rope_params(cfg: _Config) -> dict:
         kind = _KINDS[next(iter(kinds))]
         names = [p.name, *_ROPE_ALIASES.get(p.name, ())]
         value = cfg.value(names, kind, data=merged)
-        if value is None and p.name not in ("factor", "original_max_position_embeddings", "attention_factor"):
-            value = cfg.value(names, kind)  # top-level settings (theta, partial factor, max positions)
+        if value is None and p.name in _ROPE_TOP_LEVEL:
+            value = cfg.value(names, kind)
         if value is not None:
             out[p.name] = tuple(float(x) for x in value) if kind == "numbers" else value
     rope_type = out.setdefault("rope_type", "default")
