@@ -8,6 +8,8 @@ plain container. Model folders (single, sharded, per-layer), the families' confi
 caps of :class:`otprior.limits.CheckpointCaps` are described in ``_checkpoint``.
 
 * :func:`load_checkpoint` -> :class:`Checkpoint` (per-layer, per-head parameters);
+* :func:`layer_encoding` / :func:`encoding_for` -> the :mod:`otprior.encodings` object of a layer's
+  heads (multi-head) or of one head: every formula is the registry's;
 * :func:`analyse_checkpoint` -> :class:`CheckpointReport` (verdicts, deciding parameter,
   distance to the boundary, predicted masses; ``as_dict()``, ``format_text()``, ``plot()``);
 * :func:`measure_attention` / :func:`measure_checkpoint` -> :class:`AttentionMeasurement`
@@ -28,6 +30,7 @@ from ._checkpoint import (
     checkpoint_from_model,
     checkpoint_from_state_dict,
     encoding_for,
+    layer_encoding,
     load_checkpoint,
 )
 from .measurement import AttentionMeasurement, load_runnable, measure_attention, measure_checkpoint, plot_measurement
@@ -45,6 +48,7 @@ __all__ = [
     "checkpoint_from_model",
     "checkpoint_from_state_dict",
     "encoding_for",
+    "layer_encoding",
     "SCHEMES",
     "AttentionMeasurement",
     "measure_attention",

@@ -7,6 +7,11 @@ the boundary, and the constant-content distant mass :math:`D_n(W)` at the length
 the power-law schemes (log-distance, KERPLE-log) the exponent margin of Theorem 9
 (:func:`otprior.margin_for`) is given as well; for ALiBi, KERPLE-power, T5, RoPE and
 NoPE a margin in the exponent means nothing and none is given.
+
+Every verdict and mass comes from the :mod:`otprior.encodings` registry: one encoding per layer
+(:func:`otprior.torch.layer_encoding`), whose :func:`otprior.classify` is a tuple of per-head
+verdicts and whose masses carry a leading head axis. Falcon's bfloat16 ALiBi rows dilute
+(Theorem 11c) whatever the slope, so no parameter decides them.
 """
 
 from __future__ import annotations
@@ -14,10 +19,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .._validation import DomainError, PrecisionError
 from ..encodings import classify
 from ..margin import margin_for
-from ._checkpoint import Checkpoint, encoding_for, load_checkpoint
+from ._checkpoint import Checkpoint, layer_encoding, layer_groups, load_checkpoint
 
 __all__ = ["CheckpointReport", "analyse_checkpoint", "default_lengths", "DEFAULT_FACTOR", "FALLBACK_LENGTH"]
 
@@ -29,8 +36,9 @@ FALLBACK_LENGTH = 2048
 _MARGIN_SCHEMES = ("log-distance", "kerple-log")
 
 
-def _decider(scheme, params):
-    """``(name, value, boundary)``: the parameter whose side of ``boundary`` decides the verdict."""
+def _decider(scheme, params, encoding):
+    """``(name, value, boundary)``: the parameter whose side of ``boundary`` decides the verdict of
+    ``encoding`` (Theorem 11), or None when no single parameter does."""
     if scheme == "log-distance":
         return "alpha", params["alpha"], 1.0
     if scheme == "kerple-log":
@@ -40,6 +48,8 @@ def _decider(scheme, params):
             return "bias_a", params.get("bias_a", 1.0), 0.0  # coefficient of d^bias_p
         return None
     if scheme == "alibi":
+        if getattr(encoding, "bf16", False):
+            return None  # bfloat16 rows tie the nearest keys at every slope (Theorem 11c): no boundary
         return "slope", params["slope"], 0.0
     if scheme == "cable":
         return "min_increment", params["min_increment"], 0.0
@@ -185,12 +195,48 @@ class CheckpointReport:
         else:
             ax.set_ylabel(f"predicted D_n(W = {self.window}), n = {self.lengths[-1]}")
         ax.set(xlabel="layer (heads spread within it)", title=f"{self.checkpoint.path.name}: {self.checkpoint.scheme}")
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[1]:  # a single stack with no boundary has nothing to label
+            ax.legend(fontsize=7)
         return ax
 
 
 def _finite_or_none(x):
     return x if x is not None and math.isfinite(x) else None
+
+
+_UNEVALUATED = (OverflowError, PrecisionError, DomainError)  # sums the encodings cannot evaluate: stated, not guessed
+
+
+def _layer_rows(ckpt, group, window, lengths):
+    """Per head of one layer: ``(encoding, verdict, {str(n): D_n(W)}, D_oo(W), reason)``.
+
+    One registry encoding for the layer (:func:`layer_encoding`): :func:`otprior.classify` answers
+    with a tuple of verdicts and ``distant_mass`` with a leading head axis; a single-head
+    encoding (parameters shared by every head) answers for all of them.
+    """
+    H = len(group)
+    enc = layer_encoding(ckpt, group)
+    verdicts = classify(enc)
+    verdicts = verdicts if isinstance(verdicts, tuple) else (verdicts,) * H
+    singles = enc.per_head() or (enc,) * H
+    try:
+        D = np.broadcast_to(np.asarray(enc.distant_mass(window, list(lengths)), dtype=float), (H, len(lengths)))
+        masses = [({str(n): float(x) for n, x in zip(lengths, row, strict=True)}, "") for row in D]
+    except _UNEVALUATED:
+        masses = []
+        for single in singles:  # find which heads cannot be evaluated, and say why
+            try:
+                masses.append(({str(n): float(single.distant_mass(window, n)) for n in lengths}, ""))
+            except _UNEVALUATED as exc:
+                masses.append(({str(n): None for n in lengths}, f" (distant mass not evaluated: {exc})"))
+    out = []
+    for single, v, (D_h, note) in zip(singles, verdicts, masses, strict=True):
+        try:
+            limit = v.limit_distant_mass(window) if v.kind != "undecided" else None
+        except _UNEVALUATED:
+            limit = None
+        out.append((single, v, D_h, limit, v.reason + note))
+    return out
 
 
 def analyse_checkpoint(
@@ -239,29 +285,15 @@ def analyse_checkpoint(
     if not (isinstance(tol, float | int) and not isinstance(tol, bool) and 0 < tol < 1):
         raise DomainError("tol", tol, "a number in (0, 1)")
     margin = margin_for(window, (lengths[0], lengths[-1]), tol) if ckpt.scheme in _MARGIN_SCHEMES else None
-    rows = []
+    by_head = {}
     cache = {}
-    for head in ckpt.heads:
-        key = (head.stack, tuple(sorted((k, v) for k, v in head.params.items())))
+    for group in layer_groups(ckpt.heads):
+        key = (group[0].stack, tuple(tuple(sorted(h.params.items())) for h in group))
         if key not in cache:
-            enc = encoding_for(ckpt, head)
-            v = classify(enc)
-            reason = v.reason
-            try:
-                D = {str(n): enc.distant_mass(window, n) for n in lengths}
-            except (OverflowError, PrecisionError, DomainError) as exc:
-                # parameters whose sums the encodings cannot evaluate: stated, not guessed
-                D = {str(n): None for n in lengths}
-                reason += f" (distant mass not evaluated: {exc})"
-            try:
-                limit = v.limit_distant_mass(window) if v.kind != "undecided" else None
-            except (OverflowError, PrecisionError, DomainError):
-                limit = None
-            cache[key] = (v, D, limit, reason)
-        v, D, limit, reason = cache[key]
-        dec = _decider(ckpt.scheme, head.params)
-        rows.append(
-            {
+            cache[key] = _layer_rows(ckpt, group, window, lengths)
+        for head, (per_head_encoding, v, D, limit, reason) in zip(group, cache[key], strict=True):
+            dec = _decider(ckpt.scheme, head.params, per_head_encoding)
+            by_head[id(head)] = {
                 "layer": head.layer,
                 "head": head.head,
                 "stack": head.stack,
@@ -274,6 +306,6 @@ def analyse_checkpoint(
                 "window_mass": {n: None if x is None else 1.0 - x for n, x in D.items()},
                 "limit_distant_mass": _finite_or_none(limit),
             }
-        )
+    rows = [by_head[id(h)] for h in ckpt.heads]
     ranked = sorted((r for r in rows if r["distance_from_boundary"] is not None), key=lambda r: abs(r["distance_from_boundary"]))
     return CheckpointReport(ckpt, window, lengths, note, float(tol), margin, rows, ranked[: max(0, int(nearest))])

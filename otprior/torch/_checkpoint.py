@@ -11,20 +11,23 @@ What is read
 * a single ``.safetensors`` file, or a torch zip archive (``.pt``, ``.pth``, ``.bin``,
   ``.ckpt``), with the JSON config beside it (``PATH.json`` or ``config.json``).
 
-The scheme and its parameters come from the config's model type and the tensor names:
+The scheme and its parameters come from the config's model type and the tensor names; every
+encoding (slopes, clamps, buckets, rotary scaling) is built by the :mod:`otprior.encodings`
+registry from the parameters as stored (:func:`layer_encoding`), never by a formula here:
 
 =================  ==========================================================================
 family             positional parameters (per layer, per head)
 =================  ==========================================================================
 BLOOM              ALiBi, slopes implied by ``n_head`` (no tensor stores them)
 MPT                ALiBi when ``attn_config.alibi``, slopes from ``alibi_bias_max``
-Falcon             ALiBi when ``alibi``, BLOOM's slopes divided by :math:`\\sqrt{d_{head}}`
-                   (Falcon scales the biased logits by :math:`1/\\sqrt{d_{head}}`)
+Falcon             ALiBi when ``alibi``: BLOOM's slopes, the logits scaled by
+                   :math:`1/\\sqrt{d_{head}}` and rounded to bfloat16 as Falcon builds them
 T5, mT5, LongT5    the learned ``relative_attention_bias`` table (buckets x heads); the
                    encoder's is bidirectional (its causal half is read), the decoder's causal;
                    stored in block 0 and shared by every layer of its stack
-Llama, Mistral,    RoPE: ``rope_theta`` and ``rope_scaling`` (``rope_parameters``) recorded;
-Qwen2, GPT-NeoX    no bias, the constant-content prior is uniform
+Llama, Mistral,    RoPE: ``rope_theta``, ``head_dim``, the rotary fraction and every key of
+Qwen2, GPT-NeoX    ``rope_parameters``/``rope_scaling`` the registry's RoPE takes; no bias (the
+                   prior is uniform), the attention factor scales the logit bound
 KERPLE             ``bias_p``/``bias_a``: log variant :math:`-p\\log(1 + a d)`, power
                    variant :math:`-a\\,d^{p}`, optional ``wei_a``/``wei_p`` multiplicative
                    kernel :math:`e^{-w_a d^{w_p}}` on the content logits
@@ -69,6 +72,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .. import encodings
 from .._validation import DomainError, FileFormatError
 from ..limits import current_checkpoint_caps
 
@@ -82,9 +86,18 @@ __all__ = [
     "checkpoint_from_state_dict",
     "checkpoint_from_model",
     "encoding_for",
+    "layer_encoding",
+    "layer_groups",
 ]
 
-SCHEMES = ("log-distance", "kerple-log", "kerple-power", "alibi", "t5", "fire", "rope", "nope", "cable", "causal-ot")
+# The registered encodings a checkpoint can hold; the rest are read under another name or never stored.
+_NOT_STORED = {
+    "bias": "an expression typed by a user, never a checkpoint's parameters",
+    "yarn": "a RoPE scaling type, read as 'rope' with rope_type='yarn'",
+}
+SCHEMES = tuple(name for name in encodings.names() if name not in _NOT_STORED)
+"""Scheme names: the :mod:`otprior.encodings` registry's, less those in ``_NOT_STORED``. The reference
+model's scheme names (:data:`otprior.torch.model.SCHEMES`) are registry names as they stand."""
 ROLES = ("alpha", "alpha_raw", "alpha_margin", "slope", "bias_p", "bias_a", "wei_p", "wei_a", "relative_attention_bias")
 _PER_HEAD_ROLES = ("alpha", "alpha_raw", "slope", "bias_p", "bias_a", "wei_p", "wei_a")
 
@@ -160,7 +173,9 @@ class Checkpoint:
     family : str
         The model family (config ``model_type``, or ``"tensors"`` when decided by names alone).
     encoding_params : dict
-        Scheme-wide parameters (e.g. ``num_buckets``, ``rope_theta``, ``variant``).
+        Scheme-wide keywords of the registry's encoding (ALiBi's ``variant``,
+        ``alibi_bias_max``, ``head_dim``; RoPE's ``rope_theta``, ``rope_type`` and scaling
+        keys; T5's ``stacks`` geometry).
     training_length : int or None
         The training length found in the config or a training record beside it.
     training_length_source : str
@@ -646,39 +661,16 @@ class _Config:
                     "bool": type(v) is bool,
                     "str": type(v) is str,
                     "dict": type(v) is dict,
+                    "numbers": type(v) is list and len(v) <= 4096 and all(type(x) in (int, float) and math.isfinite(x) for x in v),
                 }[kind]
                 if not ok:
-                    desc = {"int": "a positive integer", "float": "a finite number", "bool": "true or false", "str": "a string", "dict": "an object"}[kind]
+                    desc = {
+                        "int": "a positive integer", "float": "a finite number", "bool": "true or false", "str": "a string",
+                        "dict": "an object", "numbers": "a list of at most 4096 finite numbers",
+                    }[kind]  # fmt: skip
                     raise CheckpointError(f"{self.where}: {name} = {v!r} is not {desc}")
                 return v
         return default
-
-
-# --------------------------------------------------------------------------- ALiBi slopes
-
-
-def interim_alibi_slopes(variant, heads, *, alibi_bias_max=8.0, head_dim=None):
-    """Per-head ALiBi slopes of the families, until the encodings registry provides them.
-
-    * ``bloom`` (and the ALiBi paper, GPT-NeoX): :math:`2^{-8h/H}`, ``h = 1..H`` for ``H`` a
-      power of two; otherwise those of the power of two below, then every other slope of
-      the power of two above (:meth:`otprior.encodings.ALiBi.slopes`);
-    * ``mpt`` (``build_mpt_alibi_tensor``): with :math:`P = 2^{\\lceil\\log_2 H\\rceil}`,
-      :math:`m_h = 2^{-h\\,b/P}`, ``h = 1..P``, ``b = alibi_bias_max``; for ``H < P`` the odd
-      then the even entries, the first ``H`` kept;
-    * ``falcon``: BLOOM's slopes divided by :math:`\\sqrt{d_{head}}`, since Falcon multiplies
-      the biased logits by :math:`1/\\sqrt{d_{head}}`.
-    """
-    from ..encodings import ALiBi
-
-    if variant == "mpt":
-        P = 1 << max(0, (heads - 1).bit_length())
-        base = [2.0 ** (-(h + 1) * alibi_bias_max / P) for h in range(P)]
-        return base if P == heads else (base[1::2] + base[0::2])[:heads]
-    slopes = ALiBi.slopes(heads)
-    if variant == "falcon":
-        return [m / math.sqrt(head_dim) for m in slopes]
-    return slopes
 
 
 # --------------------------------------------------------------------------- detection
@@ -724,24 +716,41 @@ def _config_scheme(cfg: _Config, family: str):
     return None, {}, ""
 
 
+# config keys read for a RoPE parameter besides its own name (older configs and the reference model)
+_ROPE_ALIASES = {"rope_type": ("type",), "rope_theta": ("rotary_emb_base", "rope_base"), "partial_rotary_factor": ("rotary_pct",)}
+_ROPE_READ_ELSEWHERE = ("logit_bound", "seq_len", "head_dim")  # a bound, an evaluation length, and derived below
+_ROPE_TOP_LEVEL = ("rope_theta", "partial_rotary_factor", "max_position_embeddings")  # also read beside the scaling dict
+_KINDS = {int: "int", float: "float", bool: "bool", str: "str", tuple: "numbers"}
+
+
 def _rope_params(cfg: _Config) -> dict:
-    params = cfg.value(["rope_parameters"], "dict") or {}
-    scaling = cfg.value(["rope_scaling"], "dict") or {}
-    theta = cfg.value(["rope_theta"], "float") or cfg.value(["rope_theta"], "float", data=params) or cfg.value(["rotary_emb_base", "rope_base"], "float") or 10000.0
-    merged = {**scaling, **params}
-    rope_type = cfg.value(["rope_type", "type"], "str", "default", data=merged)
-    out = {"rope_theta": float(theta), "rope_type": rope_type}
-    if rope_type != "default":
-        factor = cfg.value(["factor"], "float", None, data=merged)
-        if factor is not None:
-            out["factor"] = float(factor)
-        original = cfg.value(["original_max_position_embeddings"], "int", None, data=merged)
-        if original is not None:
-            out["original_max_position_embeddings"] = original
-        for key in ("beta_fast", "beta_slow", "attention_factor", "low_freq_factor", "high_freq_factor"):
-            v = cfg.value([key], "float", None, data=merged)
-            if v is not None:
-                out[key] = float(v)
+    """The keywords of the registry's RoPE (:func:`otprior.encodings.parameters` ``("rope")``) found in
+    the config: ``rope_parameters``/``rope_scaling`` first, then the config itself; ``head_dim``
+    from the config or ``hidden_size / num_attention_heads``. Unknown scaling types are refused."""
+    merged = {**(cfg.value(["rope_scaling"], "dict") or {}), **(cfg.value(["rope_parameters"], "dict") or {})}
+    out = {}
+    for p in encodings.parameters("rope"):
+        if p.name in _ROPE_READ_ELSEWHERE:
+            continue
+        kinds = {k for k in (getattr(p.type, "__args__", None) or (p.type,)) if k is not type(None)}
+        kind = _KINDS[next(iter(kinds))]
+        names = [p.name, *_ROPE_ALIASES.get(p.name, ())]
+        value = cfg.value(names, kind, data=merged)
+        if value is None and p.name in _ROPE_TOP_LEVEL:
+            value = cfg.value(names, kind)
+        if value is not None:
+            out[p.name] = tuple(float(x) for x in value) if kind == "numbers" else value
+    rope_type = out.setdefault("rope_type", "default")
+    if rope_type not in encodings.ROPE_TYPES:
+        raise CheckpointError(f"{cfg.where}: rope_type = {rope_type!r} is not one of {', '.join(encodings.ROPE_TYPES)}")
+    head_dim = cfg.value(["head_dim"], "int")
+    if head_dim is None:
+        hidden = cfg.value(["hidden_size", "d_model", "n_embd"], "int")
+        heads = cfg.value(["num_attention_heads", "n_heads", "n_head"], "int")
+        if hidden is not None and heads is not None and hidden % heads == 0:
+            head_dim = hidden // heads
+    if head_dim is not None:
+        out["head_dim"] = head_dim
     return out
 
 
@@ -921,11 +930,11 @@ def _build(source, config, where, record, scheme, mapping, num_heads) -> Checkpo
         scheme = detected
 
     heads, layers, H = _heads(scheme, source, cfg, found, enc_params, num_heads, where)
-    train_length, train_source = _training_length(cfg, record, enc_params)
     enc_params = dict(enc_params)
     if scheme == "rope" and not enc_params:
         enc_params = _rope_params(cfg)
-    return Checkpoint(
+    train_length, train_source = _training_length(cfg, record, enc_params)
+    checkpoint = Checkpoint(
         path=source.path,
         scheme=scheme,
         heads=heads,
@@ -940,6 +949,21 @@ def _build(source, config, where, record, scheme, mapping, num_heads) -> Checkpo
         num_layers=layers,
         num_heads=H,
     )
+    for group in layer_groups(heads):
+        try:
+            layer_encoding(checkpoint, group)  # the registry validates every parameter it is given
+        except DomainError as exc:
+            h = group[0]
+            raise CheckpointError(f"{where}: {(h.stack + ' ') if h.stack else ''}layer {h.layer}: {exc}") from None
+    return checkpoint
+
+
+def layer_groups(heads):
+    """The heads grouped by ``(stack, layer)`` in the order first met, each group in head order."""
+    groups = {}
+    for h in heads:
+        groups.setdefault((h.stack, h.layer), []).append(h)
+    return [sorted(g, key=lambda h: h.head) for g in groups.values()]
 
 
 def _mapped(mapping, keys, source, num_heads):
@@ -1078,9 +1102,9 @@ def _heads(scheme, source, cfg, found, enc_params, num_heads, where):
 
 
 def _kerple(scheme, source, found, where):
-    """KERPLE (``ParallelKerpleLog``, ``ParallelKerplePower``): ``bias_p``, ``bias_a`` of shape
-    ``(H, 1, 1)``, clamped as KERPLE's forward pass does: both at >= 0.01, the power
-    variant's exponents ``bias_p`` and ``wei_p`` also at <= 2."""
+    """KERPLE (``ParallelKerpleLog``, ``ParallelKerplePower``): ``bias_p``, ``bias_a`` (and the power
+    variant's ``wei_p``, ``wei_a``) of shape ``(H, 1, 1)``, kept as the forward pass uses them:
+    clamped by :func:`otprior.encodings.kerple_clamp`, the registry's one copy of KERPLE's clamps."""
     p_keys, a_keys = found.get("bias_p", []), found.get("bias_a", [])
     wp_keys, wa_keys = found.get("wei_p", []), found.get("wei_a", [])
     anchors = p_keys or a_keys or wa_keys or wp_keys
@@ -1107,28 +1131,31 @@ def _kerple(scheme, source, found, where):
             (n1, (_, k1)), (n2, (_, k2)) = list(values.items())[:2]
             raise CheckpointError(f"{where}: key {k1!r} has shape {shapes[n1]} but {k2!r} has shape {shapes[n2]}")
         H = next(iter(shapes.values()))[0]
-        for h in range(H):
-            params = {}
-            for name, (v, _) in values.items():
-                x = max(float(v[h]), 0.01)
-                if scheme == "kerple-power" and name in ("bias_p", "wei_p"):
-                    x = min(x, 2.0)
-                params[name] = x
-            heads.append(HeadParameters(layer, h, params))
+        variant = scheme.split("-")[1]
+        used = {}
+        for name, (v, k) in values.items():
+            try:
+                used[name] = encodings.kerple_clamp(variant, name, v)  # as the forward pass uses them
+            except DomainError:
+                raise CheckpointError(f"{where}: {k!r} is not a parameter of KERPLE's {variant} variant") from None
+        heads += [HeadParameters(layer, h, {name: used[name][h] for name in used}) for h in range(H)]
     return heads
 
 
 def _implied_alibi(source, cfg, enc_params, num_heads, where):
-    """ALiBi slopes implied by the head count (no tensor stores them)."""
+    """ALiBi slopes implied by the head count (no tensor stores them), from :class:`otprior.encodings.ALiBi`
+    (``variant`` and ``alibi_bias_max`` from the config; ``head_dim`` for Falcon)."""
     names = ["n_head", "num_attention_heads", "n_heads"]
     H = num_heads if num_heads is not None else cfg.value(names, "int")
     if H is None:
         raise CheckpointError(f"{where}: no stored ALiBi slopes and no head count in a config; pass num_heads=")
     head_dim = _bounded_heads(H, source, where, "num_heads" if num_heads is not None else "the config's head count")
     layers = _config_layers(cfg, ["n_layer", "num_hidden_layers", "n_layers"], _layer_ids(source), where)
-    variant = enc_params.get("variant", "bloom")
-    slopes = interim_alibi_slopes(variant, H, alibi_bias_max=enc_params.get("alibi_bias_max", 8.0), head_dim=head_dim)
-    enc_params.update({"heads": H, "head_dim": head_dim})
+    if enc_params.get("variant") == "falcon":
+        enc_params["head_dim"] = head_dim  # Falcon scales the biased logits by 1/sqrt(head_dim)
+    # the slopes as the family builds them: the registry's ALiBi for that many heads
+    slopes = encodings.get("alibi", heads=H, **enc_params).slope
+    enc_params["heads"] = H
     return [HeadParameters(layer, h, {"slope": float(m)}) for layer in range(layers) for h, m in enumerate(slopes)]
 
 
@@ -1159,23 +1186,23 @@ def _t5(source, cfg, found, enc_params, where):
             if nb is not None and table.shape[0] != nb:
                 raise CheckpointError(f"{where}: {k!r} has {table.shape[0]} buckets but relative_attention_num_buckets = {nb}")
             tables[source.layer(k, order)] = table
-        num_buckets = next(iter(tables.values())).shape[0]
-        half = num_buckets // 2 if bidirectional else num_buckets
-        if half < 2 or max_distance < 2:
-            raise CheckpointError(f"{where}: a T5 table needs at least 2 causal buckets and max_distance >= 2")
-        enc_params.setdefault("stacks", {})[stack or "self"] = {"num_buckets": num_buckets, "max_distance": max_distance, "bidirectional": bidirectional}
+        geometry = {"num_buckets": next(iter(tables.values())).shape[0], "max_distance": max_distance, "bidirectional": bidirectional}
+        try:
+            encodings.T5Buckets(**geometry)  # the registry's domain: enough buckets, max_distance above the exact ones
+        except DomainError as exc:
+            raise CheckpointError(f"{where}: the {stack or 'self'}-attention bucket table is outside T5's domain: {exc}") from None
+        enc_params.setdefault("stacks", {})[stack or "self"] = geometry
         for layer in range(n_layers):
             table = tables.get(layer, tables[min(tables)])  # shared from block 0 as T5 shares it
-            for h in range(table.shape[1]):
-                # distances d >= 0 (keys before the query) use the lower half when bidirectional
-                heads.append(HeadParameters(layer, h, {"table": tuple(float(x) for x in table[:half, h])}, stack))
+            # the whole column as stored; a bidirectional table's causal half is chosen by T5Buckets
+            heads += [HeadParameters(layer, h, {"table": tuple(float(x) for x in table[:, h])}, stack) for h in range(table.shape[1])]
     return heads
 
 
 def _fire(source, found, where):
     """FIRE (``cramming/architectures/embeddings.py``): ``c``, ``init_L``, ``L_multiplier`` and the
-    MLP ``mlp.0`` (1 -> width), ReLU, ``mlp.2`` (width -> H); the threshold is
-    ``|L_multiplier * init_L|`` and the log transform uses ``|c|``."""
+    MLP ``mlp.0`` (1 -> width), ReLU, ``mlp.2`` (width -> H); per head ``c``, ``L = L_multiplier *
+    init_L`` and the MLP's weights for :class:`otprior.encodings.FIRE` (``mlp=``)."""
     heads = []
     for order, anchor in enumerate(found.get("fire", [])):
         prefix = anchor[: -len("L_multiplier")]
@@ -1196,10 +1223,9 @@ def _fire(source, found, where):
             or H < 1
         ):
             raise CheckpointError(f"{where}: FIRE parameters under {prefix!r} have inconsistent shapes {shapes}")
-        c = abs(float(source.get(prefix + "c").reshape(-1)[0]))
-        L = abs(float(source.get(anchor).reshape(-1)[0]) * float(source.get(prefix + "init_L").reshape(-1)[0]))
-        if c == 0.0 or L == 0.0:
-            raise CheckpointError(f"{where}: FIRE under {prefix!r} has c = {c} or threshold L = {L}; both must be nonzero")
+        # as stored: the registry's FIRE takes |c| and |L| as the reference code does, and refuses c = 0
+        c = float(source.get(prefix + "c").reshape(-1)[0])
+        L = float(source.get(anchor).reshape(-1)[0]) * float(source.get(prefix + "init_L").reshape(-1)[0])
         w0, b0 = source.get(prefix + "mlp.0.weight")[:, 0], source.get(prefix + "mlp.0.bias")
         w2, b2 = source.get(prefix + "mlp.2.weight"), source.get(prefix + "mlp.2.bias")
         layer = source.layer(anchor, order)
@@ -1209,60 +1235,71 @@ def _fire(source, found, where):
     return heads
 
 
-def _fire_mlp(mlp):
-    """FIRE's per-head function ``f(x) = w2 . relu(w0 x + b0) + b2`` (vectorised in ``x``)."""
-    w0, b0, w2, b2 = (np.asarray(v, dtype=float) for v in mlp)
-
-    def f(x):
-        x = np.asarray(x, dtype=float)
-        return np.maximum(x[..., None] * w0 + b0, 0.0) @ w2 + b2
-
-    return f
-
-
 # --------------------------------------------------------------------------- encodings
 
 
-def encoding_for(checkpoint: Checkpoint, head: HeadParameters, *, logit_bound=0.0):
-    """The :mod:`otprior.encodings` object for one head of a checkpoint.
+def _columns(heads):
+    """``{name: value}`` for one head, ``{name: (value per head)}`` for several (the registry's per-head form)."""
+    names = dict.fromkeys(k for h in heads for k in h.params)
+    if len(heads) == 1:
+        return dict(heads[0].params)
+    return {k: tuple(h.params[k] for h in heads) for k in names if all(k in h.params for h in heads)}
 
-    This is the one place where a family's stored parameters become an encoding's; the
-    KERPLE names follow KERPLE's code: log variant :math:`-\\text{bias\\_p}\\log(1 +
-    \\text{bias\\_a}\\,d)` (``KerpleLog(r1=bias_p, r2=bias_a)``), power variant
-    :math:`-\\text{bias\\_a}\\,d^{\\text{bias\\_p}}` (``KerplePower(r1=bias_a, r2=bias_p)``;
-    an absent ``bias_a`` is 1, an absent ``bias_p`` is 1, neither means no bias). The power
-    variant's multiplicative kernel :math:`e^{-w_a d^{w_p}} \\in (0, 1]` scales content
-    logits only, so content within ``B`` stays within ``B`` and Theorem 10's band holds as is.
+
+def layer_encoding(checkpoint: Checkpoint, heads, *, logit_bound=0.0):
+    """The :mod:`otprior.encodings` object for heads of one layer (one stack) of a checkpoint.
+
+    This is the one place where a family's stored parameters become an encoding, and every
+    formula is the registry's: ALiBi's ``variant`` (BLOOM, MPT's ``alibi_bias_max``, Falcon's
+    :math:`1/\\sqrt{d_{head}}` and bfloat16 rounding), KERPLE's clamps and names
+    (:meth:`~otprior.encodings.KerpleLog.from_stored`, :meth:`~otprior.encodings.KerplePower.from_stored`:
+    log :math:`-\\text{bias\\_p}\\log(1 + \\text{bias\\_a}\\,d)`, power
+    :math:`-\\text{bias\\_a}\\,d^{\\text{bias\\_p}}`; a power checkpoint with neither stores no bias),
+    T5's buckets with the learned table, RoPE with the config's ``rope_theta`` and scaling (its
+    attention factor enters the logit bound), FIRE's MLP, CABLE, the causal OT operator.
+
+    Parameters
+    ----------
+    checkpoint : Checkpoint
+    heads : sequence of HeadParameters
+        Heads of one ``(stack, layer)``, in head order.
+    logit_bound : float
+        The content bound ``B`` of the encoding.
+
+    Returns
+    -------
+    Encoding
+        Multi-head (a leading head axis in its answers, a tuple of verdicts from
+        :func:`otprior.classify`) when several heads carry their own parameters; single-head
+        otherwise (one head, or schemes whose heads share every parameter: RoPE, NoPE, CABLE, OT).
     """
-    from .. import encodings as E
-
-    s, p = checkpoint.scheme, head.params
-    if s == "log-distance":
-        return E.LogDistance(p["alpha"], logit_bound=logit_bound)
-    if s == "kerple-log":
-        return E.KerpleLog(p["bias_p"], p["bias_a"], logit_bound=logit_bound)
-    if s == "kerple-power":
-        if "bias_p" not in p and "bias_a" not in p:
-            return E.NoPE(logit_bound)
-        return E.KerplePower(p.get("bias_a", 1.0), p.get("bias_p", 1.0), logit_bound=logit_bound)
+    heads = list(heads)
+    if not heads or len({(h.stack, h.layer) for h in heads}) != 1:
+        raise DomainError("heads", f"{len(heads)} heads", "a non-empty list of heads of one layer")
+    s, ep, cols = checkpoint.scheme, checkpoint.encoding_params, _columns(heads)
+    B = {"logit_bound": logit_bound}
+    if s in ("kerple-log", "kerple-power"):
+        if s == "kerple-power" and not cols.keys() & {"bias_p", "bias_a"}:
+            return encodings.get("nope", **B)
+        return encodings.lookup(s).from_stored(**cols, **B)
     if s == "alibi":
-        return E.ALiBi(p["slope"], logit_bound=logit_bound)
+        keep = ("variant", "alibi_bias_max", "head_dim")
+        return encodings.get(s, slope=cols["slope"], **{k: ep[k] for k in keep if k in ep}, **B)
     if s == "t5":
-        stack = checkpoint.encoding_params["stacks"][head.stack or "self"]
-        return E.T5Buckets(stack["num_buckets"], stack["max_distance"], values=np.array(p["table"]), bidirectional=stack["bidirectional"], logit_bound=logit_bound)
+        geometry = ep["stacks"][heads[0].stack or "self"]
+        return encodings.get(s, values=cols["table"], **geometry, **B)
     if s == "fire":
-        return E.FIRE(_fire_mlp(p["mlp"]), c=p["c"], L=p["L"], logit_bound=logit_bound)
+        mlp = [h.params["mlp"] for h in heads]
+        W1, b1 = mlp[0][0], mlp[0][1]
+        return encodings.get(s, mlp=(W1, b1, tuple(m[2] for m in mlp), tuple(m[3] for m in mlp)), c=heads[0].params["c"], L=heads[0].params["L"], **B)
     if s == "rope":
-        ep = checkpoint.encoding_params
-        if ep.get("rope_type") == "yarn" and "factor" in ep:
-            kw = {k: ep[k] for k in ("beta_fast", "beta_slow") if k in ep}
-            original = ep.get("original_max_position_embeddings", checkpoint.training_length or 4096)
-            return E.YaRN(max(ep["factor"], 1.0), logit_bound, original_max_position=original, **kw)
-        return E.RoPE(logit_bound)
-    if s == "nope":
-        return E.NoPE(logit_bound)
-    if s == "cable":
-        return E.CABLE(p["min_increment"], logit_bound=logit_bound)
-    if s == "causal-ot":
-        return E.CausalOT(p["rho"], logit_bound=logit_bound)
+        return encodings.get(s, **ep, **B)
+    if s in ("log-distance", "nope", "cable", "causal-ot"):
+        shared = {k: v[0] for k, v in cols.items() if isinstance(v, tuple) and len(set(v)) == 1} if len(heads) > 1 else {}
+        return encodings.get(s, **{**cols, **shared}, **B)
     raise DomainError("scheme", s, f"one of {', '.join(SCHEMES)}")
+
+
+def encoding_for(checkpoint: Checkpoint, head: HeadParameters, *, logit_bound=0.0):
+    """The :mod:`otprior.encodings` object for one head of a checkpoint (:func:`layer_encoding` of that head)."""
+    return layer_encoding(checkpoint, [head], logit_bound=logit_bound)

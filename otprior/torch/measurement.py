@@ -29,8 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .. import encodings
 from .._validation import DomainError
-from ._checkpoint import Checkpoint, checkpoint_from_model, encoding_for
+from ._checkpoint import Checkpoint, checkpoint_from_model, encoding_for, layer_encoding, layer_groups
 
 __all__ = ["AttentionMeasurement", "measure_attention", "measure_checkpoint", "load_runnable", "plot_measurement"]
 
@@ -100,7 +101,9 @@ def _tokens(tokens, tokenizer):
     if isinstance(tokens, bytes | bytearray):
         tokens = np.frombuffer(bytes(tokens), dtype=np.uint8)
     if isinstance(tokens, torch.Tensor):
-        t = tokens.detach().to(torch.int64).reshape(-1)
+        if torch.Tensor.is_floating_point(tokens) or torch.Tensor.is_complex(tokens):
+            raise DomainError("tokens", f"a {tokens.dtype} tensor", "integer token ids")
+        t = torch.Tensor.to(torch.Tensor.detach(tokens), dtype=torch.int64, copy=True).reshape(-1)
     else:
         t = torch.tensor(np.array(tokens, dtype=np.int64)).reshape(-1)
     if t.numel() == 0:
@@ -177,6 +180,10 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
     layers = max(h.layer for h in ckpt.heads) + 1
     check_allocation(2 * 4 * layers * samples * ckpt.num_heads * max(lengths) ** 2, "lengths", max(lengths))
     heads = ckpt.heads
+    single = {}  # each head's encoding, from its layer's registry encoding (one per layer, per-head answers)
+    for group in layer_groups(heads):
+        enc = layer_encoding(ckpt, group)
+        single.update(zip(map(id, group), enc.per_head() or (enc,) * len(group), strict=True))
     was_training = model.training
     model.eval()
     rows = []
@@ -190,7 +197,7 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
                 attn, content = maps[head.stack][head.layer]
                 last = attn[:, head.head, -1, :].double().numpy()  # (samples, n)
                 measured = last[:, : n - window].sum(-1)
-                enc = encoding_for(ckpt, head)
+                enc = single[id(head)]
                 if content is not None:
                     c = content[:, head.head, -1, :].double().numpy()
                     spreads = 0.5 * (c.max(-1) - c.min(-1))
@@ -204,11 +211,7 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
                     # Theorem 10's band; it is to come from otprior.content_bound, here from the
                     # encodings' distant_mass_range (a RoPE model's measured B already includes
                     # any attention scaling, hence the plain uniform prior for the band)
-                    band_enc = encoding_for(ckpt, head, logit_bound=B)
-                    if ckpt.scheme == "rope":
-                        from ..encodings import NoPE
-
-                        band_enc = NoPE(B)
+                    band_enc = encodings.get("nope", logit_bound=B) if ckpt.scheme == "rope" else encoding_for(ckpt, head, logit_bound=B)
                     lo, hi = band_enc.distant_mass_range(window, n)
                 else:
                     lo, hi = 0.0, 1.0
@@ -233,7 +236,7 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
     if ckpt.family == "falcon" and ckpt.scheme == "alibi":
         note += (
             "; transformers' eager Falcon path adds ALiBi twice (scaled by 1/sqrt(head_dim) and again inside the mask), "
-            "so its measured masses follow slopes 2/sqrt(head_dim) times BLOOM's while the prior uses Falcon's 1/sqrt(head_dim)"
+            "so its measured masses follow twice the bias the prior uses (Falcon's bfloat16 row over sqrt(head_dim))"
         )
     return AttentionMeasurement(ckpt, window, lengths, samples, rows, note)
 
