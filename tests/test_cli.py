@@ -120,11 +120,19 @@ def test_mass_of_any_encoding(capsys):
         (["prior", "--rho", "1.2", "--n", "10"], "--rho"),
         (["classify", "kerple-log", "--r1", "0.9"], "--r2"),
         (["classify", "kerple-log", "--r1", "-1", "--r2", "1"], "--r1"),
-        (["classify", "alibi", "--r1", "3"], "does not take"),
+        (["classify", "alibi", "--r1", "3"], "alibi does not take --r1"),
         (["classify", "sinusoidal"], "unknown encoding"),
+        (["classify", "fire", "--f", "x"], "fire does not take --f"),
         (["classify", "bias", "--expr", "log(("], "--expr"),
         (["classify", "bias", "--expr", "__import__('os').system('touch pwned')+d"], "--expr"),
-        (["classify", "bias", "--expr=-d**d**d"], "--expr"),
+        (["classify", "bias", "--expr=-2*x"], "--expr"),
+        (["classify", "bias", "--expr=-d", "--time-budget", "0"], "--time-budget"),
+        (["classify", "log-distance", "--alpha", "1.2", "--entmax-alpha", "2"], "--entmax-alpha"),
+        (["classify", "nope", "--normaliser", "logn"], "--logn-train-length"),
+        (["classify", "nope", "--normaliser", "entmax", "--entmax-alpha", "0.5"], "--entmax-alpha"),
+        (["classify", "nope", "--normaliser", "fancy"], "--normaliser"),
+        (["classify", "cable", "--min-increment", "0.1,0.2"], "--min-increment"),
+        (["mass", "nope", "--window", "4", "--n", "64", "--slope", "1"], "nope does not take --slope"),
         (["classify", "alibi", "--slope", "nan"], "--slope"),
         (["margin", "--window", "64", "--lengths", "512", "8192", "--tol", "1e-300"], "--tol"),
         (["prior", "--rho", "0.5", "--n", "1e12"], "--n"),
@@ -273,8 +281,10 @@ def test_report_refuses_an_unwritable_folder(tmp_path, capsys):
 
 def test_library_errors_name_the_command_flag(capsys):
     """A DomainError's parameter is mapped to the flag that carried it; no flag the command lacks is named."""
-    code, _, err = run(capsys, "classify", "bias", "--expr=-2")
+    code, _, err = run(capsys, "classify", "bias", "--expr=-2*x")
     assert code == 2 and "--expr" in err and "symbol" not in err.split(":")[2]
+    code, _, err = run(capsys, "classify", "log-distance", "--alpha", "1.2", "--normaliser", "temperature", "--temperature-factor", "-1")
+    assert code == 2 and "--temperature-factor" in err and "--alpha" not in err
     code, _, err = run(capsys, "classify", "kerple-power", "--r1", "1", "--r2", "0.5", "--window", "1e12")
     assert code == 2 and "--window" in err and "--n" not in err
 
