@@ -45,6 +45,7 @@ Resource caps
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import math
@@ -290,6 +291,11 @@ _path_type.__name__ = "path"
 LIBRARY_ONLY = {"bias": ("asymptotic",), "fire": ("f", "mlp")}
 #: Largest magnitude of a real-valued encoding or normaliser parameter on the command line.
 MAX_PARAMETER_MAGNITUDE = 1e12
+#: Largest content bound B (``--logit-bound`` of every encoding, ``--score-bound``): the
+#: factor e^(2B) of Theorem 10 is a double up to B of about 354.
+MAX_CONTENT_BOUND = 100.0
+#: Values beyond which a parameter is "huge" when the library overflows on it (see ``_overflow``).
+HUGE = 1e6
 #: Longest text one flag takes (a per-head list, a bucket table, an expression).
 MAX_FLAG_CHARS = 100_000
 #: Encoding of ``otprior mass`` when none is named.
@@ -356,6 +362,8 @@ def _parameter_type(p, *, per_head: bool):
         if numeric and (not math.isfinite(value) or abs(value) > (MAX_LENGTH if integer else MAX_PARAMETER_MAGNITUDE)):
             bound = f"{MAX_LENGTH:.0e}" if integer else f"{MAX_PARAMETER_MAGNITUDE:g}"
             raise argparse.ArgumentTypeError(f"{text.strip()[:80]!r} is outside the valid domain: a finite number within +-{bound}")
+        if p.name == "logit_bound" and not 0 <= value <= MAX_CONTENT_BOUND:
+            raise argparse.ArgumentTypeError(f"{text.strip()[:80]!r} is outside the valid domain: a content bound B in [0, {MAX_CONTENT_BOUND:g}]")
         return value
 
     def parse(text):
@@ -454,6 +462,20 @@ def build_encoding(name, given: dict):
         raise
 
 
+@contextlib.contextmanager
+def _overflow(given: dict):
+    """An ``OverflowError`` from the library on huge parameters becomes a refusal naming them
+    (values beyond :data:`HUGE`); with no huge parameter it is a defect and passes on."""
+    try:
+        yield
+    except OverflowError as exc:
+        huge = [k for k, v in given.items() if any(isinstance(x, (int, float)) and abs(x) > HUGE for x in (v if isinstance(v, tuple) else (v,)))]
+        if not huge:
+            raise
+        flags = ", ".join(_flag(k) for k in huge)
+        raise UsageError(f"{flags}: values this large overflow double precision here ({exc}); give values within +-{HUGE:g}") from None
+
+
 def build_normaliser(args):
     """The normaliser of ``--normaliser`` with its ``--NAME-PARAMETER`` flags (None: softmax)."""
     from . import normalisers as N
@@ -503,15 +525,16 @@ def _cmd_margin(args):
 
 
 def _limit(verdict, window):
-    """:math:`D_\\infty(W)` of a verdict, or None where the pair's constant-score limit is not known."""
-    if verdict.kind in ("bounded", "diluting"):
+    """:math:`D_\\infty(W)` of a verdict, or None where the pair's constant-score limit is not known
+    (undecided; content-dependent or with a normaliser, when the library does not give it)."""
+    if verdict.kind == "undecided":
+        return None
+    if verdict.normaliser is None and verdict.kind in ("bounded", "diluting"):
         return verdict.limit_distant_mass(window)
-    if verdict.kind == "content-dependent":
-        try:
-            return verdict.limit_distant_mass(window)
-        except DomainError:
-            return None
-    return None
+    try:
+        return verdict.limit_distant_mass(window)
+    except (DomainError, PrecisionError):
+        return None
 
 
 def _verdict_lines(v, window, indent=""):
@@ -529,25 +552,31 @@ def _verdict_lines(v, window, indent=""):
 def _cmd_classify(args):
     from .encodings import classify
 
-    enc = build_encoding(args.encoding, _given(args, encoding_parameters(args.encoding)))
+    given = _given(args, encoding_parameters(args.encoding))
+    enc = build_encoding(args.encoding, given)
     normaliser = build_normaliser(args)
-    result = classify(enc, normaliser, args.score_bound)
+    with _overflow(given):
+        result = classify(enc, normaliser, args.score_bound)
+        return _classify_output(enc, normaliser, result, args.window)
+
+
+def _classify_output(enc, normaliser, result, window):
     pair = repr(enc) + ("" if normaliser is None else f" with {normaliser!r}")
     if not isinstance(result, tuple):
         payload = result.as_dict()
-        payload["window"] = args.window
-        payload["limit_distant_mass"] = _limit(result, args.window)
-        return payload, [f"{pair}: {result.kind.upper()}", *_verdict_lines(result, args.window)]
+        payload["window"] = window
+        payload["limit_distant_mass"] = _limit(result, window)
+        return payload, [f"{pair}: {result.kind.upper()}", *_verdict_lines(result, window)]
     rows = []
     lines = [f"{pair}: {len(result)} heads"]
     for head, v in enumerate(result):
-        row = {"head": head, **v.as_dict(), "limit_distant_mass": _limit(v, args.window)}
+        row = {"head": head, **v.as_dict(), "limit_distant_mass": _limit(v, window)}
         rows.append(row)
         lines.append(f"head {head}: {v.kind.upper()}")
-        lines += _verdict_lines(v, args.window, indent="  ")
+        lines += _verdict_lines(v, window, indent="  ")
     counts = {k: sum(r["kind"] == k for r in rows) for k in ("bounded", "diluting", "content-dependent", "undecided")}
     lines.append(", ".join(f"{c} {k}" for k, c in counts.items() if c))
-    payload = {"encoding": repr(enc), "normaliser": None if normaliser is None else repr(normaliser), "window": args.window,
+    payload = {"encoding": repr(enc), "normaliser": None if normaliser is None else repr(normaliser), "window": window,
                "counts": counts, "heads": rows}
     return payload, lines
 
@@ -603,10 +632,17 @@ def _cmd_prior(args):
 
 
 def _cmd_mass(args):
-    from . import log_distance as ld
 
     name = args.encoding
-    enc = build_encoding(name, _given(args, encoding_parameters(name)))
+    given = _given(args, encoding_parameters(name))
+    enc = build_encoding(name, given)
+    with _overflow(given):
+        return _masses(args, name, enc)
+
+
+def _masses(args, name, enc):
+    from . import log_distance as ld
+
     heads = enc.per_head()
     multi = heads is not None
     heads = heads if multi else (enc,)
