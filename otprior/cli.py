@@ -83,9 +83,6 @@ MIN_TOL = 1e-12
 #: output, and the block cumulative sums a few more (``prior`` measured 215 n bytes of
 #: peak resident memory at n = 1e6 and 3e6).
 PRIOR_BYTES_PER_ENTRY = 8 * 40
-#: Bytes per unit of an integer encoding parameter (T5 builds tables of 4 max_distance
-#: distances, and a few float arrays of that size while bucketing them).
-TABLE_BYTES_PER_UNIT = 256
 #: Sequences per evaluation batch of the intervention, and the float32 tensors of shape
 #: (batch, heads, T, T) an attention layer holds at once (content, scores, masked scores,
 #: attention weights, and the bias and mask of shape (heads, T, T)): ``intervene``
@@ -445,21 +442,18 @@ def build_encoding(name, given: dict):
     from . import encodings as E
 
     params = {p.name: p for p in encoding_parameters(name)}
-    for key, value in given.items():
+    for key in given:
         if key not in params:
             raise UsageError(f"{name} does not take {_flag(key)}")
-        values = value if isinstance(value, tuple) else (value,)
-        if _kinds(params[key]) <= {int}:
-            # integer parameters size tables (T5 buckets distances up to 4 max_distance, ALiBi a
-            # slope per head): the memory they imply is checked before the class builds them
-            for v in values:
-                limits.check_allocation(TABLE_BYTES_PER_UNIT * abs(v), key, v)
     try:
-        return E.get(name, **given)
+        enc = E.get(name, **given)
     except DomainError as exc:
         if exc.parameter in params and not isinstance(exc, limits.ResourceError):
             raise UsageError(f"{_flag(exc.parameter)}: {exc}") from None
         raise
+    if enc.heads is not None:  # one verdict or row per head: a count of printed items
+        limits.check_count(enc.heads, "heads", enc.heads)
+    return enc
 
 
 @contextlib.contextmanager
@@ -1064,8 +1058,9 @@ def _parser():
 # library parameter names that a command spells differently
 _ALIASES = {
     None: {"Lrange": "--lengths", "asymptotic": "--expr"},
-    "classify": {"n": "--window"},
-    "checkpoint": {"Lrange": "--lengths", "checkpoint": "path", "model": "path", "tokens": "--text"},
+    "classify": {"n": "--window", "num_heads": "--heads"},
+    "mass": {"num_heads": "--heads"},
+    "checkpoint": {"Lrange": "--lengths", "checkpoint": "path", "model": "path", "tokens": "--text", "num_heads": "--num-heads"},
     "intervene": {"paths": "--data"},
 }
 

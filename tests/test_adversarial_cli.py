@@ -316,6 +316,17 @@ def test_every_subcommand_has_a_baseline(files, quick_report, capsys, monkeypatc
         _strict_json(out)
 
 
+@pytest.mark.parametrize("command", ["classify", "mass"])
+def test_bad_encoding_names(command, capsys):
+    """The ENCODING argument of the encoding commands: one line naming it, status 2."""
+    for value in BAD_VALUES + ["sinusoidal", "ALIBI", "alibi "]:
+        code = cli.main([command, value, "--json"])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "" and err.count("\n") == 1 and err.startswith("otprior: error: "), (value, err)
+        if not value.startswith("-"):  # a value such as -inf reads as an option, refused as such
+            assert "encoding" in err, (value, err)
+
+
 def test_the_fuzz_covers_every_flag():
     """Every flag of every leaf (each encoding's own flags, the normalisers' flags) is fuzzed in
     the slow run; the quick run fuzzes every distinct flag of every command."""
@@ -387,6 +398,10 @@ BOMBS = [
     ["mass", "alibi", "--heads", "1e12", "--window", "4", "--n", "64"],
     ["mass", "alibi", "--heads", "1000", "--window", "4", "--n", *["64"] * 2000],
     ["mass", "t5", "--max-distance", "1e12", "--window", "4", "--n", "64"],
+    ["mass", "alibi", "--heads", "5e6", "--window", "4", "--n", "64"],
+    ["classify", "alibi", "--heads", "5e6"],
+    ["classify", "log-distance", "--alpha", ",".join(["1.5"] * 1_000_001)],
+    ["classify", "t5", "--values", ";".join(["0"] * 100_000)],
     ["classify", "t5", "--num-buckets", "1e15"],
     ["classify", "bias", "--expr", "9**9**9**9"],
     ["classify", "bias", "--expr", "(" * 5000 + "d" + ")" * 5000],
