@@ -617,12 +617,13 @@ def _plot_suffix_ok(path: Path, flag: str) -> None:
         raise UsageError(f"{flag}: {str(path)!r} must end in an image suffix: {', '.join('.' + k for k in sorted(kinds))}")
 
 
-def _save_figure(fig, path: Path, dpi=150) -> None:
+def _save_figure(drawn, path: Path, dpi=150) -> None:
+    fig = _figure_of(drawn)
     fmt = path.suffix[1:].lower()
-    write_file_safely(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=fmt), name="plot")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
+    try:
+        write_file_safely(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=fmt), name="plot")
+    finally:
+        _close([fig])
 
 
 def _cmd_prior(args):
@@ -772,6 +773,11 @@ def _save_figures(figures, folder: Path, force: bool) -> list:
     return written
 
 
+def _figure_of(drawn):
+    """The figure of what a plot function returned (a Figure, or the Axes it drew on)."""
+    return drawn if hasattr(drawn, "savefig") else drawn.figure
+
+
 def _close(figures) -> None:
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is None:
@@ -827,13 +833,13 @@ def _cmd_checkpoint(args):
         payload["measurement"] = measurement.as_dict()
         lines += ["", *measurement.format_text().splitlines()]
     if args.plot is not None:
-        figures = {"parameters.png": report.plot().figure}
+        figures = {"parameters.png": _figure_of(report.plot())}
         if measurement is not None:
             from .torch.measurement import plot_measurement
 
             for stack, layer in sorted({(r["stack"], r["layer"]) for r in measurement.rows}):
                 name = f"measured_{stack + '_' if stack else ''}layer{layer}.png"
-                figures[name] = plot_measurement(measurement, layer, stack=stack).figure
+                figures[name] = _figure_of(plot_measurement(measurement, layer, stack=stack))
         try:
             paths = _save_figures(figures, args.plot, args.force)
         finally:
