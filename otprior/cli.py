@@ -1,10 +1,37 @@
 """The ``otprior`` command.
 
-Subcommands: ``margin``, ``classify``, ``prior``, ``mass``, ``report`` (the main job),
-``checkpoint`` and ``intervene`` (the last two with the torch extra). ``otprior --version``
-prints the version; ``python -m otprior`` is the same command.
+Subcommands (``otprior COMMAND --help`` for each)::
+
+    otprior margin --window W --lengths L0 L1 --tol T [--growth G] [--score-bound B] [--offset O]
+    otprior classify ENCODING [its flags] [--normaliser NAME [--NAME-PARAM V ...]] [--score-bound B] [--window W]
+    otprior prior --rho R --n N [--full] [--plot FILE [--force]]
+    otprior mass [ENCODING] [its flags] --window W --n N [N ...] [--dps D]
+    otprior report [--out DIR] [--force]
+    otprior checkpoint PATH [--scheme S] [--num-heads H] [--mapping TENSOR=ROLE ...] [--window W]
+                       [--lengths L ...] [--tol T] [--measure --text FILE] [--plot DIR [--force]]
+    otprior intervene CHECKPOINT ... --eval-length T [--shifts S ...] [--data FILE ...]
+
+each with ``--json``. ``checkpoint`` and ``intervene`` need the torch extra. ``otprior
+--version`` prints the version; ``python -m otprior`` is the same command.
 
 The library computes and returns data; this module parses, validates and prints.
+
+Encodings and normalisers
+    ``classify`` and ``mass`` take one sub-command per registered encoding
+    (:func:`otprior.encodings.names`), whose flags are generated from the registry
+    (:func:`otprior.encodings.parameters`): one flag per constructor parameter, ``--r1`` for
+    ``r1``, with the parameter's type (:meth:`~otprior._registry.Parameter.convert`), its
+    documentation as help, its choices, and required when the class has no default; the
+    instance is built by :func:`otprior.encodings.get`. So ``--c`` exists for ``fire`` only,
+    and ``otprior classify fire --help`` lists FIRE's flags. A number may be a
+    comma-separated list, one value per head, for the parameters a class takes per head
+    (``--alpha 1.1,0.9``; ALiBi's ``--heads H`` gives the implementation's slopes); a
+    multi-head encoding gets one verdict, or one row per length, per head. Parameters that
+    hold Python objects (callables, weight matrices: :data:`LIBRARY_ONLY`) are set from the
+    library. The normaliser (:mod:`otprior.normalisers`, default softmax) is chosen with
+    ``--normaliser NAME`` and its parameters are spelled ``--NAME-PARAMETER``
+    (``--ssmax-s 2``); ``--score-bound B`` is the content bound of the pair's verdict
+    (:func:`otprior.classify`). ``otprior mass`` without an encoding is ``mass log-distance``.
 
 Errors
     Every input is validated before any work: the type and domain of each flag when it is
@@ -12,55 +39,68 @@ Errors
     (:mod:`otprior.limits`). A bad input ends the command with exit status 2 and one line
     on stderr, ``otprior: error: --flag: ...``, naming the flag as the command spells it.
     An error the library raises (:class:`~otprior.DomainError` and the package's other
-    named errors) is mapped to the flag that carried the value. Anything else is a defect
-    of otprior: one line, exit status 1 (``OTPRIOR_DEBUG=1`` shows the traceback).
-    When the reader of the output goes away (``otprior ... | head -1``) the command stops
-    quietly with status 141, as a process ended by SIGPIPE.
+    named errors) is mapped to the flag that carried the value. Flags are never
+    abbreviated (``--f`` is not ``--forgetting-f-max``). Anything else is a defect of
+    otprior: one line, exit status 1 (``OTPRIOR_DEBUG=1`` shows the traceback). When the
+    reader of the output goes away (``otprior ... | head -1``) the command stops quietly
+    with status 141, as a process ended by SIGPIPE.
 
 JSON
     ``--json`` prints strict JSON (RFC 8259): the non-finite numbers that IEEE doubles
     can hold are written as the strings ``"Infinity"``, ``"-Infinity"`` and ``"NaN"``,
-    never as the bare tokens Python's ``json`` module would write.
+    never as the bare tokens Python's ``json`` module would write; a value that is not
+    known (a limit no theorem gives) is ``null``.
 
 Files
     Output goes into a new file or folder; an existing file (``prior --plot``) or a folder
     that holds files (``report --out``, ``checkpoint --plot``) is written into only with
     ``--force``, and nothing is written outside the folder (:mod:`otprior._output`). Input
-    files must be regular files (no FIFOs, devices or sockets) within the read caps.
+    files must be regular files (no FIFOs, devices or sockets) within the read caps
+    (``checkpoint --text`` included).
 
 Expressions
-    ``--expr`` is tokenised and parsed against a grammar of numbers, ``d``, ``+ - * / ^``,
-    parentheses and the functions log, exp, sqrt, sin, cos, abs, min, max, with limits on
-    length, depth, node count and exponents; towers of powers are refused. Only text that
-    passes is handed to :class:`otprior.encodings.Bias`.
+    ``bias --expr`` is handed to :class:`otprior.encodings.Bias`, which parses it with
+    :func:`otprior.expression.parse_bias` (a whitelist grammar, never evaluated; limits on
+    length, depth, nodes, exponents and constants) and decides it under ``--time-budget``
+    seconds and ``--memory-budget`` bytes (the library's defaults), answering "undecided"
+    with the reason when either runs out.
 
 Resource caps
     Lengths, counts, files and the memory they imply are checked against the caps of
     :class:`otprior.limits.Caps` (default: 2 GiB per allocation, 256 MiB per input file,
-    1 MiB per JSON config, a million repeated items). Raise them with the environment
-    variables ``OTPRIOR_MAX_BYTES``, ``OTPRIOR_MAX_READ_BYTES``,
+    1 MiB per JSON config, a million repeated items, heads included). Raise them with the
+    environment variables ``OTPRIOR_MAX_BYTES``, ``OTPRIOR_MAX_READ_BYTES``,
     ``OTPRIOR_MAX_CONFIG_BYTES`` and ``OTPRIOR_MAX_ITEMS``.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
+import contextlib
 import functools
-import inspect
 import json
 import math
 import os
 import re
 import sys
-from dataclasses import dataclass
+import typing
 from pathlib import Path
 
 from . import limits
 from ._output import check_folder, check_new_file, staged_folder, write_file_safely
 from ._validation import ConvergenceError, DomainError, FileFormatError, PrecisionError
 
-__all__ = ["main", "build_parser", "build_encoding", "UsageError", "Parameter", "encoding_parameters", "to_strict_json"]
+__all__ = [
+    "main",
+    "build_parser",
+    "build_encoding",
+    "build_normaliser",
+    "UsageError",
+    "encoding_names",
+    "encoding_parameters",
+    "normaliser_flag",
+    "to_strict_json",
+]
 
 #: Largest length the command line accepts (the library's log-distance routines hold to 1e18).
 MAX_LENGTH = 10**18
@@ -74,9 +114,6 @@ MIN_TOL = 1e-12
 #: output, and the block cumulative sums a few more (``prior`` measured 215 n bytes of
 #: peak resident memory at n = 1e6 and 3e6).
 PRIOR_BYTES_PER_ENTRY = 8 * 40
-#: Bytes per unit of an integer encoding parameter (T5 builds tables of 4 max_distance
-#: distances, and a few float arrays of that size while bucketing them).
-TABLE_BYTES_PER_UNIT = 256
 #: Sequences per evaluation batch of the intervention, and the float32 tensors of shape
 #: (batch, heads, T, T) an attention layer holds at once (content, scores, masked scores,
 #: attention weights, and the bias and mask of shape (heads, T, T)): ``intervene``
@@ -88,8 +125,16 @@ EXIT_BROKEN_PIPE = 141
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)  # a prefix of a flag is not the flag (--f is not --forgetting-f-max)
+        super().__init__(*args, **kwargs)
+
     def error(self, message):  # argparse's own errors: one line, status 2
-        _write_error(message[len("argument ") :] if message.startswith("argument ") else message)
+        message = message[len("argument ") :] if message.startswith("argument ") else message
+        unknown = re.match(r"ENCODING: invalid choice: (.*?) \(choose from", message)
+        if unknown:
+            message = f"encoding: unknown encoding {unknown.group(1)}; choose one of {', '.join(encoding_names())}"
+        _write_error(message)
         raise SystemExit(2)
 
 
@@ -267,217 +312,221 @@ def _path_type(text):
 
 _path_type.__name__ = "path"
 
-# Bias expressions: the command line lets through only a grammar of numbers, the distance d,
-# + - * / ** ^, parentheses and named functions; the text is tokenised and parsed (Python's
-# ast, which parses without evaluating) before the library sees it.
-_EXPR_MAX_LENGTH = 1000
-_EXPR_MAX_DEPTH = 40
-_EXPR_MAX_NODES = 400
-_EXPR_MAX_EXPONENT = 1000.0
-_EXPR_FUNCTIONS = {"log": "log", "exp": "exp", "sqrt": "sqrt", "sin": "sin", "cos": "cos", "abs": "Abs", "Abs": "Abs",
-                   "min": "Min", "max": "Max", "Min": "Min", "Max": "Max"}
-_EXPR_CONSTANTS = {"d": "d", "pi": "pi", "E": "E"}
-_EXPR_TOKEN = re.compile(r"\s+|(?P<num>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)|(?P<name>[A-Za-z]+)|(?P<op>\*\*|[-+*/^(),])")
+# --- encodings and normalisers: flags generated from their registries -----------------------------
+
+#: Constructor parameters that hold Python objects (callables, weight matrices): they are set
+#: from the library, and no flag is generated for them.
+LIBRARY_ONLY = {"bias": ("asymptotic",), "fire": ("f", "mlp")}
+#: Largest magnitude of a real-valued encoding or normaliser parameter on the command line.
+MAX_PARAMETER_MAGNITUDE = 1e12
+#: Largest content bound B (``--logit-bound`` of every encoding, ``--score-bound``): the
+#: factor e^(2B) of Theorem 10 is a double up to B of about 354.
+MAX_CONTENT_BOUND = 100.0
+#: Values beyond which a parameter is "huge" when the library overflows on it (see ``_overflow``).
+HUGE = 1e6
+#: Longest text one flag takes (a per-head list, a bucket table, an expression).
+MAX_FLAG_CHARS = 100_000
+#: Encoding of ``otprior mass`` when none is named.
+DEFAULT_MASS_ENCODING = "log-distance"
 
 
-def _expression(text):
-    text = _text_of(text)
-    if not text.strip():
-        raise argparse.ArgumentTypeError("an empty expression")
-    if len(text) > _EXPR_MAX_LENGTH:
-        raise argparse.ArgumentTypeError(f"an expression of {len(text)} characters (at most {_EXPR_MAX_LENGTH})")
-    out, pos = [], 0
-    while pos < len(text):
-        m = _EXPR_TOKEN.match(text, pos)
-        if m is None or m.end() == pos:
-            raise argparse.ArgumentTypeError(
-                f"character {text[pos]!r} at position {pos} is not allowed: use numbers, d, + - * / ^ ( ) and "
-                f"{', '.join(sorted(set(_EXPR_FUNCTIONS.values())))}"
-            )
-        if m.group("name"):
-            name = m.group("name")
-            if name not in _EXPR_FUNCTIONS and name not in _EXPR_CONSTANTS:
-                raise argparse.ArgumentTypeError(
-                    f"name {name!r} is not allowed: the distance is d; functions are {', '.join(sorted(_EXPR_FUNCTIONS))}"
-                )
-            out.append(_EXPR_FUNCTIONS.get(name) or _EXPR_CONSTANTS[name])
-        elif m.group("num") or m.group("op"):
-            out.append("**" if m.group(0) == "^" else m.group(0))
-        pos = m.end()
-    normal = " ".join(out)
-    try:
-        tree = ast.parse(normal, mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not an expression in d") from None
-    _check_expression_tree(tree.body, text)
-    return normal
-
-
-def _check_expression_tree(root, text):
-    """Walk the parsed tree: only the grammar's nodes, bounded size, no power inside a power.
-
-    A power nested in the base or the exponent of another (``(9**1000)**1000``,
-    ``d**d**d``) is refused, since sympy evaluates constant powers eagerly and towers grow
-    beyond any memory; numeric exponents are at most ``_EXPR_MAX_EXPONENT`` in size.
-    """
-    allowed_ops = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow, ast.UAdd, ast.USub)
-    count = 0
-    short = repr(text[:80])
-
-    def walk(node, depth, in_power, in_exponent):
-        nonlocal count
-        count += 1
-        if depth > _EXPR_MAX_DEPTH or count > _EXPR_MAX_NODES:
-            raise argparse.ArgumentTypeError(f"expression too large (depth at most {_EXPR_MAX_DEPTH}, at most {_EXPR_MAX_NODES} nodes)")
-        if isinstance(node, ast.Constant):
-            value = node.value
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or abs(value) > 1e300 or value != value:
-                raise argparse.ArgumentTypeError(f"{short}: numbers must be finite and at most 1e300 in size")
-            if in_exponent and abs(value) > _EXPR_MAX_EXPONENT:
-                raise argparse.ArgumentTypeError(f"{short}: exponents are at most {_EXPR_MAX_EXPONENT:g} in size")
-            return
-        if isinstance(node, ast.Name):
-            return
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, allowed_ops):
-            walk(node.operand, depth + 1, in_power, in_exponent)
-            return
-        if isinstance(node, ast.BinOp) and isinstance(node.op, allowed_ops):
-            if isinstance(node.op, ast.Pow):
-                if in_power:
-                    raise argparse.ArgumentTypeError(f"{short}: a power inside a power (a tower) is not allowed")
-                walk(node.left, depth + 1, True, False)
-                walk(node.right, depth + 1, True, True)
-            else:
-                walk(node.left, depth + 1, in_power, in_exponent)
-                walk(node.right, depth + 1, in_power, in_exponent)
-            return
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords and node.args:
-            if node.func.id not in _EXPR_FUNCTIONS.values():
-                raise argparse.ArgumentTypeError(f"{short}: {node.func.id} is not a function")
-            for arg in node.args:
-                walk(arg, depth + 1, in_power, in_exponent)
-            return
-        raise argparse.ArgumentTypeError(f"{short} is not an expression in d")
-
-    walk(root, 0, False, False)
-
-
-_expression.__name__ = "expression"
-
-
-# --- encodings: their parameters ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Parameter:
-    """One parameter of an encoding, as the command line exposes it (``--name``)."""
-
-    name: str
-    type: type
-    default: object
-    doc: str
-    choices: tuple | None = None
-    required: bool = False
-
-
-# Flags and help texts of the encodings' constructor parameters; the parameters an encoding
-# takes are read from its constructor.
-_ENCODING_OPTIONS = {
-    "logit_bound": (float, "bound B on |content logit - constant| (RoPE, YaRN; optional elsewhere)"),
-    "scale": (float, "YaRN context scale factor s >= 1"),
-    "slope": (float, "ALiBi slope m >= 0 (bias -m d)"),
-    "r1": (float, "KERPLE r1 >= 0 (log: -r1 log(1 + r2 d); power: -r1 d^r2)"),
-    "r2": (float, "KERPLE r2 (> 0; power variant: in (0, 2])"),
-    "num_buckets": (int, "T5 number of buckets"),
-    "max_distance": (int, "T5 max_distance"),
-    "c": (float, "FIRE log-transform parameter c > 0"),
-    "L": (float, "FIRE threshold L > 0"),
-    "min_increment": (float, "CABLE smallest softplus increment epsilon >= 0"),
-    "alpha": (float, "log-distance exponent alpha > 0 (bias -alpha log(d + offset))"),
-    "offset": (float, "log-distance offset o > 0"),
-    "rho": (float, "causal OT balancing strength rho in [0, 1)"),
-    "expr": (str, "a bias b(d): numbers, d, + - * / ^, log exp sqrt sin cos abs min max; write --expr='-1.2*log(d+1)'"),
-}
-
-
-def _encoding_classes():
-    from . import encodings as E
-
-    return {
-        cls.name: cls
-        for cls in (E.NoPE, E.RoPE, E.YaRN, E.ALiBi, E.KerpleLog, E.KerplePower, E.T5Buckets, E.FIRE, E.CABLE, E.LogDistance, E.CausalOT, E.Bias)
-    }
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def encoding_names() -> list:
-    """The names of the encodings the command line can build."""
+    """The registered encoding names (:func:`otprior.encodings.names`)."""
     from . import encodings as E
 
-    names = getattr(E, "names", None)
-    return list(names()) if callable(names) else list(_encoding_classes())
+    return list(E.names())
 
 
-def encoding_parameters(name) -> list:
-    """The parameters of encoding ``name`` as :class:`Parameter` (from the registry when it has them)."""
+def encoding_parameters(name) -> tuple:
+    """The registry's :class:`~otprior._registry.Parameter` records of encoding ``name`` that the
+    command line offers as flags (all but :data:`LIBRARY_ONLY`)."""
     from . import encodings as E
 
-    registry = getattr(E, "parameters", None)
-    if callable(registry):
-        return [
-            Parameter(p.name, p.type, p.default, p.doc, getattr(p, "choices", None),
-                      bool(getattr(p, "required", p.default is inspect.Parameter.empty)))
-            for p in registry(name)
-        ]
-    cls = _encoding_classes()[name]
-    out = []
-    for p in inspect.signature(cls.__init__).parameters.values():
-        if p.name in _ENCODING_OPTIONS:
-            typ, doc = _ENCODING_OPTIONS[p.name]
-            out.append(Parameter(p.name, typ, p.default, doc, None, p.default is inspect.Parameter.empty))
-    return out
+    skip = LIBRARY_ONLY.get(name, ())
+    return tuple(p for p in E.parameters(name) if p.name not in skip)
 
 
-def _all_encoding_parameters() -> dict:
-    seen = {}
-    for name in encoding_names():
-        for p in encoding_parameters(name):
-            seen.setdefault(p.name, p)
-    return seen
+def normaliser_flag(normaliser: str, parameter: str) -> str:
+    """The flag of a normaliser's parameter: ``--NORMALISER-PARAMETER`` (e.g. ``--ssmax-s``)."""
+    return f"--{normaliser}-{parameter.replace('_', '-')}"
 
 
-def _flag_type(p: Parameter):
-    if p.type is int:
-        return _int_type(minimum=-MAX_LENGTH, maximum=MAX_LENGTH)
-    if p.type is float:
-        return _real_type()
-    if p.name == "expr":
-        return _expression
-    return _name_type()
+def _normaliser_dest(normaliser: str, parameter: str) -> str:
+    return f"normaliser:{normaliser}:{parameter}"
 
 
-def _add_encoding_flags(parser):
-    for p in _all_encoding_parameters().values():
-        parser.add_argument("--" + p.name.replace("_", "-"), dest=p.name, type=_flag_type(p), default=None, choices=p.choices, help=p.doc)
+def _kinds(p) -> set:
+    kinds = set(typing.get_args(p.type)) or {p.type}
+    kinds.discard(type(None))
+    return kinds
+
+
+def _parameter_type(p, *, per_head: bool):
+    """The argparse type of a registry parameter: :meth:`Parameter.convert`, then the command
+    line's own guards (finite numbers within :data:`MAX_PARAMETER_MAGNITUDE`, integers also
+    written as ``1e6``). With ``per_head``, a number may be a comma-separated list, one value
+    per head, handed to the class as a tuple (the class refuses it when it has no heads)."""
+    kinds = _kinds(p)
+    integer = kinds <= {int}
+    numeric = kinds <= {int, float} and not kinds <= {bool}
+    whole = _int_type(-MAX_LENGTH, MAX_LENGTH)
+
+    def one(text):
+        try:
+            value = p.convert(text)
+        except DomainError as exc:
+            if integer:
+                try:
+                    return whole(text)
+                except argparse.ArgumentTypeError:
+                    pass
+            if numeric:
+                raise argparse.ArgumentTypeError(f"{text.strip()[:80]!r} is not {'an integer' if integer else 'a number'}") from None
+            raise argparse.ArgumentTypeError(f"{text.strip()[:80]!r}: {exc.domain}") from None
+        if numeric and (not math.isfinite(value) or abs(value) > (MAX_LENGTH if integer else MAX_PARAMETER_MAGNITUDE)):
+            bound = f"{MAX_LENGTH:.0e}" if integer else f"{MAX_PARAMETER_MAGNITUDE:g}"
+            raise argparse.ArgumentTypeError(f"{text.strip()[:80]!r} is outside the valid domain: a finite number within +-{bound}")
+        if p.name == "logit_bound" and not 0 <= value <= MAX_CONTENT_BOUND:
+            raise argparse.ArgumentTypeError(f"{text.strip()[:80]!r} is outside the valid domain: a content bound B in [0, {MAX_CONTENT_BOUND:g}]")
+        return value
+
+    def parse(text):
+        text = _text_of(text)
+        if len(text) > MAX_FLAG_CHARS:
+            raise argparse.ArgumentTypeError(f"a value of {len(text)} characters (at most {MAX_FLAG_CHARS})")
+        if "\x00" in text:
+            raise argparse.ArgumentTypeError("a value with a NUL character")
+        if per_head and numeric and "," in text:
+            parts = text.split(",")
+            try:
+                limits.check_count(len(parts), p.name, f"{len(parts)} values")
+            except DomainError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+            return tuple(one(part) for part in parts)
+        return one(text)
+
+    parse.__name__ = "integer" if integer else "number" if numeric else "value"
+    return parse
+
+
+def _plain(doc: str) -> str:
+    """A docstring line as help text: reST maths and literals unmarked, ``%`` escaped for argparse."""
+    doc = re.sub(r":math:`([^`]*)`", r"\1", doc).replace("``", "")
+    doc = re.sub(r"(?<=[A-Za-z0-9_}])\\([A-Za-z]+)", r" \1", doc)
+    doc = re.sub(r"\\[,;!]", " ", re.sub(r"\\([A-Za-z]+)", r"\1", doc))
+    return re.sub(r"(?<=\S)  +", " ", doc).replace("%", "%%")
+
+
+def _help(p, prefix="") -> str:
+    text = prefix + _plain(p.doc or p.name)
+    if not p.required and p.default is not None and not callable(p.default):
+        text += f" (default {p.default})"
+    return text
+
+
+def _add_encoding_flags(parser, name) -> None:
+    """One flag per parameter of encoding ``name`` (``--r1``, ``--logit-bound``, ...)."""
+    group = parser.add_argument_group(f"parameters of {name}")
+    for p in encoding_parameters(name):
+        kw = {"dest": p.name, "type": _parameter_type(p, per_head=True), "help": _help(p), "metavar": p.name.upper()}
+        if p.choices is not None:
+            kw["choices"] = p.choices
+            del kw["metavar"]
+        if _kinds(p) <= {bool}:
+            kw["metavar"] = "{true,false}"
+        if p.required:
+            kw["required"] = True
+        else:
+            kw["default"] = None  # absent: the class's default
+        group.add_argument(_flag(p.name), **kw)
+
+
+def _add_normaliser_flags(parser) -> None:
+    """``--normaliser NAME`` and each normaliser's parameters as ``--NAME-PARAMETER``."""
+    from . import normalisers as N
+
+    names = N.names()
+    group = parser.add_argument_group(
+        "normaliser", "the normalisation of the attention row (default softmax); its parameters are spelled --NAME-PARAMETER"
+    )
+    group.add_argument("--normaliser", choices=names, default=None, metavar="NAME", help="one of: " + ", ".join(names))
+    for name in names:
+        for p in N.parameters(name):
+            kw = {"dest": _normaliser_dest(name, p.name), "type": _parameter_type(p, per_head=False), "default": None,
+                  "help": _help(p, f"{name}: "), "metavar": p.name.upper()}
+            if p.choices is not None:
+                kw["choices"] = p.choices
+                del kw["metavar"]
+            group.add_argument(normaliser_flag(name, p.name), **kw)
+
+
+def _given(args, params) -> dict:
+    return {p.name: getattr(args, p.name) for p in params if getattr(args, p.name, None) is not None}
 
 
 def build_encoding(name, given: dict):
-    """Build encoding ``name`` from the flags given (``None`` = absent); refuse others and missing ones."""
-    names = encoding_names()
-    if name not in names:
-        raise UsageError(f"unknown encoding {name!r}; choose one of {', '.join(names)}")
+    """Encoding ``name`` from the flags given (``otprior.encodings.get``); a refusal names the flag."""
+    from . import encodings as E
+
     params = {p.name: p for p in encoding_parameters(name)}
-    present = {k: v for k, v in given.items() if v is not None}
-    extra = sorted(set(present) - set(params))
-    if extra:
-        raise UsageError(f"{name} does not take --{', --'.join(e.replace('_', '-') for e in extra)}")
-    missing = [k for k, p in params.items() if p.required and k not in present]
+    for key in given:
+        if key not in params:
+            raise UsageError(f"{name} does not take {_flag(key)}")
+    try:
+        enc = E.get(name, **given)
+    except DomainError as exc:
+        if exc.parameter in params and not isinstance(exc, limits.ResourceError):
+            raise UsageError(f"{_flag(exc.parameter)}: {exc}") from None
+        raise
+    if enc.heads is not None:  # one verdict or row per head: a count of printed items
+        limits.check_count(enc.heads, "heads", enc.heads)
+    return enc
+
+
+@contextlib.contextmanager
+def _overflow(given: dict):
+    """An ``OverflowError`` from the library on huge parameters becomes a refusal naming them
+    (values beyond :data:`HUGE`); with no huge parameter it is a defect and passes on."""
+    try:
+        yield
+    except OverflowError as exc:
+        huge = [k for k, v in given.items() if any(isinstance(x, (int, float)) and abs(x) > HUGE for x in (v if isinstance(v, tuple) else (v,)))]
+        if not huge:
+            raise
+        flags = ", ".join(_flag(k) for k in huge)
+        raise UsageError(f"{flags}: values this large overflow double precision here ({exc}); give values within +-{HUGE:g}") from None
+
+
+def build_normaliser(args):
+    """The normaliser of ``--normaliser`` with its ``--NAME-PARAMETER`` flags (None: softmax)."""
+    from . import normalisers as N
+
+    chosen = getattr(args, "normaliser", None)
+    given = {}
+    for name in N.names():
+        for p in N.parameters(name):
+            value = getattr(args, _normaliser_dest(name, p.name), None)
+            if value is None:
+                continue
+            if name != chosen:
+                raise UsageError(f"{normaliser_flag(name, p.name)}: a parameter of --normaliser {name}, not of "
+                                 f"{chosen or 'softmax (the default)'}")
+            given[p.name] = value
+    if chosen is None:
+        return None
+    missing = [normaliser_flag(chosen, p.name) for p in N.parameters(chosen) if p.required and p.name not in given]
     if missing:
-        raise UsageError(f"{name} needs --{', --'.join(m.replace('_', '-') for m in missing)}")
-    for key, value in present.items():
-        if params[key].type is int:
-            # integer parameters size tables (T5 buckets distances up to 4 max_distance)
-            limits.check_allocation(TABLE_BYTES_PER_UNIT * abs(value), key, value)
-    return _encoding_classes()[name](**present)
+        raise UsageError(f"--normaliser: {chosen} needs {', '.join(missing)}")
+    try:
+        return N.get(chosen, **given)
+    except DomainError as exc:
+        if isinstance(exc.parameter, str) and exc.parameter in given:
+            raise UsageError(f"{normaliser_flag(chosen, exc.parameter)}: {exc}") from None
+        raise UsageError(f"--normaliser: {exc}") from None
 
 
 # --- margin ---------------------------------------------------------------------------------------
@@ -500,21 +549,60 @@ def _cmd_margin(args):
 # --- classify -------------------------------------------------------------------------------------
 
 
-def _given_encoding_flags(args) -> dict:
-    return {k: getattr(args, k) for k in _all_encoding_parameters()}
+def _limit(verdict, window):
+    """:math:`D_\\infty(W)` of a verdict, or None where the pair's constant-score limit is not known
+    (undecided; content-dependent or with a normaliser, when the library does not give it)."""
+    if verdict.kind == "undecided":
+        return None
+    if verdict.normaliser is None and verdict.kind in ("bounded", "diluting"):
+        return verdict.limit_distant_mass(window)
+    try:
+        return verdict.limit_distant_mass(window)
+    except (DomainError, PrecisionError):
+        return None
+
+
+def _verdict_lines(v, window, indent=""):
+    lines = [f"{indent}reason   {v.reason}"]
+    if v.rate:
+        lines.append(f"{indent}rate     {v.rate}")
+    if v.kind == "content-dependent" and v.threshold is not None:
+        lines.append(f"{indent}content  the window keeps its share iff the content advantage Delta {'>' if v.threshold_strict else '>='} {v.threshold:.6g}")
+    limit = _limit(v, window)
+    if limit is not None:
+        lines.append(f"{indent}D_oo(W = {window}) = {limit:.6g}")
+    return lines
 
 
 def _cmd_classify(args):
     from .encodings import classify
 
-    enc = build_encoding(args.encoding, _given_encoding_flags(args))
-    v = classify(enc)
-    payload = v.as_dict(window=args.window if v.kind != "undecided" else None)
-    lines = [f"{enc!r}: {v.kind.upper()}", f"reason   {v.reason}"]
-    if v.rate:
-        lines.append(f"rate     {v.rate}")
-    if v.kind != "undecided":
-        lines.append(f"D_oo(W = {args.window}) = {payload['limit_distant_mass']:.6g}")
+    given = _given(args, encoding_parameters(args.encoding))
+    enc = build_encoding(args.encoding, given)
+    normaliser = build_normaliser(args)
+    with _overflow(given):
+        result = classify(enc, normaliser, args.score_bound)
+        return _classify_output(enc, normaliser, result, args.window)
+
+
+def _classify_output(enc, normaliser, result, window):
+    pair = repr(enc) + ("" if normaliser is None else f" with {normaliser!r}")
+    if not isinstance(result, tuple):
+        payload = result.as_dict()
+        payload["window"] = window
+        payload["limit_distant_mass"] = _limit(result, window)
+        return payload, [f"{pair}: {result.kind.upper()}", *_verdict_lines(result, window)]
+    rows = []
+    lines = [f"{pair}: {len(result)} heads"]
+    for head, v in enumerate(result):
+        row = {"head": head, **v.as_dict(), "limit_distant_mass": _limit(v, window)}
+        rows.append(row)
+        lines.append(f"head {head}: {v.kind.upper()}")
+        lines += _verdict_lines(v, window, indent="  ")
+    counts = {k: sum(r["kind"] == k for r in rows) for k in ("bounded", "diluting", "content-dependent", "undecided")}
+    lines.append(", ".join(f"{c} {k}" for k, c in counts.items() if c))
+    payload = {"encoding": repr(enc), "normaliser": None if normaliser is None else repr(normaliser), "window": window,
+               "counts": counts, "heads": rows}
     return payload, lines
 
 
@@ -529,12 +617,13 @@ def _plot_suffix_ok(path: Path, flag: str) -> None:
         raise UsageError(f"{flag}: {str(path)!r} must end in an image suffix: {', '.join('.' + k for k in sorted(kinds))}")
 
 
-def _save_figure(fig, path: Path, dpi=150) -> None:
+def _save_figure(drawn, path: Path, dpi=150) -> None:
+    fig = _figure_of(drawn)
     fmt = path.suffix[1:].lower()
-    write_file_safely(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=fmt), name="plot")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
+    try:
+        write_file_safely(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=fmt), name="plot")
+    finally:
+        _close([fig])
 
 
 def _cmd_prior(args):
@@ -568,65 +657,59 @@ def _cmd_prior(args):
     return payload, lines
 
 
-def _per_head(name, heads, given):
-    """The encodings of ``heads`` heads: ALiBi's standard slopes 2^(-8h/H) (``ALiBi.slopes``)."""
-    from . import encodings as E
-
-    limits.check_count(heads, "heads")
-    if name != "alibi":
-        raise UsageError(f"--heads: only alibi defines parameters per head (its standard slopes); {name} takes them from its flags")
-    if given.get("slope") is not None:
-        raise UsageError("--heads: the heads' slopes are ALiBi's standard ones; leave out --slope")
-    rest = {k: v for k, v in given.items() if k != "slope"}
-    return [build_encoding(name, {**rest, "slope": s}) for s in E.ALiBi.slopes(heads)]
-
-
 def _cmd_mass(args):
-    from . import log_distance as ld
 
     name = args.encoding
-    given = _given_encoding_flags(args)
+    given = _given(args, encoding_parameters(name))
+    enc = build_encoding(name, given)
+    with _overflow(given):
+        return _masses(args, name, enc)
+
+
+def _masses(args, name, enc):
+    from . import log_distance as ld
+
+    heads = enc.per_head()
+    multi = heads is not None
+    heads = heads if multi else (enc,)
     lengths = list(args.n)
-    if args.heads is not None:
-        limits.check_count(args.heads, "heads")
-    limits.check_count(len(lengths) * (args.heads or 1), "n", f"{len(lengths)} lengths")
-    if args.dps is not None and name != "log-distance":
-        raise UsageError(f"--dps: digits on demand exist for log-distance only, not {name}")
-    encs = _per_head(name, args.heads, given) if args.heads is not None else [build_encoding(name, given)]
+    limits.check_count(len(lengths) * len(heads), "n", f"{len(lengths)} lengths x {len(heads)} heads")
     if name == "causal-ot":
         limits.check_allocation(PRIOR_BYTES_PER_ENTRY * max(lengths), "n", max(lengths))
-    rows, lines = [], [f"{encs[0]!r}{f' and {len(encs) - 1} more heads' if len(encs) > 1 else ''}, window W = {args.window}"]
-    for head, enc in enumerate(encs):
+    dps = getattr(args, "dps", None)
+    more = f" and {len(heads) - 1} more heads" if len(heads) > 1 else ""
+    rows, lines = [], [f"{heads[0]!r}{more}, window W = {args.window}"]
+    for head, h in enumerate(heads):
         for n in lengths:
-            row = {"n": n, "parameters": repr(enc)}
-            if args.heads is not None:
+            row = {"n": n, "parameters": repr(h)}
+            if multi:
                 row["head"] = head
             if name == "log-distance":
-                a, o = enc.alpha, enc.offset
+                a, o = h.alpha, h.offset
                 row["window_mass"] = ld.window_mass(args.window, n, a, offset=o)
                 row["distant_mass"] = ld.distant_mass(args.window, n, a, offset=o)
                 row["window_mass_bounds"] = list(ld.window_mass_bounds(args.window, n, a, offset=o))
-                if args.dps is not None:
+                if dps is not None:
                     import mpmath
 
-                    row["window_mass_digits"] = mpmath.nstr(ld.window_mass(args.window, n, a, offset=o, dps=args.dps), args.dps)
+                    row["window_mass_digits"] = mpmath.nstr(ld.window_mass(args.window, n, a, offset=o, dps=dps), dps)
             else:
-                D = enc.distant_mass(args.window, n)
+                D = float(h.distant_mass(args.window, n))
                 row["distant_mass"] = D
                 row["window_mass"] = 1.0 - D
-            if enc.score_bound:
-                row["distant_mass_range"] = list(enc.distant_mass_range(args.window, n))
+            if h.score_bound:
+                row["distant_mass_range"] = [float(x) for x in h.distant_mass_range(args.window, n)]
             rows.append(row)
-            text = f"{'head ' + str(head) + '  ' if args.heads is not None else ''}n = {n:<8} window mass {row['window_mass']:.16g}   distant mass {row['distant_mass']:.16g}"
+            text = f"{'head ' + str(head) + '  ' if multi else ''}n = {n:<8} window mass {row['window_mass']:.16g}   distant mass {row['distant_mass']:.16g}"
             if "window_mass_bounds" in row:
                 lo, hi = row["window_mass_bounds"]
                 text += f"\n{'':8}certified {lo:.16g} <= m <= {hi:.16g}"
             if "window_mass_digits" in row:
-                text += f"\n{'':8}{args.dps} digits  m = {row['window_mass_digits']}"
+                text += f"\n{'':8}{dps} digits  m = {row['window_mass_digits']}"
             if "distant_mass_range" in row:
-                text += f"\n{'':8}content within +-{enc.score_bound:g}: {row['distant_mass_range'][0]:.6g} <= D <= {row['distant_mass_range'][1]:.6g}"
+                text += f"\n{'':8}content within +-{h.score_bound:g}: {row['distant_mass_range'][0]:.6g} <= D <= {row['distant_mass_range'][1]:.6g}"
             lines.append(text)
-    payload = {"encoding": name, "window": args.window, "heads": args.heads, "rows": rows}
+    payload = {"encoding": name, "parameters": repr(enc), "window": args.window, "heads": len(heads) if multi else None, "rows": rows}
     return payload, lines
 
 
@@ -666,32 +749,101 @@ def _input_path(path: Path, flag: str, *, directory_ok=False):
     return st
 
 
+def _mapping_type(text):
+    """``TENSOR=ROLE``: a tensor name (or a regular expression over the names) and its role."""
+    text = _text_of(text)
+    tensor, sep, role = text.rpartition("=")
+    if not sep or not tensor.strip() or not re.fullmatch(r"[a-z_]{1,64}", role.strip()):
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not TENSOR=ROLE (a tensor name or pattern, '=', a role such as slope)")
+    if len(tensor) > 1000 or "\x00" in tensor:
+        raise argparse.ArgumentTypeError(f"{text[:80]!r}: a tensor name of at most 1000 characters, without NUL")
+    return tensor.strip(), role.strip()
+
+
+_mapping_type.__name__ = "mapping"
+
+
+def _save_figures(figures, folder: Path, force: bool) -> list:
+    """Write ``{file name: Figure}`` into ``folder`` under :mod:`otprior._output`'s rules; return the paths."""
+    written = []
+    with staged_folder(folder, force=force, name="plot") as staging:
+        for name, fig in figures.items():
+            fig.savefig(staging / name, dpi=150)
+            written.append(str(Path(folder) / name))
+    return written
+
+
+def _figure_of(drawn):
+    """The figure of what a plot function returned (a Figure, or the Axes it drew on)."""
+    return drawn if hasattr(drawn, "savefig") else drawn.figure
+
+
+def _close(figures) -> None:
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    for fig in figures:
+        pyplot.close(fig)  # a no-op for figures made without pyplot
+
+
 def _cmd_checkpoint(args):
     _input_path(args.path, "path", directory_ok=True)
     if args.plot is not None:
         check_folder(args.plot, force=args.force, name="plot")
+    mapping = None
+    if args.mapping is not None:
+        limits.check_count(len(args.mapping), "mapping", len(args.mapping))
+        if args.scheme is None:
+            raise UsageError("--mapping: give the scheme the mapped tensors belong to with --scheme")
+        mapping = {}
+        for tensor, role in args.mapping:
+            if tensor in mapping:
+                raise UsageError(f"--mapping: {tensor!r} is mapped twice")
+            mapping[tensor] = role
+    lengths = None
+    if args.lengths is not None:
+        lengths = tuple(args.lengths)
+        if not 2 <= len(lengths) <= 64 or list(lengths) != sorted(set(lengths)) or lengths[0] < 2:
+            raise UsageError(f"--lengths: {' '.join(map(str, lengths))[:200]} must be 2 to 64 increasing lengths >= 2")
+    if args.window is not None and lengths is not None and args.window >= lengths[0]:
+        raise UsageError(f"--window: {args.window} must be below the shortest length {lengths[0]} (--lengths)")
+    text = None
+    if args.measure:
+        if args.text is None:
+            raise UsageError("--measure: give the text to run the model on with --text FILE")
+        text = limits.read_bytes(args.text, "text")
+    elif args.text is not None:
+        raise UsageError("--text: used with --measure only")
     api = _torch_api("checkpoint")
     args._context = str(args.path)
     try:
-        ckpt = api.load_checkpoint(args.path, args.scheme)
+        ckpt = api.load_checkpoint(args.path, args.scheme, mapping, num_heads=args.num_heads)
     except (DomainError, FileFormatError, MemoryError):
         raise
     except Exception as exc:  # a file is data: whatever the reader trips on is a bad input
         raise UsageError(f"{args.path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
-    report = api.analyse_checkpoint(ckpt, window=args.window, lengths=tuple(args.lengths), tol=args.tol)
+    report = api.analyse_checkpoint(ckpt, window=args.window, lengths=lengths, tol=args.tol)
     payload = report.as_dict()
-    lines = report.table().splitlines()
-    if args.plot is not None:
-        import matplotlib.pyplot as plt
+    lines = report.format_text().splitlines()
+    measurement = None
+    if text is not None:
+        from .torch.measurement import measure_checkpoint
 
-        before = set(plt.get_fignums())
+        measurement = measure_checkpoint(args.path, text, lengths=tuple(report.lengths), window=report.window)
+        payload["measurement"] = measurement.as_dict()
+        lines += ["", *measurement.format_text().splitlines()]
+    if args.plot is not None:
+        figures = {"parameters.png": _figure_of(report.plot())}
+        if measurement is not None:
+            from .torch.measurement import plot_measurement
+
+            for stack, layer in sorted({(r["stack"], r["layer"]) for r in measurement.rows}):
+                name = f"measured_{stack + '_' if stack else ''}layer{layer}.png"
+                figures[name] = _figure_of(plot_measurement(measurement, layer, stack=stack))
         try:
-            with staged_folder(args.plot, force=args.force, name="plot") as staging:
-                written = report.plots(staging)
+            paths = _save_figures(figures, args.plot, args.force)
         finally:
-            for number in set(plt.get_fignums()) - before:
-                plt.close(number)
-        paths = [str(Path(args.plot) / Path(p).name) for p in written]
+            _close(figures.values())
         payload["plots"] = paths
         lines += [f"plot written to {p}" for p in paths]
     return payload, lines
@@ -780,81 +932,119 @@ def _cmd_intervene(args):
 
 
 # --- the parser -----------------------------------------------------------------------------------
+#
+# Each subcommand is a function ``_cmd_NAME(args) -> (payload, lines)`` (the library computes;
+# ``payload`` is printed as JSON with --json, ``lines`` as text otherwise) and a function
+# ``_add_NAME(command)`` that declares its flags; ``_COMMANDS`` lists them in the order of
+# ``otprior --help``. A new subcommand is one entry there and its two functions (and a valid
+# command line in the baselines of tests/test_adversarial_cli.py, which fuzzes its flags).
 
 _JSON_HELP = 'strict JSON output (non-finite numbers as the strings "Infinity", "-Infinity", "NaN")'
+_LENGTH = _int_type(1, MAX_LENGTH)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
-
-    parser = _Parser(
-        prog="otprior",
-        description="Positional priors of causal attention: dilution, certified window-mass bounds, margins. "
-        "Every result is proved in proofs/. Bad input: one line on stderr, exit status 2.",
-    )
-    parser.add_argument("--version", action="version", version=f"otprior {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="command")
-    length = _int_type(1, MAX_LENGTH)
-
-    def command(name, func, **kw):
-        p = sub.add_parser(name, **kw)
-        p.set_defaults(func=func, _spec=p)
-        return p
-
+def _add_margin(command):
     p = command("margin", _cmd_margin, help="smallest exponent margin keeping distant-mass growth within tol (Theorem 9)",
                 description="Smallest delta >= 0 such that every log-distance exponent alpha >= 1 + delta keeps the "
                 "growth of distant mass D_L(W) between the two lengths within tol.")
-    p.add_argument("--window", type=length, required=True, help="window W: the W nearest keys (d < W)")
-    p.add_argument("--lengths", type=length, nargs=2, required=True, metavar=("L0", "L1"), help="the two context lengths, L0 < L1")
+    p.add_argument("--window", type=_LENGTH, required=True, help="window W: the W nearest keys (d < W)")
+    p.add_argument("--lengths", type=_LENGTH, nargs=2, required=True, metavar=("L0", "L1"), help="the two context lengths, L0 < L1")
     p.add_argument("--tol", type=_real_type(MIN_TOL, 1.0, high_open=True), required=True, help=f"allowed growth of distant mass, in [{MIN_TOL:g}, 1)")
     p.add_argument("--growth", choices=["absolute", "relative"], default="absolute", help="D_L1 - D_L0 (default) or D_L1/D_L0 - 1")
     p.add_argument("--score-bound", type=_real_type(0.0, 100.0), default=0.0, help="bound B in [0, 100] on content scores around a constant (Theorem 10)")
     p.add_argument("--offset", type=_real_type(1e-6, MAX_MAGNITUDE), default=1.0, help="offset o in [1e-6, 1e6] of the bias -alpha log(d + o)")
     p.add_argument("--json", action="store_true", help=_JSON_HELP)
 
-    c = command("classify", _cmd_classify, help="bounded or diluting? (Theorem 11)",
-                description="Classify a positional encoding as bounded (distant attention mass stays away from one) "
-                "or diluting (it tends to one), with the reason, the rate and D_oo(W).")
-    c.add_argument("encoding", type=_name_type(), help="one of: " + ", ".join(encoding_names()))
-    _add_encoding_flags(c)
-    c.add_argument("--window", type=length, default=64, help="window W for D_oo(W) (default 64)")
-    c.add_argument("--json", action="store_true", help=_JSON_HELP)
 
+def _encoding_commands(command, name, func, help, description, add_common):
+    """A subcommand with one sub-parser per registered encoding (its own flags, then ``add_common``)."""
+    p = command(name, None, help=help, description=description,
+                epilog=f"Each encoding's own flags: otprior {name} ENCODING --help. Every encoding also takes --json: {_JSON_HELP}.")
+    encodings = p.add_subparsers(dest="encoding", required=True, parser_class=_Parser, metavar="ENCODING", title="encodings")
+    from . import encodings as E
+
+    for enc in encoding_names():
+        doc = _plain((E.lookup(enc).__doc__ or enc).strip().split("\n")[0])
+        e = encodings.add_parser(enc, help=doc, description=f"otprior {name} {enc}: {doc}")
+        e.set_defaults(func=func, _spec=e)
+        _add_encoding_flags(e, enc)
+        add_common(e, enc)
+    return p
+
+
+def _add_classify(command):
+    def common(e, enc):
+        _add_normaliser_flags(e)
+        g = e.add_argument_group("classification")
+        g.add_argument("--score-bound", type=_real_type(0.0, 100.0), default=None,
+                       help="bound B in [0, 100] on the content logits (default: the encoding's logit bound)")
+        g.add_argument("--window", type=_LENGTH, default=64, help="window W for D_oo(W) (default 64)")
+        g.add_argument("--json", action="store_true", help=_JSON_HELP)
+
+    _encoding_commands(command, "classify", _cmd_classify, "bounded, diluting or content-dependent? (Theorem 11; normalisers: proofs/normalisers.md)",
+                       "Classify a positional encoding, with a normaliser (default softmax), as bounded (distant attention mass "
+                       "stays away from one), diluting (it tends to one) or content-dependent, with the reason, the rate and "
+                       "D_oo(W); one verdict per head for a multi-head encoding.", common)
+
+
+def _add_mass(command):
+    def common(e, enc):
+        g = e.add_argument_group("masses")
+        g.add_argument("--window", type=_LENGTH, required=True, help="window W")
+        g.add_argument("--n", type=_LENGTH, nargs="+", required=True, help="context lengths n >= W (1e12 accepted)")
+        if enc == "log-distance":
+            g.add_argument("--dps", type=_int_type(1, 10_000), help="also print the window mass to this many digits (mpmath)")
+        g.add_argument("--json", action="store_true", help=_JSON_HELP)
+
+    _encoding_commands(command, "mass", _cmd_mass, "window and distant mass of an encoding at given lengths (log-distance: certified bounds, Theorems 7, 8)",
+                       "Window mass m_n(W) and distant mass D_n(W) = 1 - m_n(W) of the constant-content prior of an encoding "
+                       f"(default {DEFAULT_MASS_ENCODING}, the first argument otherwise), at each length n; one row per head "
+                       "and length for a multi-head encoding (per-head values as comma-separated lists, or alibi's --heads). "
+                       "For log-distance, certified bounds and digits on demand.", common)
+
+
+def _add_prior(command):
     q = command("prior", _cmd_prior, help="constant-score prior of causal OT attention and its window masses (Theorems 2, 4)")
     q.add_argument("--rho", type=_real_type(0.0, 1.0, high_open=True), required=True, help="balancing strength rho in [0, 1) (0 = causal softmax)")
-    q.add_argument("--n", type=length, required=True, help=f"query position (context length) n >= 1 (memory about {PRIOR_BYTES_PER_ENTRY} n bytes)")
+    q.add_argument("--n", type=_LENGTH, required=True, help=f"query position (context length) n >= 1 (memory about {PRIOR_BYTES_PER_ENTRY} n bytes)")
     q.add_argument("--full", action="store_true", help="also print pi_n(d) for every distance d = 0 .. n-1")
     q.add_argument("--plot", type=_path_type, help="also draw the prior into this new image file (.png, .pdf, .svg, ...)")
     q.add_argument("--force", action="store_true", help="replace the --plot file if it exists")
     q.add_argument("--json", action="store_true", help=_JSON_HELP)
 
-    m = command("mass", _cmd_mass, help="window and distant mass of an encoding at given lengths (log-distance: certified bounds, Theorems 7, 8)",
-                description="Window mass m_n(W) and distant mass D_n(W) = 1 - m_n(W) of the constant-content prior of an "
-                "encoding, at each length n. For log-distance, certified bounds and digits on demand; with --heads, one "
-                "row per head (ALiBi's standard slopes).")
-    m.add_argument("encoding", nargs="?", default="log-distance", type=_name_type(), help="one of: " + ", ".join(encoding_names()) + " (default log-distance)")
-    _add_encoding_flags(m)
-    m.add_argument("--window", type=length, required=True, help="window W")
-    m.add_argument("--n", type=length, nargs="+", required=True, help="context lengths n >= W (1e12 accepted)")
-    m.add_argument("--heads", type=_int_type(1, MAX_LENGTH), help="number of heads H: one row per head (alibi: slopes 2^(-8h/H))")
-    m.add_argument("--dps", type=_int_type(1, 10_000), help="log-distance: also print the window mass to this many digits (mpmath)")
-    m.add_argument("--json", action="store_true", help=_JSON_HELP)
 
+def _add_report(command):
     r = command("report", _cmd_report, help="the main job: tables and figures on built-in defaults")
     r.add_argument("--out", type=_path_type, default=Path("report"), help="output folder, new or empty (default: report); index.html goes there")
     r.add_argument("--force", action="store_true", help="write into an existing folder that holds files (files of the report's names are replaced)")
     r.add_argument("--json", action="store_true", help=_JSON_HELP)
 
-    k = command("checkpoint", _cmd_checkpoint, help="per-head positional parameters of a checkpoint against the theory (torch extra)")
-    k.add_argument("path", type=_path_type, help=".safetensors, .pt, .pth or .bin state dict")
-    k.add_argument("--scheme", type=_name_type(), help="positional scheme when detection is ambiguous (log-distance, kerple-log, kerple-power, alibi)")
-    k.add_argument("--window", type=length, default=64, help="window W (default 64)")
-    k.add_argument("--lengths", type=length, nargs=2, default=(512, 8192), metavar=("L_TRAIN", "L_EVAL"), help="training and evaluation length")
-    k.add_argument("--tol", type=_real_type(MIN_TOL, 1.0, high_open=True), default=0.05, help=f"growth tolerance for the margin, in [{MIN_TOL:g}, 1) (default 0.05)")
+
+def _add_checkpoint(command):
+    k = command("checkpoint", _cmd_checkpoint, help="per-head positional parameters of a checkpoint against the theory (torch extra)",
+                description="Read the positional parameters of a checkpoint (a model folder: config.json with safetensors, "
+                "sharded or not, or pytorch_model.bin; a single .safetensors/.pt/.pth/.bin/.ckpt file; a per-layer "
+                "pipeline folder) and give per layer and head the verdict, the parameter that decides it, its distance "
+                "to the boundary and the predicted distant masses; with --measure, the running model's masses beside "
+                "them. The scheme and the lengths come from the config and the tensors; flags override.")
+    k.add_argument("path", type=_path_type, help="a model folder or a checkpoint file")
+    k.add_argument("--scheme", type=_name_type(), help="confirm the positional scheme (an encoding name; refused when the tensors or config contradict it)")
+    k.add_argument("--num-heads", type=_int_type(1, MAX_LENGTH), help="head count where no tensor stores one per head (ALiBi with implied slopes)")
+    k.add_argument("--mapping", type=_mapping_type, nargs="+", metavar="TENSOR=ROLE",
+                   help="tensor names (or patterns) and their roles, for layouts the names do not reveal (shape-checked; needs --scheme)")
+    k.add_argument("--window", type=_LENGTH, help="window W (default min(64, L0/2))")
+    k.add_argument("--lengths", type=_int_type(2, MAX_LENGTH), nargs="+", metavar="L",
+                   help="2 to 64 increasing context lengths (default: the training length found and 8 times it)")
+    k.add_argument("--tol", type=_real_type(MIN_TOL, 1.0, high_open=True), default=0.05,
+                   help=f"growth tolerance for the margin (power-law schemes), in [{MIN_TOL:g}, 1) (default 0.05)")
+    k.add_argument("--measure", action="store_true", help="also run the model on --text and measure each head's masses (reference model or transformers folder)")
+    k.add_argument("--text", type=_path_type, help="text file the model reads with --measure (bytes, within the read cap)")
     k.add_argument("--plot", type=_path_type, help="write figures into this new or empty folder")
     k.add_argument("--force", action="store_true", help="write figures into an existing folder that holds files")
     k.add_argument("--json", action="store_true", help=_JSON_HELP)
 
+
+def _add_intervene(command):
     v = command("intervene", _cmd_intervene, help="change only the bias beyond the training length; predicted vs measured loss (torch extra)",
                 description="For reference-model checkpoints with the log-distance bias: set every head's exponent beyond "
                 "the training length to alpha + shift, predict from the prior whether long-context loss rises or falls, "
@@ -867,6 +1057,30 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--max-bytes", type=_int_type(10_000, MAX_LENGTH), default=2_000_000, help="bytes of data to read (at least 10000)")
     v.add_argument("--batches", type=_int_type(1, 1_000_000), default=8, help="evaluation batches of 8 sequences")
     v.add_argument("--json", action="store_true", help=_JSON_HELP)
+
+
+_COMMANDS = (_add_margin, _add_classify, _add_prior, _add_mass, _add_report, _add_checkpoint, _add_intervene)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = _Parser(
+        prog="otprior",
+        description="Positional priors of causal attention: dilution, certified window-mass bounds, margins. "
+        "Every result is proved in proofs/. Bad input: one line on stderr, exit status 2.",
+    )
+    parser.add_argument("--version", action="version", version=f"otprior {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="command")
+
+    def command(name, func, **kw):
+        p = sub.add_parser(name, **kw)
+        if func is not None:
+            p.set_defaults(func=func, _spec=p)
+        return p
+
+    for add in _COMMANDS:
+        add(command)
     return parser
 
 
@@ -880,9 +1094,10 @@ def _parser():
 
 # library parameter names that a command spells differently
 _ALIASES = {
-    None: {"Lrange": "--lengths", "num_heads": "--heads", "symbol": "--expr", "asymptotic": "--expr"},
-    "classify": {"n": "--window"},
-    "checkpoint": {"Lrange": "--lengths", "checkpoint": "path"},
+    None: {"Lrange": "--lengths", "asymptotic": "--expr"},
+    "classify": {"n": "--window", "num_heads": "--heads"},
+    "mass": {"num_heads": "--heads"},
+    "checkpoint": {"Lrange": "--lengths", "checkpoint": "path", "model": "path", "tokens": "--text", "num_heads": "--num-heads"},
     "intervene": {"paths": "--data"},
 }
 
@@ -915,6 +1130,22 @@ def _message(args, exc) -> str:
     return message
 
 
+def _with_default_encoding(argv: list) -> list:
+    """``otprior mass --window ...`` is ``otprior mass log-distance --window ...``."""
+    if argv and argv[0] == "mass" and (len(argv) == 1 or (argv[1].startswith("-") and argv[1] not in ("-h", "--help"))):
+        return ["mass", DEFAULT_MASS_ENCODING, *argv[1:]]
+    return argv
+
+
+def _unrecognized(args, extra) -> str:
+    flags = [x.split("=", 1)[0] for x in extra if x.startswith("--")]
+    encoding = getattr(args, "encoding", None)
+    if encoding is not None and flags:
+        own = " ".join(_flag(p.name) for p in encoding_parameters(encoding)) or "none"
+        return f"{encoding} does not take {', '.join(dict.fromkeys(flags))} (its parameters: {own}; all its flags: otprior {args.command} {encoding} --help)"
+    return f"unrecognized arguments: {' '.join(extra)}"
+
+
 def _silence_stdout():
     try:
         fd = os.open(os.devnull, os.O_WRONLY)
@@ -928,10 +1159,13 @@ def main(argv=None) -> int:
     """Run the command; return its exit status (0, 2 for bad input, 1 for a defect, 141 on a closed pipe)."""
     args = None
     try:
+        argv = _with_default_encoding(list(sys.argv[1:] if argv is None else argv))
         try:
-            args = _parser().parse_args(argv)
+            args, extra = _parser().parse_known_args(argv)
         except SystemExit as exc:  # --help, --version (0) and argparse's one-line errors (2)
             return exc.code if isinstance(exc.code, int) else 2
+        if extra:
+            raise UsageError(_unrecognized(args, extra))
         payload, lines = args.func(args)
         _emit(payload, lines, args.json)
         return 0

@@ -15,6 +15,7 @@ reports its peak resident memory.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -54,29 +55,41 @@ BAD_VALUES = [
     "a\x00b",
 ]
 
-# one valid value per encoding parameter (used when an encoding needs it)
+# one valid value per required encoding parameter (the flag's name in the registry)
 VALID_ENCODING_VALUES = {
     "logit_bound": "1",
     "scale": "8",
-    "slope": "0.5",
     "r1": "1.5",
     "r2": "1",
-    "num_buckets": "32",
-    "max_distance": "128",
-    "c": "0.1",
-    "L": "512",
     "min_increment": "0.05",
     "alpha": "1.2",
-    "offset": "1",
     "rho": "0.5",
-    "expr": "-2*log(d+1)",
+    "expr": "-0.5*log(d+1)",
 }
+# encodings whose parameters are all optional but that need some of them: ALiBi a slope,
+# T5's masses a learned table
+EXTRA_BASELINE = {"alibi": {"--slope": ["0.5"]}, "t5": {"--values": [",".join(["-1"] * 16 + ["-2"] * 16)]}}
 
 
-def _subparsers():
-    parser = cli.build_parser()
-    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return parser, action.choices
+@functools.lru_cache(maxsize=1)
+def _leaves():
+    """Every parser that runs a command, by path: ``("margin",)``, ``("classify", "alibi")``, ..."""
+    out = {}
+
+    def walk(parser, path):
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            out[path] = parser
+            return
+        for name, child in subs[0].choices.items():
+            walk(child, path + (name,))
+
+    walk(cli.build_parser(), ())
+    return out
+
+
+def _commands():
+    return sorted({path[0] for path in _leaves()})
 
 
 def _value_count(action):
@@ -89,71 +102,84 @@ def _flags(sub):
     """Options that take values, and positionals: (key, action)."""
     out = []
     for action in sub._actions:
-        if isinstance(action, (argparse._HelpAction, argparse._VersionAction)) or action.nargs == 0:
+        if isinstance(action, (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)) or action.nargs == 0:
             continue
         out.append(((max(action.option_strings, key=len) if action.option_strings else action.dest), action))
     return out
 
 
 def _baselines(files):
-    """A valid, fast command line per subcommand: (positionals, {flag: values})."""
+    """A valid, fast command line per command: (positionals, {flag: values}); the encoding
+    commands get their encoding and its required flags per leaf (:func:`_baseline`)."""
     ckpt, data = str(files["checkpoint"]), str(files["data"])
     return {
         "margin": ([], {"--window": ["64"], "--lengths": ["512", "8192"], "--tol": ["0.05"]}),
-        "classify": (["alibi"], {"--slope": ["0.5"]}),
+        "classify": ([], {}),
         "prior": ([], {"--rho": ["0.5"], "--n": ["256"]}),
-        "mass": ([], {"--window": ["4"], "--n": ["64"], "--alpha": ["1.2"]}),
+        "mass": ([], {"--window": ["4"], "--n": ["64"]}),
         "report": ([], {"--out": [str(files["root"] / "new-report")]}),
         "checkpoint": ([ckpt], {}),
         "intervene": ([ckpt], {"--eval-length": ["24"], "--batches": ["1"], "--data": [data]}),
     }
 
 
-def _encoding_taking(flag_dest):
-    for name in cli.encoding_names():
-        params = cli.encoding_parameters(name)
-        if any(p.name == flag_dest for p in params):
-            return name, params
-    return None, []
+def _baseline(path, files):
+    positionals, options = _baselines(files)[path[0]]
+    positionals, options = list(positionals), dict(options)
+    if len(path) == 2:  # classify or mass of one encoding: its name and its required flags
+        positionals = [path[1], *positionals]
+        options.update(EXTRA_BASELINE.get(path[1], {}))
+        for p in cli.encoding_parameters(path[1]):
+            if p.required:
+                options["--" + p.name.replace("_", "-")] = [VALID_ENCODING_VALUES[p.name]]
+    return positionals, options
 
 
-def _argv(command, base, key, action, values):
+def _argv(path, base, key, action, values):
     positionals, options = base
-    positionals = list(positionals)
     options = dict(options)
-    if command in ("classify", "mass") and action.dest in cli._all_encoding_parameters():
-        # the encoding that takes this flag, with its other required flags
-        name, params = _encoding_taking(action.dest)
-        positionals = [name]
-        options = {k: v for k, v in options.items() if k not in ("--slope", "--alpha")}
-        for p in params:
-            if p.required and p.name != action.dest:
-                options["--" + p.name.replace("_", "-")] = [VALID_ENCODING_VALUES.get(p.name, "1")]
-    argv = [command]
+    argv = [path[0]]
     if action.option_strings:
         options.pop(key, None)
         # one value as --flag=value, so that values such as -inf reach the flag
-        argv += [f"{key}={values[0]}"] if len(values) == 1 else [key, *values]
+        flag = [f"{key}={values[0]}"] if len(values) == 1 else [key, *values]
     else:
-        index = [a.dest for a in _positional_actions(command)].index(action.dest)
+        flag = []
+        index = [a.dest for a in _leaves()[path]._actions if not a.option_strings].index(action.dest)
         positionals = positionals[:index] + values + positionals[index + 1 :]
-    argv += positionals
-    for flag, vals in options.items():
-        argv += [flag, *vals]
-    return argv + ["--json"]
+    argv += positionals + flag
+    return argv + _options(options) + ["--json"]
 
 
-def _positional_actions(command):
-    _, subs = _subparsers()
-    return [a for a in subs[command]._actions if not a.option_strings]
+def _options(options):
+    """Flags and values; a single value as ``--flag=value`` (a value may start with '-')."""
+    out = []
+    for name, vals in options.items():
+        out += [f"{name}={vals[0]}"] if len(vals) == 1 else [name, *vals]
+    return out
 
 
-def _cases():
-    _, subs = _subparsers()
-    return [pytest.param(command, key, id=f"{command}-{key}") for command, sub in subs.items() for key, _ in _flags(sub)]
+def _cases(quick):
+    """(path, flag) for every flag of every leaf; ``quick``: the flags of the classify and mass
+    leaves that every encoding shares (--window, --json, the normaliser's) for one encoding only,
+    and the encodings' own flags under classify only (mass generates them the same way)."""
+    out = []
+    for path, sub in _leaves().items():
+        own = set()
+        if len(path) == 2:
+            own = {"--" + p.name.replace("_", "-") for p in cli.encoding_parameters(path[1])}
+        for key, _ in _flags(sub):
+            if quick and len(path) == 2:
+                if key in own and path[0] != "classify":
+                    continue
+                if key not in own and path[1] != "log-distance":
+                    continue
+            out.append(pytest.param(path, key, id="-".join(path) + f"-{key}"))
+    return out
 
 
-CASES = _cases()
+CASES = _cases(quick=False)
+QUICK_CASES = _cases(quick=True)
 
 
 @pytest.fixture(scope="module")
@@ -193,14 +219,23 @@ def quick_report(monkeypatch):
 
     import otprior.torch
 
-    def plots(self, folder):
-        # the figures' content is not under test here: two small files where the real ones go
-        out = [Path(folder) / "exponents.png", Path(folder) / "distant_mass.png"]
-        for path in out:
-            path.write_bytes(b"png")
-        return out
+    def plot(self, ax=None):
+        # the figure's content is not under test here: an empty one where the real one goes
+        from matplotlib.figure import Figure
 
-    monkeypatch.setattr(otprior.torch.CheckpointReport, "plots", plots)
+        return Figure(figsize=(1, 1)).add_subplot()
+
+    monkeypatch.setattr(otprior.torch.CheckpointReport, "plot", plot)
+
+    # an expression's verdict runs in a child process under a time budget (tested in
+    # test_expression.py and by the capped bombs below); here only the flags are under test
+    import otprior.encodings.bias
+    from otprior.expression import BudgetExceeded
+
+    def no_child(*args, **kwargs):
+        raise BudgetExceeded("not run in the flag fuzz")
+
+    monkeypatch.setattr(otprior.encodings.bias, "run_budgeted", no_child)
 
 
 def _strict_json(text):
@@ -210,16 +245,15 @@ def _strict_json(text):
     return json.loads(text, parse_constant=refuse)
 
 
-def _known_names(command):
-    _, subs = _subparsers()
+def _known_names(path):
     names = set()
-    for action in subs[command]._actions:
+    for action in _leaves()[tuple(path)]._actions:
         names.update(action.option_strings)
         names.add(action.dest)
     return names
 
 
-def check_outcome(command, code, out, err, value=None):
+def check_outcome(path, code, out, err, value=None):
     """0 with strict JSON, or 2 with one line naming only real flags; never a traceback."""
     assert "Traceback" not in err and "Traceback" not in out
     assert code in (0, 2), f"status {code}: {err}"
@@ -227,7 +261,7 @@ def check_outcome(command, code, out, err, value=None):
         _strict_json(out)
         return
     assert err.count("\n") == 1 and err.startswith("otprior: error: "), err
-    known = _known_names(command)
+    known = _known_names(path)
     named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", err))
     assert named <= known, f"names flags the command lacks: {named - known}: {err}"
     # the line names a flag, a positional, or the file or value at fault
@@ -239,60 +273,83 @@ def check_outcome(command, code, out, err, value=None):
 _LOOKS_LIKE_OPTION = re.compile(r"^-(?!\d|\.\d)")
 
 
-def _fuzz(command, key, values, files, capsys, monkeypatch, tmp_path):
+def _fuzz(path, key, values, files, capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
-    _, subs = _subparsers()
-    action = dict(_flags(subs[command]))[key]
-    base = _baselines(files)[command]
+    action = dict(_flags(_leaves()[path]))[key]
+    base = _baseline(path, files)
     failures = []
     for value in values:
-        argv = _argv(command, base, key, action, [value] * _value_count(action))
+        argv = _argv(path, base, key, action, [value] * _value_count(action))
         start = time.process_time()
         code = cli.main(argv)
         spent = time.process_time() - start
         out, err = capsys.readouterr()
         try:
-            check_outcome(command, code, out, err, value)
+            check_outcome(path, code, out, err, value)
             assert spent < 1.0, f"{spent:.2f} s of CPU"
         except AssertionError as exc:
             failures.append(f"{ascii(value)[:30]}: {str(exc)[:300]}")
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("command, key", CASES)
-def test_bad_values(command, key, files, quick_report, capsys, monkeypatch, tmp_path):
-    _fuzz(command, key, QUICK_VALUES, files, capsys, monkeypatch, tmp_path)
+@pytest.mark.parametrize("path, key", QUICK_CASES)
+def test_bad_values(path, key, files, quick_report, capsys, monkeypatch, tmp_path):
+    _fuzz(path, key, QUICK_VALUES, files, capsys, monkeypatch, tmp_path)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command, key", CASES)
-def test_bad_values_all(command, key, files, quick_report, capsys, monkeypatch, tmp_path):
-    _fuzz(command, key, BAD_VALUES, files, capsys, monkeypatch, tmp_path)
+@pytest.mark.parametrize("path, key", CASES)
+def test_bad_values_all(path, key, files, quick_report, capsys, monkeypatch, tmp_path):
+    _fuzz(path, key, BAD_VALUES, files, capsys, monkeypatch, tmp_path)
 
 
 def test_every_subcommand_has_a_baseline(files, quick_report, capsys, monkeypatch):
     """The valid command lines the fuzz starts from succeed, with strict JSON; a new subcommand needs one."""
     monkeypatch.chdir(files["root"])
-    _, subs = _subparsers()
-    baselines = _baselines(files)
-    assert set(subs) == set(baselines)
-    for command in subs:
-        positionals, options = baselines[command]
-        argv = [command, *positionals] + [x for flag, vals in options.items() for x in (flag, *vals)] + ["--json"]
+    assert set(_commands()) == set(_baselines(files))
+    for path in _leaves():
+        positionals, options = _baseline(path, files)
+        argv = [path[0], *positionals] + _options(options) + ["--json"]
         code = cli.main(argv)
         out, err = capsys.readouterr()
         assert code == 0, (argv, err)
         _strict_json(out)
 
 
+@pytest.mark.parametrize("command", ["classify", "mass"])
+def test_bad_encoding_names(command, capsys):
+    """The ENCODING argument of the encoding commands: one line naming it, status 2."""
+    for value in BAD_VALUES + ["sinusoidal", "ALIBI", "alibi "]:
+        code = cli.main([command, value, "--json"])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "" and err.count("\n") == 1 and err.startswith("otprior: error: "), (value, err)
+        if not value.startswith("-"):  # a value such as -inf reads as an option, refused as such
+            assert "encoding" in err, (value, err)
+
+
 def test_the_fuzz_covers_every_flag():
-    _, subs = _subparsers()
+    """Every flag of every leaf (each encoding's own flags, the normalisers' flags) is fuzzed in
+    the slow run; the quick run fuzzes every distinct flag of every command."""
     covered = {(c.values[0], c.values[1]) for c in CASES}
+    quick = {(c.values[0], c.values[1]) for c in QUICK_CASES}
     assert len(covered) * len(BAD_VALUES) >= 1000
-    for command, sub in subs.items():
+    for path, sub in _leaves().items():
         for action in sub._actions:
             if action.option_strings and action.nargs != 0 and not isinstance(action, argparse._HelpAction):
-                assert (command, max(action.option_strings, key=len)) in covered
+                assert (path, max(action.option_strings, key=len)) in covered
+    # the generated flags are there: per encoding, per normaliser
+    from otprior import normalisers
+
+    for name in cli.encoding_names():
+        for p in cli.encoding_parameters(name):
+            assert (("classify", name), "--" + p.name.replace("_", "-")) in quick
+            assert (("mass", name), "--" + p.name.replace("_", "-")) in covered
+    for name in normalisers.names():
+        for p in normalisers.parameters(name):
+            assert (("classify", "log-distance"), cli.normaliser_flag(name, p.name)) in quick
+    # and only where they belong: no --c or --L outside fire, no --r1 outside KERPLE
+    assert (("classify", "alibi"), "--c") not in covered and (("mass", "nope"), "--L") not in covered
+    assert (("classify", "log-distance"), "--r1") not in covered
 
 
 # --- memory bombs, under an address-space cap -----------------------------------------------------
@@ -341,6 +398,10 @@ BOMBS = [
     ["mass", "alibi", "--heads", "1e12", "--window", "4", "--n", "64"],
     ["mass", "alibi", "--heads", "1000", "--window", "4", "--n", *["64"] * 2000],
     ["mass", "t5", "--max-distance", "1e12", "--window", "4", "--n", "64"],
+    ["mass", "alibi", "--heads", "5e6", "--window", "4", "--n", "64"],
+    ["classify", "alibi", "--heads", "5e6"],
+    ["classify", "log-distance", "--alpha", ",".join(["1.5"] * 1_000_001)],
+    ["classify", "t5", "--values", ";".join(["0"] * 100_000)],
     ["classify", "t5", "--num-buckets", "1e15"],
     ["classify", "bias", "--expr", "9**9**9**9"],
     ["classify", "bias", "--expr", "(" * 5000 + "d" + ")" * 5000],
@@ -361,12 +422,19 @@ BOMBS = [
 ]
 
 
+def _leaf_of(argv):
+    """The leaf parser an argv reaches (``mass`` without an encoding is ``mass log-distance``)."""
+    argv = cli._with_default_encoding(list(argv))
+    if (argv[0],) in _leaves():
+        return (argv[0],)
+    return (argv[0], argv[1])
+
+
 def _check_bombs(report, cap):
     for r in report["results"]:
-        command = r["argv"][0]
         assert r["code"] == 2, r
         named_value = next((a for a in r["argv"][1:] if len(a) > 3 and a in r["err"]), None)
-        check_outcome(command, r["code"], r["out"], r["err"], named_value)
+        check_outcome(_leaf_of(r["argv"]), r["code"], r["out"], r["err"], named_value)
         assert r["seconds"] < 5.0, r  # wall clock on a shared machine; about 0.01 s alone
     assert report["peak_bytes"] < cap
 

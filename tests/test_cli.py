@@ -120,17 +120,26 @@ def test_mass_of_any_encoding(capsys):
         (["prior", "--rho", "1.2", "--n", "10"], "--rho"),
         (["classify", "kerple-log", "--r1", "0.9"], "--r2"),
         (["classify", "kerple-log", "--r1", "-1", "--r2", "1"], "--r1"),
-        (["classify", "alibi", "--r1", "3"], "does not take"),
+        (["classify", "alibi", "--r1", "3"], "alibi does not take --r1"),
         (["classify", "sinusoidal"], "unknown encoding"),
+        (["classify", "fire", "--f", "x"], "fire does not take --f"),
         (["classify", "bias", "--expr", "log(("], "--expr"),
         (["classify", "bias", "--expr", "__import__('os').system('touch pwned')+d"], "--expr"),
-        (["classify", "bias", "--expr=-d**d**d"], "--expr"),
+        (["classify", "bias", "--expr=-2*x"], "--expr"),
+        (["classify", "bias", "--expr=-d", "--time-budget", "0"], "--time-budget"),
+        (["classify", "log-distance", "--alpha", "1.2", "--entmax-alpha", "2"], "--entmax-alpha"),
+        (["classify", "nope", "--normaliser", "logn"], "--logn-train-length"),
+        (["classify", "nope", "--normaliser", "entmax", "--entmax-alpha", "0.5"], "--entmax-alpha"),
+        (["classify", "nope", "--normaliser", "fancy"], "--normaliser"),
+        (["classify", "cable", "--min-increment", "0.1,0.2"], "--min-increment"),
+        (["mass", "nope", "--window", "4", "--n", "64", "--slope", "1"], "nope does not take --slope"),
         (["classify", "alibi", "--slope", "nan"], "--slope"),
         (["margin", "--window", "64", "--lengths", "512", "8192", "--tol", "1e-300"], "--tol"),
         (["prior", "--rho", "0.5", "--n", "1e12"], "--n"),
         (["mass", "causal-ot", "--rho", "0.5", "--window", "4", "--n", "1e12"], "--n"),
         (["mass", "alibi", "--heads", "1e12", "--window", "4", "--n", "64"], "--heads"),
-        (["mass", "t5", "--max-distance", "1e12", "--window", "4", "--n", "64"], "--max-distance"),
+        (["mass", "t5", "--max-distance", "1e12", "--window", "4", "--n", "64"], "--values"),
+        (["mass", "alibi", "--heads", "5e6", "--window", "4", "--n", "64"], "--heads"),
         (["mass", "fire", "--window", "4", "--n", "64", "--dps", "20"], "--dps"),
         (["report", "--out", ""], "--out"),
         (["frobnicate"], "invalid choice"),
@@ -273,8 +282,10 @@ def test_report_refuses_an_unwritable_folder(tmp_path, capsys):
 
 def test_library_errors_name_the_command_flag(capsys):
     """A DomainError's parameter is mapped to the flag that carried it; no flag the command lacks is named."""
-    code, _, err = run(capsys, "classify", "bias", "--expr=-2")
+    code, _, err = run(capsys, "classify", "bias", "--expr=-2*x")
     assert code == 2 and "--expr" in err and "symbol" not in err.split(":")[2]
+    code, _, err = run(capsys, "classify", "log-distance", "--alpha", "1.2", "--normaliser", "temperature", "--temperature-factor", "-1")
+    assert code == 2 and "--temperature-factor" in err and "--alpha" not in err
     code, _, err = run(capsys, "classify", "kerple-power", "--r1", "1", "--r2", "0.5", "--window", "1e12")
     assert code == 2 and "--window" in err and "--n" not in err
 
@@ -293,3 +304,178 @@ def test_report(tmp_path):
     assert set(tables) == {"log_distance_window_mass", "margins", "encodings", "ot_dilution", "limits_in_rho"}
     ref = [r for r in tables["margins"] if r["window"] == 64 and r["L0"] == 512 and r["tol"] == 0.05][0]
     assert ref["margin"] == pytest.approx(0.3628, abs=5e-5)
+
+
+# --- encodings and normalisers from the registries ------------------------------------------------
+
+#: the flags an encoding needs (its required parameters, or values its verdicts need) and the same as keywords
+_T5_TABLE = [-1.0] * 16 + [-2.0] * 16
+_NEEDS = {
+    "alibi": (["--slope", "0.5"], {"slope": 0.5}),
+    "bias": (["--expr=-2*log(d+1)"], {"expr": "-2*log(d+1)"}),
+    "cable": (["--min-increment", "0.05"], {"min_increment": 0.05}),
+    "log-distance": (["--alpha", "1.2"], {"alpha": 1.2}),
+    "kerple-log": (["--r1", "1.5", "--r2", "1"], {"r1": 1.5, "r2": 1.0}),
+    "kerple-power": (["--r1", "0.5", "--r2", "1"], {"r1": 0.5, "r2": 1.0}),
+    "causal-ot": (["--rho", "0.5"], {"rho": 0.5}),
+    "rope": (["--logit-bound", "1"], {"logit_bound": 1.0}),
+    "yarn": (["--scale", "8", "--logit-bound", "1"], {"scale": 8.0, "logit_bound": 1.0}),
+    "t5": (["--values=" + ",".join(map(str, _T5_TABLE))], {"values": tuple(_T5_TABLE)}),
+    "nope": ([], {}),
+    "fire": ([], {}),
+}
+_NORMALISER_NEEDS = {"logn": (["--logn-train-length", "4096"], {"train_length": 4096})}
+
+
+def test_every_encoding_flag_comes_from_the_registry():
+    """Each encoding's leaf has exactly its own parameters' flags: no --c or --L beside alibi."""
+    import argparse
+
+    from otprior import cli, encodings
+
+    parser = cli.build_parser()
+    (top,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for command in ("classify", "mass"):
+        (leaves,) = [a for a in top.choices[command]._actions if isinstance(a, argparse._SubParsersAction)]
+        assert set(leaves.choices) == set(encodings.names())
+        everyone = {f for name in encodings.names() for f in ("--" + p.name.replace("_", "-") for p in encodings.parameters(name))}
+        for name, leaf in leaves.choices.items():
+            own = {"--" + p.name.replace("_", "-") for p in cli.encoding_parameters(name)}
+            flags = {s for a in leaf._actions for s in a.option_strings}
+            assert own <= flags
+            assert not (everyone - own) & flags, (name, (everyone - own) & flags)
+    assert "--c" in {s for a in leaves.choices["fire"]._actions for s in a.option_strings}
+
+
+def test_classify_help_shows_the_encodings_own_flags(capsys):
+    assert main(["classify", "kerple-power", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--wei-a" in out and "--r2" in out and "--normaliser" in out and "--slope" not in out
+
+
+@pytest.mark.parametrize("encoding", sorted(_NEEDS))
+def test_classify_covers_every_normaliser(capsys, encoding):
+    """Every (encoding, normaliser) pair from the command line, its verdict the library's."""
+    from otprior import classify, encodings, normalisers
+
+    assert set(_NEEDS) == set(encodings.names())
+    flags, params = _NEEDS[encoding]
+    for name in normalisers.names():
+        if encoding == "bias" and name not in ("softmax", "ssmax"):
+            continue  # each expression verdict runs a child process; two suffice for the wiring
+        extra, kwargs = _NORMALISER_NEEDS.get(name, ([], {}))
+        code, out, err = run(capsys, "classify", encoding, *flags, "--normaliser", name, *extra, "--score-bound", "0.5", "--json")
+        assert code == 0, (name, err)
+        data = _strict(out)
+        expected = classify(encodings.get(encoding, **params), normalisers.get(name, **kwargs), 0.5)
+        assert data["kind"] == expected.kind and data["reason"] == expected.reason
+        assert data["normaliser"] == repr(normalisers.get(name, **kwargs))
+
+
+def test_classify_heads_one_verdict_each(capsys):
+    """ALiBi --heads H: H verdicts, D_oo(W) = e^(-m W) for the standard slopes 2^(-8(h+1)/H)."""
+    code, out, _ = run(capsys, "classify", "alibi", "--heads", "8", "--window", "4", "--json")
+    assert code == 0
+    heads = _strict(out)["heads"]
+    assert [h["head"] for h in heads] == list(range(8))
+    for h in heads:
+        assert h["kind"] == "bounded"
+        assert h["limit_distant_mass"] == pytest.approx(math.exp(-(2 ** (-(h["head"] + 1))) * 4), rel=1e-12)
+    # per-head values as a comma-separated list: one bounded and one diluting head
+    code, out, _ = run(capsys, "classify", "log-distance", "--alpha", "1.1,0.9", "--json")
+    data = _strict(out)
+    assert code == 0 and [h["kind"] for h in data["heads"]] == ["bounded", "diluting"]
+    assert data["counts"]["bounded"] == 1 and data["counts"]["diluting"] == 1
+
+
+def test_mass_per_head_values(capsys):
+    code, out, _ = run(capsys, "mass", "kerple-log", "--r1", "1.5,0.5", "--r2", "0.5", "--window", "8", "--n", "4096", "--json")
+    assert code == 0
+    rows = _strict(out)["rows"]
+    d = np.arange(4096.0)
+    for row, r1 in zip(rows, (1.5, 0.5), strict=True):
+        w = (1 + 0.5 * d) ** -r1  # direct sum, independent of the library's route
+        assert row["distant_mass"] == pytest.approx(w[8:].sum() / w.sum(), rel=1e-10)
+
+
+def test_expression_time_budget(capsys):
+    """A tower the parser lets through is undecided when its budget ends, and says so."""
+    code, out, _ = run(capsys, "classify", "bias", "--expr=-d**d**d", "--time-budget", "0.5", "--json")
+    assert code == 0
+    data = _strict(out)
+    assert data["kind"] == "undecided" and "0.5 s" in data["reason"] and data["limit_distant_mass"] is None
+
+
+# --- checkpoints ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def reference_checkpoints(tmp_path_factory):
+    torch = pytest.importorskip("torch")
+    from otprior.torch.model import ModelConfig, ReferenceModel, save_model
+
+    root = tmp_path_factory.mktemp("checkpoints")
+    torch.manual_seed(0)
+    out = {}
+    for scheme in ("kerple-log", "alibi"):
+        cfg = ModelConfig(scheme=scheme, d_model=8, n_layers=2, n_heads=2, d_ff=16, train_length=16)
+        out[scheme] = save_model(ReferenceModel(cfg), root / f"{scheme}.safetensors")
+    text = root / "text.txt"
+    text.write_text("def f(x):\n    return x * 2 + 1\n" * 40)
+    out["text"] = text
+    out["root"] = root
+    return out
+
+
+def test_checkpoint_equals_the_library(capsys, reference_checkpoints):
+    from otprior.torch import analyse_checkpoint
+
+    path = reference_checkpoints["kerple-log"]
+    code, out, _ = run(capsys, "checkpoint", str(path), "--scheme", "kerple-log", "--json")
+    assert code == 0
+    data = _strict(out)
+    expected = analyse_checkpoint(path, scheme="kerple-log")
+    assert data["lengths"] == [16, 128] == list(expected.lengths)  # the training length found, and beyond
+    assert [h["kind"] for h in data["heads"]] == [r["kind"] for r in expected.rows]
+    assert [h["distant_mass"] for h in data["heads"]] == [r["distant_mass"] for r in expected.rows]
+    code, out, _ = run(capsys, "checkpoint", str(path), "--window", "4", "--lengths", "16", "32", "64")
+    assert code == 0 and "D_64" in out and "margin" in out
+
+
+def test_checkpoint_measure_and_plot(capsys, reference_checkpoints, tmp_path):
+    path, text = reference_checkpoints["alibi"], reference_checkpoints["text"]
+    figs = tmp_path / "figs"
+    argv = ["checkpoint", str(path), "--lengths", "16", "32", "--measure", "--text", str(text), "--plot", str(figs), "--json"]
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    data = _strict(out)
+    rows = data["measurement"]["rows"]
+    assert len(rows) == 2 * 2 * 2  # layers x heads x lengths
+    for r in rows:
+        assert 0.0 <= r["measured_distant_mass"] <= 1.0 and r["band"][0] <= r["band"][1]
+    assert sorted(p.name for p in figs.iterdir()) == ["measured_layer0.png", "measured_layer1.png", "parameters.png"]
+    assert all((figs / name).read_bytes()[:4] == b"\x89PNG" for name in ("parameters.png", "measured_layer0.png"))
+    code, _, err = run(capsys, *argv)  # the folder holds the figures now: refused without --force
+    assert code == 2 and "--plot" in err and "--force" in err
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--mapping", "pos.bias_p=bias_p"], "--mapping"),
+        (["--scheme", "kerple-log", "--mapping", "x=nonsense"], "--mapping"),
+        (["--text", "TEXT"], "--text"),
+        (["--measure"], "--measure"),
+        (["--lengths", "32", "16"], "--lengths"),
+        (["--window", "64", "--lengths", "16", "32"], "--window"),
+        (["--scheme", "frobnicate"], "--scheme"),
+        (["--scheme", "alibi"], "contradicts"),
+        (["--num-heads", "0"], "--num-heads"),
+        (["--measure", "--text", "TEXT", "--lengths", "16", "4096"], "--text"),
+        (["--measure", "--text", "/dev/zero"], "--text"),
+    ],
+)
+def test_checkpoint_bad_input(capsys, reference_checkpoints, extra, needle):
+    extra = [str(reference_checkpoints["text"]) if x == "TEXT" else x for x in extra]
+    code, _, err = run(capsys, "checkpoint", str(reference_checkpoints["kerple-log"]), *extra)
+    assert code == 2 and err.count("\n") == 1 and needle in err, err
