@@ -922,12 +922,13 @@ def _cmd_intervene(args):
     for res in results:
         lines.append(f"{res['checkpoint']} (trained at {res['train_length']}, evaluated at {T}):")
         for r in res["rows"]:
+            low, high = r["interval"]
             lines.append(
                 f"  shift {r['shift']:+.2f}: prior mass beyond L {r['prior_far_mass_before']:.4f} -> {r['prior_far_mass_after']:.4f}, "
-                f"loss {r['loss_before']:.4f} -> {r['loss_after']:.4f}: predicted {r['predicted_loss_direction']:+d}, "
-                f"measured {r['measured_loss_direction']:+d} {'agree' if r['agree'] else 'DISAGREE'}"
+                f"predicted loss direction {r['predicted_loss_direction']:+d}; loss change {r['loss_change']:+.5f} "
+                f"[{low:+.5f}, {high:+.5f}] ({r['level']:.0%} bootstrap over {r['sequences']} sequences): {r['verdict']}"
             )
-    lines.append(f"agreement: {agree} of {total}")
+    lines.append(f"in the predicted direction (interval excludes zero): {agree} of {total}")
     return {"results": results, "agree": agree, "total": total}, lines
 
 
@@ -1059,7 +1060,46 @@ def _add_intervene(command):
     v.add_argument("--json", action="store_true", help=_JSON_HELP)
 
 
-_COMMANDS = (_add_margin, _add_classify, _add_prior, _add_mass, _add_report, _add_checkpoint, _add_intervene)
+def _cmd_study(args):
+    from . import study
+
+    kw = {"resume": not args.fresh, "dry_run": args.dry_run, "max_runs": args.max_runs, "time_budget_s": args.budget}
+    out = None if args.out is None else str(args.out)
+    if args.out is not None and not args.dry_run:
+        out = str(check_folder(args.out, force=True, name="out"))
+    result = study.run_study(str(args.plan), out, log=(lambda *_: None) if args.json else _progress_line, **kw)
+    lines = [f"plan {result['plan_sha256'][:12]}: {result['runs']} runs"]
+    if args.dry_run:
+        mem = result.get("memory", {})
+        lines.append(f"dry run: nothing trained; memory estimate {mem}")
+        return result, lines
+    lines.append(f"done: {result['done']} of {result['runs']}")
+    for d in result.get("decisions", []):
+        interval = d.get("interval")
+        shown = "" if not interval else f" [{interval[0]:+.4g}, {interval[1]:+.4g}]"
+        lines.append(f"  {d['id']}: {d['outcome']}{shown}  {d['claim']}")
+    return result, lines
+
+
+def _progress_line(*parts):
+    print(*parts, file=sys.stderr, flush=True)
+
+
+def _add_study(command):
+    s = command("study", _cmd_study, help="run a preregistered study plan and decide its hypotheses (torch extra)",
+                description="Run every training and evaluation a plan file states, write results after each run "
+                "(with the plan's SHA-256), resume where a previous call stopped, and decide each hypothesis by its "
+                "preregistered rule: supported / not supported / not run, with its interval.")
+    s.add_argument("plan", type=_path_type, help="the plan file (.toml or .json), e.g. plans/cpu-toy.toml")
+    s.add_argument("--out", type=_path_type, help="results folder (default study-<plan name>); an existing one is resumed")
+    s.add_argument("--fresh", action="store_true", help="refuse a results folder that already holds runs instead of resuming")
+    s.add_argument("--dry-run", action="store_true", help="validate the plan and list its runs; train nothing")
+    s.add_argument("--max-runs", type=_int_type(1, 1_000_000), help="stop after this many new runs")
+    s.add_argument("--budget", type=_real_type(1.0, 1e7), help="start no new run after this many seconds")
+    s.add_argument("--json", action="store_true", help=_JSON_HELP)
+
+
+_COMMANDS = (_add_margin, _add_classify, _add_prior, _add_mass, _add_report, _add_checkpoint, _add_intervene, _add_study)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -120,6 +120,7 @@ def _baselines(files):
         "report": ([], {"--out": [str(files["root"] / "new-report")]}),
         "checkpoint": ([ckpt], {}),
         "intervene": ([ckpt], {"--eval-length": ["24"], "--batches": ["1"], "--data": [data]}),
+        "study": ([str(Path(__file__).resolve().parents[1] / "plans" / "cpu-toy.toml")], {"--dry-run": []}),
     }
 
 

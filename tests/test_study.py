@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from otprior.study import PlanError, decide, estimate_memory, expand_runs, run_study, validate_plan
+from otprior.study import PlanError, decide, estimate_memory, expand_runs, load_plan, run_study, validate_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -207,3 +207,27 @@ def test_bootstrap_and_verdict():
     assert verdict_of(-1, -0.2, 0.1) == "inconclusive"
     with pytest.raises(ValueError, match="values"):
         bootstrap_interval([1.0])
+
+
+def test_study_command_dry_run_and_bad_plans(tmp_path):
+    """``otprior study``: a dry run lists the runs under the plan's hash; a plan that names an
+    unknown scheme is refused with exit status 2 and one line naming the field."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    ok = subprocess.run([sys.executable, "-m", "otprior", "study", str(ROOT / "plans" / "cpu-toy.toml"), "--dry-run", "--json"],
+                        capture_output=True, text=True, env=env, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    payload = json.loads(ok.stdout)
+    _, digest = load_plan(ROOT / "plans" / "cpu-toy.toml")
+    assert payload["plan_sha256"] == digest and payload["runs"] == len(payload["run_ids"]) > 0
+    bad = tiny_plan()
+    bad["arms"][0]["scheme"] = "no-such-scheme"
+    plan_file = tmp_path / "bad.json"
+    plan_file.write_text(json.dumps(bad))
+    out = subprocess.run([sys.executable, "-m", "otprior", "study", str(plan_file), "--out", str(tmp_path / "res")],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 2 and out.stdout == ""
+    assert len(out.stderr.strip().splitlines()) == 1 and "scheme" in out.stderr
+    assert not (tmp_path / "res").exists()
