@@ -26,16 +26,16 @@ def anderson_memory(rho: float) -> int:
 
     The slow modes of the dual update contract at rates close to ``rho``; mixing
     resolves about one mode per stored difference, and more modes come close to one as
-    ``rho -> 1``. Measured (``bench/bench_ot.py``): 3 is best below 0.5, 6 up to 0.9,
-    10 up to 0.99 and 16 beyond.
+    ``rho -> 1``, but a long memory makes the least-squares problem ill-conditioned and
+    costs a product per stored difference. Measured on the constant-score prior and the
+    operator (``bench/bench_ot.py``): 3 below 0.5, 6 up to 0.9, 10 beyond (16 and 30 were
+    slower at ``rho = 0.9995``).
     """
     if rho < 0.5:
         return 3
     if rho < 0.9:
         return 6
-    if rho < 0.99:
-        return 10
-    return 16
+    return 10
 
 
 def _norm(res, seminorm):
