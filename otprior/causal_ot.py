@@ -317,23 +317,21 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
     """Solve the prefixes ``P`` together in the log domain (nothing can overflow).
 
     Each log-sum-exp is evaluated as a matrix product of scaled exponentials: rows of
-    ``S`` have maximum 0 (shifted), columns ``j <= P[0]`` are scaled by their maximum
-    over the rows ``j..P[0]`` shared by every prefix of the block, and each prefix's
-    duals by their maximum. A product of terms at most one that stays above ``1e-280``
-    has lost nothing but terms below ``w * 1e-308`` (relative error below ``1e-25``);
-    the few entries that fall below it, and the rows ``i > P[0]``, are evaluated
-    exactly by ``logsumexp`` on gathered rows. The sweep is the same as the kernel
-    path's, so the number of sweeps is the same.
+    ``S`` have maximum 0 (shifted), columns are scaled by their maximum over the block's
+    rows, and each prefix's duals by their maximum, so every factor is at most one and
+    nothing overflows. A product that stays above ``1e-280`` has lost only terms below
+    ``w * 1e-308`` (relative error below ``1e-25``); the entries that fall below it are
+    evaluated exactly by ``logsumexp`` on gathered rows. The sweep is the kernel path's,
+    so the number of sweeps is the same.
     """
     w = int(P[-1]) + 1
-    p0 = int(P[0])
     S = sm[:w, :w]
     mask = np.arange(w)[None, :] <= P[:, None]
     with np.errstate(under="ignore"):
         K = np.exp(S)  # row maxima are 1 (rows shifted by their maximum)
-        col = np.max(S[: p0 + 1], axis=0)  # column maxima over the rows shared by all prefixes
+        col = np.max(S, axis=0)  # column maxima over the block's rows: every entry of Kc <= 1
         col = np.where(np.isfinite(col), col, 0.0)
-        Kc = np.exp(S[: p0 + 1] - col[None, :])
+        Kc = np.exp(S - col[None, :])
 
     def row_lse(X, rows):
         # LSE_j (S_ij + X_pj) for all (p, i)
@@ -353,22 +351,14 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
         # LSE_{j <= i <= p} (S_ij + F_pi) for all (p, j)
         m = mask[rows]
         Fm = np.where(m, F, -np.inf)
-        b = np.max(Fm[:, : p0 + 1], axis=1)
+        b = np.max(Fm, axis=1)
         with np.errstate(under="ignore", divide="ignore"):
-            C = np.exp(Fm[:, : p0 + 1] - b[:, None]) @ Kc
+            C = np.exp(Fm - b[:, None]) @ Kc
             out = np.log(C) + b[:, None] + col[None, :]
         bad = (C < _SAFE) & m
         if bad.any():
             pp, jj = np.nonzero(bad)
-            out[pp, jj] = _lse_rows(S[: p0 + 1, jj].T + Fm[pp, : p0 + 1])
-        if w > p0 + 1:
-            # rows p0 < i <= p: exactly, (prefixes x new rows x width)
-            tail = S[None, p0 + 1 :, :] + Fm[:, p0 + 1 :, None]
-            mt = np.max(tail, axis=1)
-            mt = np.where(np.isfinite(mt), mt, 0.0)
-            with np.errstate(under="ignore", divide="ignore"):
-                extra = np.log(np.sum(np.exp(tail - mt[:, None, :]), axis=1)) + mt
-            out = np.logaddexp(out, extra)
+            out[pp, jj] = _lse_rows(S[:, jj].T + Fm[pp])
         return out
 
     def G(x, rows):
@@ -378,7 +368,7 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
             g = np.where(m, -rho * col_lse(f, rows), 0.0)
             return np.where(m, g - g[np.arange(rows.size), P[rows]][:, None], 0.0)
 
-    check_allocation(8 * P.size * max(w - p0 - 1, 1) * w, "scores", f"array of shape ({w}, {w})")
+    check_allocation(8 * P.size * w, "scores", f"array of shape ({w}, {w})")
     x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w)
     if full:
         xr = x[0]

@@ -517,9 +517,9 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000):
     [0.25, 0.25, 0.25, 0.25]
     >>> round(float(ot_prior(256, 0.5)[0]), 6)
     0.045634
-    >>> r = ot_prior(16, 0.9995, dps=20)
-    >>> bool(r.lo[0] <= 0.987220 <= r.hi[0] + 1e-6)
-    True
+    >>> r = ot_prior(16, 0.9995, dps=20)       # certified: Arb balls
+    >>> round(float(r.values[1]), 10), bool(r.rad[1] < 1e-21 * r.mid[1])
+    (0.0124827178, True)
     """
     n = check_int(n, "n", minimum=1)
     rho = check_rho(rho)
@@ -589,7 +589,7 @@ def ot_window_mass(window, n, rho, *, certified=False):
     >>> round(ot_window_mass(10, 1024, 0.5), 4)
     0.1111
     >>> ot_window_mass([1, 10], 1024, 0.5).round(4).tolist()
-    [0.0221, 0.1111]
+    [0.0225, 0.1111]
     """
     rho = check_rho(rho)
     w, nn = _broadcast_ints(window, n)

@@ -52,7 +52,9 @@ def test_prior_near_rho_one_is_right(n, rho):
     res = otprior.ot_prior(n, rho)
     ref = np.array([float(x) for x in mp_prior(n, rho)])
     big = ref > 1e-300
-    np.testing.assert_allclose(res.prior[big], ref[big], rtol=1e-9)
+    # within the certificate the result reports (at most 1e-7 here), or taken from the Arb route
+    assert res.log_error_bound <= 1e-7
+    np.testing.assert_allclose(res.prior[big], ref[big], rtol=1.01 * res.log_error_bound + 1e-13)
     assert np.all(np.isfinite(res.log_prior))
 
 
