@@ -223,3 +223,14 @@ def test_refusals_and_errors_are_named():
     with pytest.raises(DomainError) as info:
         otprior.ot_prior(300_000, 0.99, max_iter=3)  # no convergence, recurrence unaffordable
     assert info.value.parameter == "rho" and "max_iter=3" in str(info.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n, rho", [(10**6, 0.9), (10**5, 0.999)])
+def test_float_mass_in_its_ball_at_large_n(n, rho):
+    windows = np.array([1, 16, 1024])
+    floats = otprior.ot_window_mass(windows, n, rho)
+    ball = otprior.ot_window_mass(windows, n, rho, certified=True)
+    err = otprior.ot_prior(n, rho).log_error_bound + 1e-14
+    assert np.all(ball.lo * (1 - err) <= floats) and np.all(floats <= ball.hi * (1 + err))
+    assert np.all(ball.hi - ball.lo <= 1e-8 * ball.mid)  # two-pass bracket: width ~ d Phi_n/Phi_{n-W}
