@@ -9,7 +9,7 @@ Definition (``proofs/operator.md``). For query ``t`` solve, on the lower-triangu
     f_i = -\\operatorname{LSE}_{j\\le i}(s_{ij} + g_j),\\quad
     g_j = -\\rho\\,\\operatorname{LSE}_{j\\le i\\le t}(s_{ij} + f_i),
 
-and keep row ``t``. Rows sum to one exactly; the column marginal is softened with
+and keep row ``t``. Rows sum to one; the column marginal is softened with
 balancing strength ``rho`` (``rho = lambda / (lambda + eps)`` for a KL penalty
 ``lambda`` and entropic regulariser ``eps``). The map ``g -> g'`` is a
 ``rho``-contraction in the sup norm (Theorem 1, ``proofs/contraction.md``).
@@ -22,8 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from ._anderson import anderson_solve
+from ._anderson import anderson_memory, anderson_solve
 from ._validation import DomainError, check_int, check_real, check_rho, check_scores
+from .limits import check_allocation
 
 __all__ = ["causal_ot_attention", "causal_ot_fixed_point", "FixedPoint"]
 
@@ -32,8 +33,8 @@ _EPS = np.finfo(float).eps
 # dual scalings far from overflow; beyond that the exact log-domain path is used.
 _KERNEL_SPREAD = 200.0
 _KERNEL_DUAL = 600.0
-# Memory for one batch of prefixes: (prefixes x width) doubles per working array.
-_CHUNK_ELEMENTS = 1 << 20
+# Prefixes solved together in one block (each block cold, from g = 0).
+_BLOCK = 128
 
 
 @dataclass(frozen=True)
@@ -44,44 +45,56 @@ class FixedPoint:
     ----------
     f, g : ndarray, shape (t,)
         Row and column duals; the plan is ``exp(f_i + s_ij + g_j)`` on ``j <= i``.
+        ``g`` is normalised so that ``g[-1] = 0`` (the plan does not depend on a
+        constant added to ``g``).
     residuals : ndarray
-        Sup-norm residual ``max |G(g) - g|`` at each iteration.
+        Oscillation ``osc(G(g) - g)`` of the residual at each iteration.
     iterations : int
+    error_bound : float
+        Certified bound on ``osc(g - g*)`` (Theorem 1 on the quotient by constants):
+        the last residual over ``1 - rho``.
     """
 
     f: np.ndarray
     g: np.ndarray
     residuals: np.ndarray
     iterations: int
+    error_bound: float = 0.0
 
     def plan(self, scores) -> np.ndarray:
         """The lower-triangular plan ``exp(f_i + s_ij + g_j)``."""
         s = np.asarray(scores, dtype=float)
         t = self.g.size
         logits = self.f[:, None] + s[:t, :t] + self.g[None, :]
-        return np.where(np.tril(np.ones((t, t), dtype=bool)), np.exp(logits), 0.0)
+        with np.errstate(under="ignore"):
+            return np.where(np.tril(np.ones((t, t), dtype=bool)), np.exp(logits), 0.0)
 
 
-def _threshold(tol, rho):
-    # Stop when ||G(g) - g|| <= tol (1 - rho): then ||G(g) - g*|| <= rho tol (contraction).
-    # A floor at a few hundred ulps keeps the stopping rule above rounding noise.
-    return max(tol * (1.0 - rho), 256 * _EPS)
+def _floor(width):
+    """Rounding level of one sweep relative to the size of the duals (two logarithms of
+    sums of positive terms, summed pairwise or by BLAS): ``16 eps``, measured to be
+    reached by the residual at every width used in the tests."""
+    return 16.0 * _EPS
+
+
+def _threshold(dual_tol, rho):
+    # Stop when osc(G(g) - g) <= dual_tol (1 - rho): then osc(g - g*) <= dual_tol
+    # (Theorem 1 on the quotient by constants, proofs/contraction.md).
+    return dual_tol * (1.0 - rho)
 
 
 def _log_map(s_masked, rho):
-    """The dual update g -> g' on one prefix, in the log domain (Theorem 1)."""
+    """The normalised dual update on one prefix, in the log domain (Theorem 1)."""
 
     def G(x, rows):
-        out = np.empty_like(x)
-        for k in range(x.shape[0]):
-            f = -logsumexp(s_masked + x[k][None, :], axis=1)
-            out[k] = -rho * logsumexp(s_masked + f[:, None], axis=0)
-        return out
+        f = -logsumexp(s_masked[None, :, :] + x[:, None, :], axis=2)
+        out = -rho * logsumexp(s_masked[None, :, :] + f[:, :, None], axis=1)
+        return out - out[:, -1:]
 
     return G
 
 
-def causal_ot_fixed_point(scores, rho, *, tol=1e-12, max_iter=100_000, accelerate=False):
+def causal_ot_fixed_point(scores, rho, *, dual_tol=1e-12, max_iter=100_000, accelerate=False):
     """Fixed point of the causal unbalanced OT operator on one full prefix.
 
     Solves the dual equations of the module docstring on the whole ``n x n``
@@ -95,8 +108,8 @@ def causal_ot_fixed_point(scores, rho, *, tol=1e-12, max_iter=100_000, accelerat
         Scores; only the lower triangle is read.
     rho : float
         Balancing strength in [0, 1).
-    tol : float
-        Sup-norm accuracy certified for ``g`` (see ``_threshold``).
+    dual_tol : float
+        Accuracy of ``g`` in the oscillation seminorm (see ``FixedPoint.error_bound``).
     max_iter : int
     accelerate : bool
         Anderson mixing (``False``: the plain alternating iteration).
@@ -113,23 +126,34 @@ def causal_ot_fixed_point(scores, rho, *, tol=1e-12, max_iter=100_000, accelerat
     True
     """
     rho = check_rho(rho)
-    tol = check_real(tol, "tol", low=0.0, low_open=True)
+    dual_tol = check_real(dual_tol, "dual_tol", low=0.0, low_open=True)
     max_iter = check_int(max_iter, "max_iter")
     s = check_scores(scores)
     if s.ndim != 2:
         raise DomainError("scores", f"array of shape {s.shape}", "a single (n, n) matrix")
     n = s.shape[0]
-    sm = np.where(np.tril(np.ones((n, n), dtype=bool)), s, -np.inf)
+    tri = np.tril(np.ones((n, n), dtype=bool))
+    sm = np.where(tri, s - s.max(axis=1, where=tri, initial=-np.inf)[:, None], -np.inf)
     G = _log_map(sm, rho)
     g, info = anderson_solve(
-        G, np.zeros((1, n)), _threshold(tol, rho), max_iter=max_iter, accelerate=accelerate, history=True
+        G,
+        np.zeros((1, n)),
+        _threshold(dual_tol, rho),
+        max_iter=max_iter,
+        accelerate=accelerate,
+        memory=anderson_memory(rho),
+        history=True,
+        seminorm="osc",
+        floor=lambda img: _floor(n) * (1.0 + np.max(np.abs(img), axis=1)),
     )
     g = g[0]
     f = -logsumexp(sm + g[None, :], axis=1)
-    return FixedPoint(f=f, g=g, residuals=info["history"], iterations=int(info["iterations"][0]))
+    f = f - s.max(axis=1, where=tri, initial=-np.inf)
+    bound = float(info["residual"][0]) / (1.0 - rho) if rho < 1 else np.inf
+    return FixedPoint(f=f, g=g, residuals=info["history"], iterations=int(info["iterations"][0]), error_bound=bound)
 
 
-def causal_ot_attention(scores, rho, *, tol=1e-12, max_iter=10_000, variant="prefix", accelerate=True):
+def causal_ot_attention(scores, rho, *, dual_tol=1e-12, max_iter=10_000, variant="prefix", accelerate=True):
     """Causal unbalanced OT attention.
 
     Parameters
@@ -139,10 +163,14 @@ def causal_ot_attention(scores, rho, *, tol=1e-12, max_iter=10_000, variant="pre
         must be finite.
     rho : float
         Balancing strength in [0, 1); ``rho = 0`` is causal softmax.
-    tol : float
-        Sup-norm accuracy of the column duals ``g`` of every prefix. The attention
-        entries then carry a relative error of at most about ``2 tol`` (row duals are
-        1-Lipschitz in ``g``), plus rounding.
+    dual_tol : float
+        Accuracy of the column duals ``g`` of every prefix in the oscillation seminorm
+        (the attention does not depend on a constant added to ``g``). The entries then
+        carry a relative error of at most ``2 dual_tol`` plus rounding, where this is
+        attainable: the stopping rule certifies ``max(dual_tol, r / (1 - rho))`` with
+        ``r = 16 eps (1 + max|g|)`` the rounding level of one sweep
+        (``dual_tol`` itself for ``rho <= 0.99`` and scores of moderate size).
+        Not to be confused with the growth tolerance ``tol`` of ``margin_for``.
     max_iter : int
         Iterations per prefix before :class:`~otprior.ConvergenceError`.
     variant : {"prefix", "full"}
@@ -151,24 +179,28 @@ def causal_ot_attention(scores, rho, *, tol=1e-12, max_iter=10_000, variant="pre
         solves once on the whole matrix; it is not prefix-consistent and is kept to
         show the difference (``proofs/prefix_consistency.md``).
     accelerate : bool
-        Anderson mixing of the dual iteration (the answer does not depend on it).
+        Anderson mixing of the dual iteration, memory chosen by ``rho`` (the answer
+        does not depend on it).
 
     Returns
     -------
     ndarray, shape (..., n, n)
-        Lower-triangular, row-stochastic attention.
+        Lower-triangular attention; every row sums to one to rounding (each row is
+        normalised by its computed sum, a change within the certified error).
 
     Notes
     -----
-    Algorithm. All prefixes are solved together: prefix ``t`` is one problem of a
-    batch whose unknowns are its column scalings ``v = exp(g - b)``. The kernel
-    ``K_ij = exp(s_ij - max_k s_ik)`` is formed once; one sweep of every prefix is
-    then two matrix products ``R = V K^T`` (row sums) and ``C = (1 / R) K`` (column
-    sums) with triangular masks, and Anderson mixing on ``log v``. The sweep is the
-    exact dual update of Theorem 1, so the contraction certificate applies. When the
-    score spread exceeds 200 or a dual leaves ``[-600, 600]`` (scores of order
-    ``1e3``), the affected matrices are solved prefix by prefix in the log domain
-    (``logsumexp``), warm-started from the previous prefix; nothing overflows.
+    Algorithm. Each row of scores is first shifted by its maximum (the shift cancels
+    in ``f``), so scores up to ``1e300`` in magnitude cannot overflow. Prefixes are
+    solved in blocks of 128, each block cold from ``g = 0``: prefix ``t`` is one
+    problem of a batch whose unknowns are its column duals ``g``, normalised by
+    ``g_t = 0`` (this removes the constant mode, which contracts only at rate
+    ``rho``, Theorem 1). When the score spread is at most 200, one sweep of a block
+    is two matrix products with the kernel ``K_ij = exp(s_ij - max_k s_ik)`` of the
+    block's width; otherwise (or if a dual leaves ``[-600, 600]``) the same sweep is
+    evaluated in the log domain on (prefixes x width x width) arrays, batched over
+    the block, with the same number of sweeps. Anderson mixing is safeguarded
+    (restarts, plain-step fallback) and its memory is chosen by ``rho``.
 
     Examples
     --------
@@ -178,7 +210,7 @@ def causal_ot_attention(scores, rho, *, tol=1e-12, max_iter=10_000, variant="pre
     [[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.3333, 0.3333, 0.3333]]
     """
     rho = check_rho(rho)
-    tol = check_real(tol, "tol", low=0.0, low_open=True)
+    dual_tol = check_real(dual_tol, "dual_tol", low=0.0, low_open=True)
     max_iter = check_int(max_iter, "max_iter")
     if variant not in ("prefix", "full"):
         raise DomainError("variant", variant, "'prefix' or 'full'")
@@ -188,89 +220,164 @@ def causal_ot_attention(scores, rho, *, tol=1e-12, max_iter=10_000, variant="pre
     flat = s.reshape(-1, n, n)
     out = np.empty_like(flat)
     for b in range(flat.shape[0]):
-        out[b] = _attention_one(flat[b], rho, tol, max_iter, variant, accelerate)
+        out[b] = _attention_one(flat[b], rho, dual_tol, max_iter, variant, accelerate)
     return out.reshape(shape)
 
 
-def _attention_one(s, rho, tol, max_iter, variant, accelerate):
+def _attention_one(s, rho, dual_tol, max_iter, variant, accelerate, block=_BLOCK):
     n = s.shape[0]
     tri = np.tril(np.ones((n, n), dtype=bool))
-    sm = np.where(tri, s, -np.inf)
-    spread = float(s[tri].max() - s[tri].min())
-    if spread <= _KERNEL_SPREAD:
-        try:
-            result = _kernel_path(sm, rho, tol, max_iter, variant, accelerate)
-        except _KernelRange:
-            result = None
-        if result is not None:
-            return result
-    return _log_path(sm, rho, tol, max_iter, variant, accelerate)
+    # shift every row by its maximum: f absorbs it exactly (Definition 1)
+    top = np.max(np.where(tri, s, -np.inf), axis=1)
+    sm = np.where(tri, s - top[:, None], -np.inf)
+    spread = float(-np.min(np.where(tri, sm, 0.0)))
+    prefixes = np.arange(n) if variant == "prefix" else np.array([n - 1])
+    out = np.zeros((n, n))
+    for start in range(0, prefixes.size, block):
+        P = prefixes[start : start + block]
+        rows = None
+        if spread <= _KERNEL_SPREAD:
+            try:
+                rows = _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, variant == "full")
+            except _KernelRange:
+                rows = None
+        if rows is None:
+            rows = _log_block(sm, P, rho, dual_tol, max_iter, accelerate, variant == "full")
+        if variant == "full":
+            return rows
+        w = int(P[-1]) + 1
+        out[P, :w] = rows
+    return out
 
 
 class _KernelRange(Exception):
     """The kernel path left its safe range; the log-domain path takes over."""
 
 
-def _kernel_path(sm, rho, tol, max_iter, variant, accelerate):
-    n = sm.shape[0]
-    shift = -sm.max(axis=1)
-    K = np.exp(sm + shift[:, None])  # exactly zero above the diagonal
-    thr = _threshold(tol, rho)
-    prefixes = np.arange(n) if variant == "prefix" else np.array([n - 1])
-    out = np.zeros((n, n))
-    chunk = max(1, _CHUNK_ELEMENTS // n)
-    warm = None
-    for start in range(0, prefixes.size, chunk):
-        P = prefixes[start : start + chunk]
-        w = int(P[-1]) + 1
-        Kc = K[:w, :w]
-        mask = np.arange(w)[None, :] <= P[:, None]
+def _normalise_rows(A):
+    total = A.sum(axis=-1, keepdims=True)
+    return A / total
 
-        def G(x, rows, Kc=Kc, mask=mask):
-            m = mask[rows]
-            with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-                V = np.where(m, np.exp(x), 0.0)
-                R = V @ Kc.T
-                U = np.where(m, 1.0 / R, 0.0)
-                C = U @ Kc
-                return np.where(m, -rho * np.log(C), 0.0)
 
-        x0 = np.zeros((P.size, w))
-        if warm is not None:
-            # warm start: the last solved prefix, its last dual repeated on new columns
-            k = warm.size
-            x0[:, :k] = warm
-            x0[:, k:] = warm[-1]
-            x0[~mask] = 0.0
-        x, info = anderson_solve(G, x0, thr, max_iter=max_iter, accelerate=accelerate)
-        if info["failed"].any() or np.abs(x).max() > _KERNEL_DUAL:
-            raise _KernelRange
+def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
+    """Solve the prefixes ``P`` together with matrix products (kernel domain)."""
+    w = int(P[-1]) + 1
+    with np.errstate(under="ignore"):
+        K = np.exp(sm[:w, :w])  # exactly zero above the diagonal
+    mask = np.arange(w)[None, :] <= P[:, None]
+    last = P
+
+    def G(x, rows):
+        m = mask[rows]
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
+            V = np.where(m, np.exp(x), 0.0)
+            R = V @ K.T
+            U = np.where(m, 1.0 / R, 0.0)
+            C = U @ K
+            g = np.where(m, -rho * np.log(C), 0.0)
+            return np.where(m, g - g[np.arange(rows.size), last[rows]][:, None], 0.0)
+
+    x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w)
+    if np.abs(x).max() > _KERNEL_DUAL:
+        raise _KernelRange
+    with np.errstate(under="ignore"):
         V = np.where(mask, np.exp(x), 0.0)
-        R = V @ Kc.T
-        if variant == "full":
-            out = np.tril(K * V[0][None, :] / R[0][:, None])
-        else:
-            out[P, :w] = Kc[P] * V / R[np.arange(P.size), P][:, None]
-        warm = x[-1, : int(P[-1]) + 1]
-    return out
+    if full:
+        R = V @ K.T
+        return _normalise_rows(K * V[0][None, :] / R[0][:, None])
+    rows = K[P] * V
+    return _normalise_rows(rows)
 
 
-def _log_path(sm, rho, tol, max_iter, variant, accelerate):
-    n = sm.shape[0]
-    thr = _threshold(tol, rho)
-    out = np.zeros((n, n))
-    prefixes = range(n) if variant == "prefix" else [n - 1]
-    g = np.zeros(0)
-    for t in prefixes:
-        st = sm[: t + 1, : t + 1]
-        # warm start from the previous prefix; the new column from its own row
-        f_t = -logsumexp(st[t, :t] + g[:t]) if t else -st[0, 0]
-        x0 = np.concatenate([g[:t], [-rho * (st[t, t] + f_t)]]) if t else np.zeros(1)
-        g, _ = anderson_solve(_log_map(st, rho), x0[None, :], thr, max_iter=max_iter, accelerate=accelerate)
-        g = g[0]
-        f = -logsumexp(st + g[None, :], axis=1)
-        if variant == "full":
-            out = np.where(np.isfinite(st), np.exp(f[:, None] + st + g[None, :]), 0.0)
-        else:
-            out[t, : t + 1] = np.exp(f[t] + st[t] + g)
-    return out
+def _solve(G, x0, rho, dual_tol, max_iter, accelerate, width):
+    return anderson_solve(
+            G,
+            x0,
+            _threshold(dual_tol, rho),
+            max_iter=max_iter,
+            accelerate=accelerate,
+            memory=anderson_memory(rho),
+            seminorm="osc",
+        floor=lambda img: _floor(width) * (1.0 + np.max(np.abs(img), axis=1)),
+    )
+
+
+def _lse_rows(a):
+    """Row-wise log-sum-exp of a 2-d array (entries ``-inf`` allowed)."""
+    m = np.max(a, axis=1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(under="ignore", divide="ignore"):
+        return np.log(np.sum(np.exp(a - m), axis=1)) + m[:, 0]
+
+
+_SAFE = 1e-280
+
+
+def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
+    """Solve the prefixes ``P`` together in the log domain (nothing can overflow).
+
+    Each log-sum-exp is evaluated as a matrix product of scaled exponentials: rows of
+    ``S`` have maximum 0 (shifted), columns are scaled by their maximum over the block's
+    rows, and each prefix's duals by their maximum, so every factor is at most one and
+    nothing overflows. A product that stays above ``1e-280`` has lost only terms below
+    ``w * 1e-308`` (relative error below ``1e-25``); the entries that fall below it are
+    evaluated exactly by ``logsumexp`` on gathered rows. The sweep is the kernel path's,
+    so the number of sweeps is the same.
+    """
+    w = int(P[-1]) + 1
+    S = sm[:w, :w]
+    mask = np.arange(w)[None, :] <= P[:, None]
+    with np.errstate(under="ignore"):
+        K = np.exp(S)  # row maxima are 1 (rows shifted by their maximum)
+        col = np.max(S, axis=0)  # column maxima over the block's rows: every entry of Kc <= 1
+        col = np.where(np.isfinite(col), col, 0.0)
+        Kc = np.exp(S - col[None, :])
+
+    def row_lse(X, rows):
+        # LSE_j (S_ij + X_pj) for all (p, i)
+        m = mask[rows]
+        Xm = np.where(m, X, -np.inf)
+        b = np.max(Xm, axis=1)
+        with np.errstate(under="ignore", divide="ignore"):
+            R = np.exp(Xm - b[:, None]) @ K.T
+            out = np.log(R) + b[:, None]
+        bad = (R < _SAFE) & m
+        if bad.any():
+            pp, ii = np.nonzero(bad)
+            out[pp, ii] = _lse_rows(S[ii] + Xm[pp])
+        return out
+
+    def col_lse(F, rows):
+        # LSE_{j <= i <= p} (S_ij + F_pi) for all (p, j)
+        m = mask[rows]
+        Fm = np.where(m, F, -np.inf)
+        b = np.max(Fm, axis=1)
+        with np.errstate(under="ignore", divide="ignore"):
+            C = np.exp(Fm - b[:, None]) @ Kc
+            out = np.log(C) + b[:, None] + col[None, :]
+        bad = (C < _SAFE) & m
+        if bad.any():
+            pp, jj = np.nonzero(bad)
+            out[pp, jj] = _lse_rows(S[:, jj].T + Fm[pp])
+        return out
+
+    def G(x, rows):
+        m = mask[rows]
+        with np.errstate(invalid="ignore"):
+            f = np.where(m, -row_lse(x, rows), -np.inf)
+            g = np.where(m, -rho * col_lse(f, rows), 0.0)
+            return np.where(m, g - g[np.arange(rows.size), P[rows]][:, None], 0.0)
+
+    check_allocation(8 * P.size * w, "scores", f"array of shape ({w}, {w})")
+    x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w)
+    if full:
+        xr = x[0]
+        f = -_lse_rows(S + xr[None, :])
+        with np.errstate(under="ignore"):
+            A = np.where(np.isfinite(S), np.exp(f[:, None] + S + xr[None, :]), 0.0)
+        return _normalise_rows(A)
+    logits = S[P] + np.where(mask, x, -np.inf)
+    top = np.max(logits, axis=1, keepdims=True)
+    with np.errstate(under="ignore"):
+        rows = np.where(mask, np.exp(logits - top), 0.0)
+    return _normalise_rows(rows)

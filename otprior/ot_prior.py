@@ -6,157 +6,470 @@ with :math:`\\Phi_i = \\sum_{j\\le i} v_j`, :math:`\\Psi_j = \\sum_{i=j}^{t} u_i
 prior of query ``t`` is :math:`\\pi_t(d) = v_{t-d}/\\Phi_t`. Given :math:`c = \\Phi_t`
 the backward recurrence :math:`\\Psi_t = 1/c`, :math:`v_k = \\Psi_k^{-\\rho}`,
 :math:`\\Phi_{k-1} = \\Phi_k - v_k`, :math:`\\Psi_{k-1} = \\Psi_k + 1/\\Phi_{k-1}` determines
-everything, and ``c`` is the root of :math:`\\Phi_0(c) = 0`.
+everything, and ``c`` is the unique root of :math:`\\Phi_0(c) = 0`; a trial ``c`` lies
+above the root exactly when every :math:`\\Phi_k`, ``k >= 0``, it produces is positive
+(Lemma 2.1 there), which is what the certified route decides in ball arithmetic.
+
+Two routes:
+
+* double precision: the fixed-point equations in logarithms, normalised so that
+  :math:`\\log v_t = 0` (the prior does not depend on the scale of ``v``), iterated by
+  log-cumulative sums of positive terms (no cancellation, nothing can overflow);
+* certified (``dps=``): the recurrence in Arb ball arithmetic (python-flint), the root
+  bracketed by the sign test of Lemma 2.1; every entry and every window mass is an
+  outward-rounded enclosure.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-import mpmath
 import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from ._anderson import anderson_solve
+from ._anderson import anderson_memory, anderson_solve
+from ._balls import Enclosure, arb_from_float, arb_precision, enclosure_from_arb
 from ._power_sums import power_sum
-from ._validation import PrecisionError, check_int, check_real, check_rho, check_window
+from ._validation import (
+    ConvergenceError,
+    DomainError,
+    PrecisionError,
+    check_int,
+    check_real,
+    check_rho,
+)
 from .scale_invariant import log_normaliser
 
-__all__ = ["ot_prior", "ot_window_mass", "ot_window_law", "ot_dilution_bound", "PriorInfo"]
+__all__ = [
+    "ot_prior",
+    "ot_window_mass",
+    "ot_window_law",
+    "ot_window_mass_bound",
+    "ot_dilution_bound",
+    "OTPrior",
+    "DilutionBound",
+]
 
 _EPS = np.finfo(float).eps
 _MAX_DPS = 2000
+# Largest working precision (bits) and largest n * bits of one certified recurrence pass.
+_MAX_BITS = 20_000
+_MAX_WORK = 4e9
 
 
-@dataclass(frozen=True)
-class PriorInfo:
-    """How a double-precision prior was computed and what it can vouch for.
+@dataclass(frozen=True, eq=False)
+class OTPrior(NDArrayOperatorsMixin):
+    """The constant-score prior :math:`\\pi_n(d)`, ``d = 0 .. n-1``, and how it was obtained.
+
+    Behaves as the float array ``prior`` (``np.asarray(result)``, indexing, ``len``,
+    arithmetic and numpy functions).
 
     Attributes
     ----------
-    c : float
-        The root :math:`\\Phi_t` (the sum of the column scalings).
+    n : int
+    rho : float
+    prior : ndarray, shape (n,)
+        :math:`\\pi_n(d)`; entries below the smallest double are 0 (see ``log_prior``).
+    log_prior : ndarray, shape (n,)
+        :math:`\\log\\pi_n(d)`, finite for every ``d``.
+    log_c : float
+        :math:`\\log\\Phi_n`, the logarithm of the root of Theorem 2.
     iterations : int
-        Sweeps of the fixed-point iteration.
+        Sweeps of the double-precision iteration (0 when the certified route gave it).
     log_error_bound : float
-        Certified bound on :math:`\\max_j |\\log v_j - \\log v_j^*|` from the contraction
-        (residual / (1 - rho)); the prior entries carry a relative error of at most
-        about twice this, plus rounding.
-    condition : float
-        :math:`c / \\Phi_1`: the factor by which the backward recurrence amplifies
-        rounding; about ``log10(condition)`` digits are lost by that route in double
-        precision, which is why it is run in mpmath at raised precision.
+        Bound on :math:`\\max_d|\\log\\hat\\pi(d)-\\log\\pi(d)|`: the contraction
+        certificate (oscillation of the last residual over ``1 - rho``, Theorem 1), plus
+        the blocked-sum rounding; from the balls on the certified route.
+    log10_condition : float
+        :math:`\\log_{10}(\\Phi_n/\\Phi_1) = -\\log_{10}\\pi_n(n-1)`: the digits the backward
+        recurrence loses, hence the extra working precision of the certified route.
+    certified : bool
+        ``True`` when ``lo``/``hi`` are proved enclosures (``dps=`` given).
+    lo, hi, mid, rad : ndarray or None
+        Outward-rounded end points, midpoints and radii of the Arb balls (certified only).
+    dps : int or None
+    values : tuple or None
+        The ball midpoints as mpmath numbers of a private context at ``dps`` digits
+        (certified only).
     """
 
-    c: float
+    n: int
+    rho: float
+    prior: np.ndarray
+    log_prior: np.ndarray
+    log_c: float
     iterations: int
     log_error_bound: float
-    condition: float
+    log10_condition: float
+    certified: bool = False
+    lo: np.ndarray | None = None
+    hi: np.ndarray | None = None
+    mid: np.ndarray | None = None
+    rad: np.ndarray | None = None
+    dps: int | None = None
+    values: tuple | None = field(default=None, repr=False)
+
+    @property
+    def c(self) -> float:
+        """:math:`\\Phi_n` (``inf`` when it exceeds the double range; use ``log_c``)."""
+        return math.exp(self.log_c) if self.log_c < 709.0 else math.inf
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.prior, dtype=dtype)
+
+    def __len__(self):
+        return self.n
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        args = [x.prior if isinstance(x, OTPrior) else x for x in inputs]
+        return getattr(ufunc, method)(*args, **kwargs)
+
+    def __getitem__(self, index):
+        return self.prior[index]
+
+    def as_dict(self) -> dict:
+        """Plain Python types (lists for arrays, strings for the mpmath values)."""
+        out = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, np.ndarray):
+                value = value.tolist()
+            elif name == "values" and value is not None:
+                value = [str(v) for v in value]
+            out[name] = value
+        return out
 
 
-def _cumsum(a: np.ndarray) -> np.ndarray:
-    """Cumulative sum of non-negative terms in blocks of sqrt(n): relative error <= (2 sqrt(n) + 1) eps."""
-    n = a.size
-    b = math.isqrt(n - 1) + 1
-    blocks = np.zeros(b * b)
-    blocks[:n] = a
-    inner = np.cumsum(blocks.reshape(b, b), axis=1)
-    offsets = np.concatenate([[0.0], np.cumsum(inner[:, -1])[:-1]])
-    return (inner + offsets[:, None]).ravel()[:n]
+# --- double precision: the normalised log-domain sweep ---------------------------------------
 
 
-def _sweep_prior(n: int, rho: float, tol: float, max_iter: int):
-    """Solve the fixed-point equations of Theorem 2 by O(n) sweeps (no cancellation).
+def _log_cumsum_exp(x: np.ndarray) -> np.ndarray:
+    """``log(cumsum(exp(x)))`` for a 1-d array, without overflow or harmful underflow.
 
-    One sweep is the dual update of Theorem 1 specialised to constant scores:
-    ``Phi = cumsum(v)``, ``u = 1 / Phi``, ``Psi = reverse cumsum(u)``,
-    ``v' = Psi^(-rho)``; every sum has positive terms, so no digit is lost to
-    cancellation. In logarithms it is a rho-contraction in the sup norm.
+    Blocks of ``b = ceil(sqrt(n))`` entries: inside a block the terms are scaled by the
+    block maximum and summed (relative error <= b eps); the block totals are combined by
+    ``logaddexp.accumulate`` (absolute error in the logarithm <= (b + 1) eps (1 + |value|)).
+    A block whose scaled partial sums underflow is recomputed exactly by ``logaddexp``.
     """
-    noise = 8.0 * (2.0 * math.sqrt(n) + 2.0) * _EPS
-    threshold = max(tol * (1.0 - rho), noise)
+    n = x.size
+    b = math.isqrt(max(n - 1, 0)) + 1
+    X = np.full(b * b, -np.inf)
+    X[:n] = x
+    X = X.reshape(b, b)
+    m = X.max(axis=1)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore", under="ignore", invalid="ignore"):
+        inner = np.cumsum(np.exp(X - m[:, None]), axis=1)
+        logs = np.log(inner) + m[:, None]
+        totals = logs[:, -1]  # the block maximum is a term: no underflow
+        before = np.concatenate([[-np.inf], np.logaddexp.accumulate(totals)[:-1]])
+        # a scaled partial sum below 1e-280 loses digits; it matters only where the
+        # earlier blocks do not dominate it: redo those blocks exactly
+        weak = np.any((inner < 1e-280) & np.isfinite(X), axis=1) & (before < m - 600.0)
+        for k in np.flatnonzero(weak):
+            logs[k] = np.logaddexp.accumulate(X[k])
+        out = np.logaddexp(before[:, None], logs)
+    return out.ravel()[:n]
+
+
+def _sweep(y: np.ndarray, rho: float):
+    """One sweep of Theorem 2's equations on ``y = log v - log v_t``.
+
+    ``L1 = log(Phi / v_t)``, ``L2 = log(Psi v_t)``; ``y' = -rho (L2 - L2[t])``.
+    Returns ``(y', L1)``.
+    """
+    L1 = _log_cumsum_exp(y)
+    L2 = _log_cumsum_exp(-L1[::-1])[::-1]
+    return -rho * (L2 - L2[-1]), L1
+
+
+def _float_prior(n: int, rho: float, dual_tol: float, max_iter: int):
+    """Solve Theorem 2's fixed point in double precision (normalised log domain).
+
+    The map ``y -> y'`` is a rho-contraction in the oscillation seminorm (Theorem 1
+    applied to the quotient by constants), so ``osc(y - y*) <= osc(y' - y) / (1 - rho)``
+    and ``|log pi(y) - log pi(y*)| <= osc(y - y*)`` entrywise (the normalisation
+    ``L1[t]`` moves by at most the oscillation). Raises ``ConvergenceError`` when the
+    threshold is not reached.
+    """
+    b = math.isqrt(max(n - 1, 0)) + 1
+    rounding = 4.0 * (b + 2) * _EPS  # relative rounding of one sweep (see _log_cumsum_exp)
 
     def G(x, rows):
-        top = x[0].max()
-        phi = _cumsum(np.exp(x[0] - top))  # Phi * exp(-top)
-        psi = _cumsum((1.0 / phi)[::-1])[::-1]  # Psi * exp(top)
-        return (-rho * (np.log(psi) - top))[None, :]
+        return _sweep(x[0], rho)[0][None, :]
 
     x0 = np.zeros((1, n))
-    x, info = anderson_solve(G, x0, threshold, max_iter=max_iter, memory=8)
-    logv = x[0]
-    top = logv.max()
-    v = np.exp(logv - top)
-    total = float(np.sum(v))
-    prior = v[::-1] / total
-    c = total * math.exp(top)
+    # stopping threshold on the residual's oscillation; the rounding floor grows with |y|
+    threshold = max(dual_tol * (1.0 - rho), 0.0)
+    x, info = anderson_solve(
+        G,
+        x0,
+        threshold,
+        max_iter=max_iter,
+        memory=anderson_memory(rho),
+        seminorm="osc",
+        floor=lambda img: rounding * (1.0 + np.max(np.abs(img), axis=1)),
+    )
+    y = x[0]
+    _, L1 = _sweep(y, rho)
+    log_prior = (y - L1[-1])[::-1]
+    log_c = float(L1[-1] / (1.0 - rho))  # x_t = rho log c and log c = x_t + L1[t]
     residual = float(info["residual"][0])
-    bound = residual / (1.0 - rho) if rho < 1.0 else math.inf
-    condition = c / math.exp(logv[0])
-    return prior, PriorInfo(c=c, iterations=int(info["iterations"][0]), log_error_bound=bound, condition=condition)
+    bound = residual / (1.0 - rho) + rounding * (2.0 + np.max(np.abs(y)))
+    return log_prior, log_c, int(info["iterations"][0]), bound
 
 
-def _recurrence(n, rho, c):
-    """Backward recurrence of Theorem 2 at the current mpmath precision.
+# --- certified: the recurrence in Arb ---------------------------------------------------------
 
-    Returns ``(Phi_0, v)``, or ``(None, None)`` when some ``Phi_k``, ``k >= 1``, is
-    not positive (then ``c`` is below the root).
+
+def _recurrence_arb(n, rho_a, c, *, full):
+    """Backward recurrence of Theorem 2 in ball arithmetic at the current flint precision.
+
+    Returns ``(sign, phi, v)``: ``sign`` is +1 when every ``Phi_k`` (k = n-1 .. 0) is
+    certainly positive (``c`` above the root, Lemma 2.1), -1 when some ``Phi_k`` is
+    certainly negative or ``Phi_0`` is certainly not positive... (``c`` below the root,
+    or at it), 0 when a ball contains zero (precision too low). With ``full`` the lists
+    ``phi[k] = Phi_k`` (k = 0..n) and ``v[k]`` (k = 1..n) are returned as well.
     """
+    import flint
+
     phi = c
-    psi = mpmath.mpf(0)
-    v = [None] * n
-    one = mpmath.mpf(1)
-    for k in range(n - 1, -1, -1):
-        psi += one / phi
-        vk = psi ** (-rho)
-        v[k] = vk
-        phi -= vk
-        if k > 0 and phi <= 0:
-            return None, None
-    return phi, v
+    psi = flint.arb(0)
+    mr = -rho_a
+    phis = [None] * (n + 1) if full else None
+    vs = [None] * (n + 1) if full else None
+    if full:
+        phis[n] = c
+    for k in range(n, 0, -1):
+        psi += 1 / phi
+        vk = psi**mr
+        phi = phi - vk
+        if full:
+            vs[k] = vk
+            phis[k - 1] = phi
+        if k > 1:
+            if phi < 0:
+                return -1, phis, vs, None
+            if not phi > 0:
+                return 0, phis, vs, None
+    if phi > 0:
+        return 1, phis, vs, phi
+    if phi <= 0:
+        return -1, phis, vs, phi
+    return 0, phis, vs, phi
 
 
-def _recurrence_prior(n, rho, c_guess, wp):
-    """Root of Phi_0(c) = 0 by bracketing and Illinois steps, at ``wp`` digits."""
-    with mpmath.workdps(wp):
-        rho_m = mpmath.mpf(rho)
-        lo = mpmath.mpf(c_guess) * (1 - mpmath.mpf(10) ** -6)
-        hi = mpmath.mpf(c_guess) * (1 + mpmath.mpf(10) ** -6)
-        h_lo, _ = _recurrence(n, rho_m, lo)
-        while h_lo is not None and h_lo > 0:
-            lo /= 2
-            h_lo, _ = _recurrence(n, rho_m, lo)
-        h_hi, _ = _recurrence(n, rho_m, hi)
-        while h_hi is None or h_hi <= 0:
-            hi *= 2
-            h_hi, _ = _recurrence(n, rho_m, hi)
-        target = mpmath.mpf(10) ** (-wp + 5)
-        side = 0
-        for _ in range(20 * wp):
-            if h_lo is None:
-                mid = (lo + hi) / 2
-            else:
-                mid = (lo * h_hi - hi * h_lo) / (h_hi - h_lo)  # regula falsi
-            h_mid, _ = _recurrence(n, rho_m, mid)
-            if h_mid is not None and h_mid > 0:
-                hi, h_hi = mid, h_mid
-                if side == 1 and h_lo is not None:
-                    h_lo /= 2  # Illinois modification
-                side = 1
-            else:
-                lo, h_lo = mid, h_mid
-                if side == -1:
-                    h_hi /= 2
-                side = -1
-            if hi - lo <= target * hi:
-                break
-        c = hi
-        _, v = _recurrence(n, rho_m, c)
-        total = mpmath.fsum(v)
-        return [vk / total for vk in reversed(v)]
+def _arb_exact(x):
+    """An exact dyadic ``arb`` (the midpoint of ``x``)."""
+    return x.mid()
 
 
-def ot_prior(n, rho, *, dps=None, tol=1e-13, max_iter=20_000, return_info=False):
+def _certified_root(n, rho, log_c_guess, bits, target_bits):
+    """Bracket ``c`` between two exact dyadics ``a < c < b`` proved by the sign test.
+
+    Lemma 2.1 (``proofs/constant_score_recurrence.md``): ``c`` is above the root iff the
+    recurrence started at ``c`` keeps every ``Phi_k`` positive. The bracket is found by
+    expanding geometrically in ``log c`` around the guess, then narrowed by bisection to
+    relative width ``2**-target_bits``. Returns ``(a, b, bits)``; the precision is
+    doubled whenever a sign is undecided.
+    """
+    import flint
+
+    rho_a = arb_from_float(rho)
+    while True:
+        if bits > _MAX_BITS or n * bits > _MAX_WORK:
+            raise PrecisionError(
+                f"certifying ot_prior(n={n}, rho={rho!r}) needs more than {min(_MAX_BITS, int(_MAX_WORK / n))} "
+                "bits of working precision (the backward recurrence loses log2(Phi_n/Phi_1) bits)"
+            )
+        with arb_precision(bits):
+            guess = flint.arb(log_c_guess).exp().mid()
+            step = flint.arb(2) ** -36
+
+            values = []  # (c, N_0(c)) at points above the root
+
+            def sign(c, values=values):
+                out = _recurrence_arb(n, rho_a, c, full=False)
+                if out[0] > 0:
+                    values.append((c, (out[3] / c).mid()))
+                    del values[:-4]
+                return out[0]
+
+            def value(c, values=values):
+                for point, val in values:
+                    if point.mid() == c.mid():
+                        return val
+                return None
+
+            a = (guess * (1 - step)).mid()
+            b = (guess * (1 + step)).mid()
+            sa, sb = sign(a), sign(b)
+            grow = 0
+            while sa != 0 and sb != 0 and (sa > 0 or sb < 0):
+                grow += 1
+                if grow > 200:
+                    raise PrecisionError(f"could not bracket the root of Theorem 2 for n={n}, rho={rho!r}")
+                step = step * 4
+                if sa > 0:  # a is above the root: move down
+                    b, sb = a, sa
+                    a = (guess * (-step).exp()).mid()
+                    sa = sign(a)
+                else:
+                    a, sa = b, sb
+                    b = (guess * step.exp()).mid()
+                    sb = sign(b)
+            if sa == 0 or sb == 0:
+                bits *= 2
+                continue
+            target = flint.arb(2) ** (-target_bits)
+            decided = True
+            b_prev = None
+            while (b - a) > target * b:
+                # geometric bisection while the bracket is wide, arithmetic once narrow
+                half = ((a * b).sqrt() if b > 2 * a else (a + b) / 2).mid()
+                points = [half]
+                # secant step on N_0(c) = Phi_0(c)/c (increasing, Lemma 2.1) through the two
+                # lowest points above the root, then a probe just below it
+                gb = value(b) if b_prev is not None else None
+                gp = value(b_prev) if b_prev is not None else None
+                if gb is not None and gp is not None and gb != gp:
+                    p = (b - gb * (b - b_prev) / (gb - gp)).mid()
+                    if a < p < b:
+                        h = b - p
+                        points = [p, (p - h * flint.arb(2) ** -8).mid(), half]
+                for q in points:
+                    if not (a < q < b):
+                        continue
+                    s = sign(q)
+                    if s == 0:
+                        decided = False
+                        break
+                    if s > 0:
+                        b_prev, b = b, q
+                    else:
+                        a = q
+                        break
+                if not decided:
+                    break
+            if decided:
+                return a, b, bits
+        bits *= 2
+
+
+def _certified_prior(n, rho, log_c_guess, log10_condition, digits):
+    """Balls for every entry ``pi_n(d)`` and every ``Phi_k / Phi_n`` (certified route).
+
+    With the root bracketed, ``a < c < b``, Lemma 2.1 gives that ``Phi_k`` and ``v_k``
+    are increasing in ``c`` and ``Phi_k / c`` too, so ``pi_n(n-k) = v_k / c`` lies in
+    ``[v_k(a) / b, v_k(b) / a]`` and ``Phi_k / c`` in ``[Phi_k(a)/a, Phi_k(b)/b]``; the four
+    point evaluations are balls (rounding only), so the hull of their ends is proved.
+    A ball evaluation on the whole bracket would also be rigorous but overestimates
+    (the dependency of ``Phi`` and ``Psi`` on ``c``).
+    """
+    import flint
+
+    # the recurrence amplifies a relative error in c by Phi_n / Phi_k <= cond (Theorem 2)
+    target_bits = int(3.33 * (digits + 2 + max(log10_condition, 0.0))) + 8
+    bits = target_bits + 64 + int(2 * math.log2(n + 1))
+    rho_a = arb_from_float(rho)
+    while True:
+        a, b, bits = _certified_root(n, rho, log_c_guess, bits, target_bits)
+        with arb_precision(bits):
+            _, phi_a, v_a, _ = _recurrence_arb(n, rho_a, a, full=True)
+            _, phi_b, v_b, _ = _recurrence_arb(n, rho_a, b, full=True)
+            if all(p is not None for p in phi_a[1:]) and all(p > 0 for p in phi_a[1:]):
+                entries = []
+                for d in range(n):
+                    k = n - d
+                    lo = (v_a[k] / b).lower()
+                    hi = (v_b[k] / a).upper()
+                    entries.append(flint.arb(lo).union(flint.arb(hi)))
+                ratios = [
+                    flint.arb((phi_a[k] / a).lower()).union(flint.arb((phi_b[k] / b).upper())) for k in range(1, n + 1)
+                ]
+                ratios.insert(0, flint.arb(0))
+                worst = max(float((e.rad() / e.mid()).upper()) for e in entries)
+                if worst <= 10.0 ** (-digits - 1):
+                    return entries, ratios, flint.arb(a).union(flint.arb(b)), bits
+        target_bits += 32
+        bits += 64
+        if bits > _MAX_BITS:
+            raise PrecisionError(f"certifying ot_prior(n={n}, rho={rho!r}) to {digits} digits needs more than {_MAX_BITS} bits")
+
+
+def _certified_result(n, rho, dps, float_res, log10_condition=None):
+    if isinstance(float_res, OTPrior):
+        float_res = (float_res.log_prior, float_res.log_c, 0, 0.0)
+    log_c0 = float_res[1]
+    if log10_condition is None:
+        log10_condition = -float(float_res[0][-1]) / math.log(10.0)
+    entries, _, cball, bits = _certified_prior(n, rho, log_c0, log10_condition, dps)
+    encl = [enclosure_from_arb(e) for e in entries]
+    import mpmath
+
+    ctx = mpmath.MPContext()
+    ctx.dps = dps
+    values = tuple(ctx.mpf(e.mid().str(dps + 5, radius=False)) for e in entries)
+    lo = np.array([e.lo for e in encl])
+    hi = np.array([e.hi for e in encl])
+    mid = np.array([e.mid for e in encl])
+    rad = np.array([e.rad for e in encl])
+    with arb_precision(bits):
+        log_prior = np.array([float(e.log().mid()) if e > 0 else -np.inf for e in entries])
+        log_c = float(cball.log().mid())
+        err = max(float((e.rad() / e.mid()).upper()) for e in entries)
+    return OTPrior(
+        n=n,
+        rho=rho,
+        prior=mid,
+        log_prior=log_prior,
+        log_c=log_c,
+        iterations=0,
+        log_error_bound=2.0 * err,
+        log10_condition=log10_condition,
+        certified=True,
+        lo=lo,
+        hi=hi,
+        mid=mid,
+        rad=rad,
+        dps=dps,
+        values=values,
+    )
+
+
+def _solve_or_recur(n, rho, dual_tol, max_iter):
+    """The double route, or the certified recurrence where the sweep cannot converge.
+
+    As ``rho -> 1`` every mode of the sweep contracts at a rate close to one; where the
+    sweep fails and the recurrence is affordable (``n`` times the working bits at most
+    ``4e7``), the prior is taken from the certified route (17 digits) instead.
+    """
+    budget = max_iter if (1.0 - rho) > 1e-4 else min(max_iter, 2000)
+    try:
+        return _float_prior(n, rho, dual_tol, budget)
+    except ConvergenceError as err:
+        partial = err.partial
+        if partial is None or not np.all(np.isfinite(partial)):
+            raise
+        y = partial[0]
+        _, L1 = _sweep(y, rho)
+        log_c = float(L1[-1] / (1.0 - rho))
+        cond = -float(y[0] - L1[-1]) / math.log(10.0)
+        bits = 3.33 * (19 + max(cond, 0.0)) + 72
+        if not math.isfinite(log_c) or n * bits > 4e7:
+            raise DomainError(
+                "rho",
+                rho,
+                f"values where the double-precision sweep converges within max_iter={max_iter} "
+                f"for n={n} (it contracts at rate rho), or where the certified recurrence is affordable "
+                f"(n * bits <= 4e7; about {bits:.0f} bits needed here)",
+            ) from None
+        res = _certified_result(n, rho, 17, (None, log_c, 0, 0.0), log10_condition=cond)
+        return res
+
+
+def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=False):
     """Exact constant-score prior :math:`\\pi_n(d)` of the causal OT operator.
 
     Parameters
@@ -166,87 +479,217 @@ def ot_prior(n, rho, *, dps=None, tol=1e-13, max_iter=20_000, return_info=False)
     rho : float
         Balancing strength in [0, 1).
     dps : int, optional
-        If given, return mpmath numbers correct to ``dps`` significant digits
-        (relative, every entry), computed by the backward recurrence.
-    tol : float
-        Double path: certified sup-norm accuracy of the log scalings (the entries then
-        carry a relative error of about ``2 tol`` plus rounding; see ``PriorInfo``).
+        Certified route: Arb balls proved to contain every entry, with relative radius
+        below ``10**-dps``; ``values`` holds the midpoints to ``dps`` digits.
+    dual_tol : float
+        Double route: accuracy of the log scalings in the oscillation seminorm
+        (the operator's numerical tolerance, as in :func:`~otprior.causal_ot_attention`).
     max_iter : int
+        Sweeps of the double route before :class:`~otprior.ConvergenceError`.
     return_info : bool
-        Double path: also return a :class:`PriorInfo`.
+        Deprecated (kept for existing callers): return ``(result.prior, result)``.
 
     Returns
     -------
-    ndarray, shape (n,)  (or list of mpf when ``dps`` is given)
-        ``prior[d]`` for distance ``d = 0 .. n-1``; sums to one.
+    OTPrior
+        ``result.prior[d]`` for distance ``d = 0 .. n-1`` (sums to one), ``log_prior``,
+        ``log_c``, the error certificate, and the balls when ``dps`` is given. The result
+        behaves as the array ``prior``.
+
+    Raises
+    ------
+    ConvergenceError
+        The double route did not reach its threshold in ``max_iter`` sweeps (slow
+        contraction as ``rho -> 1`` at large ``n``); nothing is returned silently.
+    PrecisionError
+        The certified route needs more than its caps (20000 bits, ``n * bits <= 4e9``).
 
     Notes
     -----
-    Double precision (Theorem 2 as a fixed point): the equations ``u = 1/Phi``,
-    ``v = Psi^(-rho)`` are solved by O(n) sweeps with Anderson mixing. The sweep
-    only adds positive numbers, whereas the backward recurrence subtracts
-    (``Phi_{k-1} = Phi_k - v_k``) and amplifies rounding by ``c / Phi_1`` (1e4 at
-    ``n = 2048, rho = 0.5``; 1e22 at ``n = 1e6, rho = 0.99``), so it cannot give
-    double-precision digits. With ``dps`` the recurrence is run in mpmath at
-    ``dps + log10(c / Phi_1) + 15`` digits, rerun with 20 more, and the two must
-    agree to ``10**-dps`` relative or the precision is raised (up to 2000 digits,
-    then :class:`~otprior.PrecisionError`).
+    Double route (Theorem 2 as a fixed point): ``y = log v - log v_n`` is iterated by
+    ``L1 = log cumsum exp(y)`` (``= log Phi / v_n``), ``L2 = log reverse-cumsum
+    exp(-L1)``, ``y' = -rho (L2 - L2[n])``, with Anderson mixing whose memory is chosen
+    by ``rho``. Only positive terms are added, in logarithms, so nothing overflows for
+    any ``rho < 1`` (``log c`` reaches 395 at ``n = 64``, ``rho = 1 - 1e-9``). The
+    stopping rule certifies ``osc(y - y*) <= dual_tol`` (Theorem 1) unless the rounding
+    floor of a sweep, ``4 (sqrt(n) + 3) eps (1 + max|y|)``, exceeds ``dual_tol (1 - rho)``;
+    ``log_error_bound`` reports what was certified either way.
+    Certified route: the backward recurrence in Arb at ``64 + 3.33 (dps + log10 cond)``
+    bits, the root bracketed by exact dyadics proved below/above it by Lemma 2.1 and
+    narrowed by bisection, then the recurrence run on the bracket as one ball.
 
     Examples
     --------
     >>> p = ot_prior(4, 0.0)        # rho = 0: uniform
-    >>> p.round(12).tolist()
+    >>> p.prior.round(12).tolist()
     [0.25, 0.25, 0.25, 0.25]
     >>> round(float(ot_prior(256, 0.5)[0]), 6)
     0.045634
+    >>> r = ot_prior(16, 0.9995, dps=20)       # certified: Arb balls
+    >>> round(float(r.values[1]), 10), bool(r.rad[1] < 1e-21 * r.mid[1])
+    (0.0124827178, True)
     """
     n = check_int(n, "n", minimum=1)
     rho = check_rho(rho)
-    tol = check_real(tol, "tol", low=0.0, low_open=True)
+    dual_tol = check_real(dual_tol, "dual_tol", low=0.0, low_open=True)
     max_iter = check_int(max_iter, "max_iter")
+    if dps is not None:
+        dps = check_int(dps, "dps", minimum=1, maximum=_MAX_DPS)
     if rho == 0.0:
-        prior = np.full(n, 1.0 / n)
-        info = PriorInfo(c=float(n), iterations=0, log_error_bound=0.0, condition=float(n))
+        float_res = (np.full(n, -math.log(n)), math.log(n), 0, 0.0)
     else:
-        prior, info = _sweep_prior(n, rho, tol, max_iter)
-    if dps is None:
-        return (prior, info) if return_info else prior
-    dps = check_int(dps, "dps", minimum=1, maximum=_MAX_DPS)
-    if rho == 0.0:
-        with mpmath.workdps(dps):
-            return [mpmath.mpf(1) / n] * n
-    wp = dps + int(math.log10(max(info.condition, 1.0))) + 15
-    while True:
-        if wp + 20 > _MAX_DPS:
-            raise PrecisionError(f"ot_prior(n={n}, rho={rho}) needs more than {_MAX_DPS} working digits for dps={dps}")
-        a = _recurrence_prior(n, rho, info.c, wp)
-        b = _recurrence_prior(n, rho, info.c, wp + 20)
-        with mpmath.workdps(wp + 20):
-            err = max(abs(x / y - 1) for x, y in zip(a, b, strict=True))
-        if err <= mpmath.mpf(10) ** (-dps - 1):
-            with mpmath.workdps(dps):
-                return [+x for x in b]
-        wp *= 2
+        float_res = _solve_or_recur(n, rho, dual_tol, max_iter)
+    if dps is not None:
+        return _certified_result(n, rho, dps, float_res)
+    if isinstance(float_res, OTPrior):
+        return (float_res.prior, float_res) if return_info else float_res
+    log_prior, log_c, iterations, bound = float_res
+    with np.errstate(under="ignore"):
+        prior = np.exp(log_prior) if rho > 0.0 else np.full(n, 1.0 / n)
+    result = OTPrior(
+        n=n,
+        rho=rho,
+        prior=prior,
+        log_prior=log_prior,
+        log_c=log_c,
+        iterations=iterations,
+        log_error_bound=float(bound),
+        log10_condition=-float(log_prior[-1]) / math.log(10.0),
+    )
+    return (prior, result) if return_info else result
 
 
-def ot_window_mass(window, n, rho, *, dps=None):
+# --- masses and bounds -----------------------------------------------------------------------
+
+
+def _broadcast_ints(window, n):
+    w = np.asarray(window)
+    nn = np.asarray(n)
+    for name, arr, raw in (("window", w, window), ("n", nn, n)):
+        if arr.dtype == object or arr.dtype.kind not in "iuf" or arr.dtype == np.bool_:
+            raise DomainError(name, raw, "integers (or arrays of integers) at least 1")
+    return np.broadcast_arrays(w, nn)
+
+
+def _scalar_or_array(out, shape):
+    return float(out.reshape(())) if shape == () else out.reshape(shape)
+
+
+def ot_window_mass(window, n, rho, *, certified=False):
     """Window mass :math:`m_n(W;\\rho) = \\sum_{d<W} \\pi_n(d)` of the constant-score prior.
 
-    Exact (Theorem 2) through :func:`ot_prior`; ``dps`` returns an mpmath number
-    with that many correct digits.
+    Parameters
+    ----------
+    window, n : int or array_like of int
+        ``1 <= window <= n``; broadcast against each other.
+    rho : float
+    certified : bool
+        Return an :class:`~otprior.Enclosure` proved in ball arithmetic (fields are
+        arrays for array input) instead of floats.
+
+    Notes
+    -----
+    Evaluated as :math:`m = -\\mathrm{expm1}(L1_{n-W} - L1_n)`, i.e. ``1 - Phi_{n-W}/Phi_n``
+    from the log cumulative sums of the solved scalings, which keeps full relative
+    accuracy as ``m -> 1`` and as ``m -> 0``. One solve per distinct ``n``.
 
     Examples
     --------
     >>> round(ot_window_mass(10, 1024, 0.5), 4)
     0.1111
+    >>> ot_window_mass([1, 10], 1024, 0.5).round(4).tolist()
+    [0.0225, 0.1111]
     """
-    n = check_int(n, "n", minimum=1)
-    window = check_window(window, n)
-    prior = ot_prior(n, rho, dps=dps)
-    if dps is not None:
-        with mpmath.workdps(dps + 5):
-            return +mpmath.fsum(prior[:window])
-    return float(np.sum(prior[:window]))
+    rho = check_rho(rho)
+    w, nn = _broadcast_ints(window, n)
+    shape = w.shape
+    wf, nf = w.ravel(), nn.ravel()
+    for k in range(wf.size):
+        nk = check_int(nf[k].item(), "n", minimum=1)
+        check_int(wf[k].item(), "window", minimum=1, maximum=nk)
+    wf = wf.astype(np.int64)
+    nf = nf.astype(np.int64)
+    if certified:
+        lo, hi, mid, rad = (np.empty(wf.size) for _ in range(4))
+        for nk in np.unique(nf):
+            sel = np.flatnonzero(nf == nk)
+            for k, e in zip(sel, _certified_masses(int(nk), rho, wf[sel]), strict=True):
+                lo[k], hi[k], mid[k], rad[k] = e.lo, e.hi, e.mid, e.rad
+        if shape == ():
+            return Enclosure(lo=float(lo[0]), hi=float(hi[0]), mid=float(mid[0]), rad=float(rad[0]))
+        return Enclosure(lo=lo.reshape(shape), hi=hi.reshape(shape), mid=mid.reshape(shape), rad=rad.reshape(shape))
+    out = np.empty(wf.size)
+    for nk in np.unique(nf):
+        sel = np.flatnonzero(nf == nk)
+        out[sel] = _float_masses(int(nk), rho, wf[sel])
+    return _scalar_or_array(out, shape)
+
+
+def _float_masses(n, rho, windows):
+    if rho == 0.0:
+        return windows / n
+    res = _solve_or_recur(n, rho, 1e-13, 20_000)
+    log_prior = res.log_prior if isinstance(res, OTPrior) else res[0]
+    y = log_prior[::-1]  # log v_k - log Phi_n, k = 1..n
+    L = _log_cumsum_exp(y)  # log(Phi_k / Phi_n)
+    # m = 1 - Phi_{n-W} / Phi_n ; Phi_0 = 0
+    idx = n - windows  # number of keys outside the window
+    ratio_log = np.where(idx > 0, L[np.maximum(idx - 1, 0)] - L[-1], -np.inf)
+    return -np.expm1(ratio_log)
+
+
+def _certified_masses(n, rho, windows):
+    """Enclosures of ``m = 1 - Phi_{n-W}/Phi_n`` (Theorem 2) from two Arb passes.
+
+    The double route gives ``c`` to about ``1e-12`` relative; ``a = c (1 - d)`` and
+    ``b = c (1 + d)`` are proved below and above the root by the sign test of Lemma 2.1
+    (``d`` grows by ``2**10`` until both signs are proved), and ``N_k = Phi_k / c`` is
+    increasing in ``c``, so ``1 - N_{n-W}(b) <= m <= 1 - N_{n-W}(a)``. Two passes of the
+    recurrence instead of a bisection; the width is about ``d`` times ``Phi_n/Phi_{n-W}``.
+    """
+    import flint
+
+    if rho == 0.0:
+        out = []
+        with arb_precision(128):
+            for w in windows:
+                out.append(enclosure_from_arb(flint.arb(int(w)) / int(n)))
+        return out
+    res = _solve_or_recur(n, rho, 1e-13, 20_000)
+    if isinstance(res, OTPrior):
+        log_prior, log_c = res.log_prior, res.log_c
+    else:
+        log_prior, log_c = res[0], res[1]
+    # only Phi_k, k >= n - W, enter: the digits lost down to there are log10(Phi_n / Phi_{n-W})
+    bits = 96 + int(2 * math.log2(n + 1)) + int(3.33 * max(0.0, -float(log_prior[-1]) / math.log(10.0)))
+    rho_a = arb_from_float(rho)
+    for attempt in range(6):
+        if bits > _MAX_BITS or n * bits > _MAX_WORK:
+            break
+        with arb_precision(bits):
+            c = flint.arb(log_c).exp().mid()
+            d = flint.arb(2) ** (-40 + 10 * attempt)
+            a, b = (c * (1 - d)).mid(), (c * (1 + d)).mid()
+            sa, phi_a, _, _ = _recurrence_arb(n, rho_a, a, full=True)
+            sb, phi_b, _, _ = _recurrence_arb(n, rho_a, b, full=True)
+            if sb == 0 or sa == 0:
+                bits *= 2
+                continue
+            if sa > 0 or sb < 0:
+                continue
+            out = []
+            for w in windows:
+                k = n - int(w)
+                lo = (1 - phi_b[k] / b).lower()
+                pa = phi_a[k] if k >= 1 else flint.arb(0)
+                hi = (1 - pa / a).upper() if (k == 0 or (pa is not None and pa > 0)) else flint.arb(1)
+                out.append(enclosure_from_arb(flint.arb(lo).union(flint.arb(hi))))
+            return out
+    # fall back to the bisection route (narrower, slower)
+    log10_condition = -float(log_prior[-1]) / math.log(10.0)
+    _, ratios, _, bits = _certified_prior(n, rho, log_c, log10_condition, 17)
+    with arb_precision(bits):
+        return [enclosure_from_arb(1 - ratios[n - int(w)]) for w in windows]
 
 
 def ot_window_law(window, n, rho):
@@ -254,63 +697,183 @@ def ot_window_law(window, n, rho):
 
     ``m_n(W; rho) = H_W^{(rho)} (Z_q / n)^{1 - rho} (1 + o(1))`` as ``n -> oo``, with
     ``q = 1 - rho`` and ``Z_q = q^{1/q - 1} Gamma(1/q)``. It is an asymptotic law,
-    not a bound, and can exceed one for small ``n``.
+    not a bound, and can exceed one for small ``n``. Broadcasts over ``window`` and ``n``.
 
     Examples
     --------
     >>> round(ot_window_law(10, 1024, 0.5), 4)
     0.1109
     """
-    n = check_int(n, "n", minimum=1)
-    window = check_window(window, n)
     rho = check_rho(rho)
+    w, nn = _broadcast_ints(window, n)
     q = 1.0 - rho
-    return power_sum(1, window, rho) * math.exp(q * (log_normaliser(q) - math.log(n)))
+    out = np.empty(w.size)
+    for k, (wk, nk) in enumerate(zip(w.ravel(), nn.ravel(), strict=True)):
+        nk = check_int(nk.item(), "n", minimum=1)
+        wk = check_int(wk.item(), "window", minimum=1, maximum=nk)
+        out[k] = power_sum(1, wk, rho) * math.exp(q * (log_normaliser(q) - math.log(nk)))
+    return _scalar_or_array(out, w.shape)
+
+
+def ot_window_mass_bound(window, n, rho):
+    """Non-asymptotic upper bound :math:`m_n(W;\\rho)\\le H_W^{(\\rho)}\\,n^{-(1-\\rho)}` (Theorem 4(iii)).
+
+    Holds at every ``n`` (``proofs/window_law.md``: the column sums of the constant-score
+    plan add up to ``n`` and Jensen's inequality gives ``Phi_n >= n``), so every fixed
+    window's share vanishes like ``n^{-(1-rho)}``. Evaluated in Arb and returned as the
+    upper end of the ball (a proved bound); broadcasts over ``window`` and ``n``.
+
+    Examples
+    --------
+    >>> b = ot_window_mass_bound(10, 1024, 0.5)
+    >>> bool(ot_window_mass(10, 1024, 0.5) <= b)
+    True
+    """
+    import flint
+
+    rho = check_rho(rho)
+    w, nn = _broadcast_ints(window, n)
+    out = np.empty(w.size)
+    with arb_precision(128):
+        r = arb_from_float(rho)
+        for k, (wk, nk) in enumerate(zip(w.ravel(), nn.ravel(), strict=True)):
+            nk = check_int(nk.item(), "n", minimum=1)
+            wk = check_int(wk.item(), "window", minimum=1, maximum=nk)
+            H = _power_sum_arb(wk, r)
+            val = H * flint.arb(nk) ** (r - 1)
+            out[k] = min(1.0, enclosure_from_arb(val).hi)
+    return _scalar_or_array(out, w.shape)
+
+
+def _power_sum_arb(W, r):
+    """:math:`H_W^{(\\rho)} = \\sum_{k\\le W} k^{-\\rho}` as a ball: direct sum, or
+    Hurwitz zeta differences for large ``W`` (rigorous in Arb)."""
+    import flint
+
+    if W <= 4096:
+        s = flint.arb(0)
+        for k in range(1, W + 1):
+            s += flint.arb(k) ** (-r)
+        return s
+    if r == 1:
+        return flint.arb(W + 1).digamma() - flint.arb(1).digamma()
+    return flint.arb.zeta(r, 1) - flint.arb.zeta(r, W + 1) if r != 0 else flint.arb(W)
+
+
+@dataclass(frozen=True)
+class DilutionBound:
+    """A proved upper bound on the window mass under bounded scores (Theorem 5).
+
+    Attributes
+    ----------
+    bound : float or ndarray
+        The proved upper bound (the upper end of ``enclosure``).
+    enclosure : Enclosure
+        Ball of :math:`K m^0/(1+(K-1)m^0)` (``mid``, ``rad``, ``lo``, ``hi``).
+    m0 : Enclosure
+        The certified constant-score window mass.
+    log_k : float or ndarray
+        :math:`\\log K`.
+    """
+
+    bound: object
+    enclosure: Enclosure
+    m0: Enclosure
+    log_k: object
+
+    def __float__(self):
+        return float(self.bound)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.bound, dtype=dtype)
+
+    def __format__(self, spec):
+        return format(self.bound if isinstance(self.bound, np.ndarray) else float(self.bound), spec)
+
+    def as_dict(self) -> dict:
+        def plain(x):
+            return x.tolist() if isinstance(x, np.ndarray) else x
+
+        return {
+            "bound": plain(self.bound),
+            "enclosure": {k: plain(v) for k, v in self.enclosure.as_dict().items()},
+            "m0": {k: plain(v) for k, v in self.m0.as_dict().items()},
+            "log_k": plain(self.log_k),
+        }
 
 
 def ot_dilution_bound(window, n, rho, score_bound):
-    """Rigorous upper bound on the window mass for every bounded score matrix.
+    """Proved upper bound on the window mass for every bounded score matrix (Theorem 5).
 
     For all scores with :math:`|s_{ij} - c| \\le B` on the prefix (any constant
-    ``c``), the window mass of the operator's row ``n`` satisfies, at every ``n``
-    (Theorem 5, ``proofs/bounded_score_dilution.md``),
+    ``c``), the window mass of the operator's row ``n`` satisfies, at every ``n``,
 
     .. math::
 
         m_n(W) \\le \\frac{K m^0}{1 + (K - 1) m^0},\\qquad
         K = \\exp\\Bigl(\\frac{2B(1+\\rho)}{1-\\rho}\\Bigr),
 
-    where :math:`m^0 = m_n(W;\\rho)` is the exact constant-score window mass. Since
-    :math:`m^0 \\to 0`, every fixed window receives a vanishing share.
+    where :math:`m^0 = m_n(W;\\rho) \\le H_W^{(\\rho)} n^{-(1-\\rho)}` is the exact
+    constant-score window mass (Theorem 4(iii)), so every fixed window receives a
+    vanishing share.
 
     Parameters
     ----------
-    window, n : int
-        ``1 <= window <= n``.
+    window, n : int or array_like of int
+        ``1 <= window <= n``; broadcast.
     rho : float
-        Balancing strength in [0, 1).
     score_bound : float
         ``B >= 0``.
 
+    Returns
+    -------
+    DilutionBound
+        ``bound`` is the proved upper bound (``float(result)`` gives it).
+
     Notes
     -----
-    ``m0`` is inflated by ``1e-9`` relative before use, which covers the certified
-    error of :func:`ot_prior` (``PriorInfo.log_error_bound``) with a wide margin.
+    ``m0`` is the certified enclosure of :func:`ot_window_mass`; the expression is
+    increasing in ``m0`` and is evaluated in Arb on the ball, as
+    ``1 / (1 + exp(-log K) (1 - m0) / m0)`` (no overflow for any ``B``).
 
     Examples
     --------
-    >>> round(ot_dilution_bound(10, 1024, 0.5, 0.0), 4)   # B = 0: the exact mass
+    >>> round(ot_dilution_bound(10, 1024, 0.5, 0.0).bound, 4)   # B = 0: the exact mass
     0.1111
     """
-    n = check_int(n, "n", minimum=1)
-    window = check_window(window, n)
     rho = check_rho(rho)
     B = check_real(score_bound, "score_bound", low=0.0)
-    m0 = min(1.0, ot_window_mass(window, n, rho) * (1.0 + 1e-9))
-    if m0 >= 1.0:
-        return 1.0
-    log_k = 2.0 * B * (1.0 + rho) / (1.0 - rho)
-    # K m0 / (1 + (K - 1) m0) = 1 / (1 + (1 - m0) / (K m0)), overflow-free
-    return 1.0 / (1.0 + math.exp(-log_k) * (1.0 - m0) / m0)
+    m0 = ot_window_mass(window, n, rho, certified=True)
+    lo_m = np.atleast_1d(np.asarray(m0.lo, dtype=float)).ravel()
+    hi_m = np.atleast_1d(np.asarray(m0.hi, dtype=float)).ravel()
+    shape = np.shape(m0.lo)
+    encl = []
+    with arb_precision(128):
+        r = arb_from_float(rho)
+        b = arb_from_float(B)
+        log_k = 2 * b * (1 + r) / (1 - r)
+        for lo, hi in zip(lo_m, hi_m, strict=True):
+            ball = arb_from_float(max(lo, 0.0)).union(arb_from_float(min(hi, 1.0)))
+            if not ball > 0:
+                ball = arb_from_float(max(lo, 5e-324)).union(arb_from_float(min(hi, 1.0)))
+            val = 1 / (1 + (-log_k).exp() * (1 - ball) / ball)
+            encl.append(enclosure_from_arb(val))
+        lk = float(log_k.mid())
+    fields_ = {k: np.array([getattr(e, k) for e in encl]) for k in ("lo", "hi", "mid", "rad")}
+    if shape == ():
+        enclosure = Enclosure(**{k: float(v[0]) for k, v in fields_.items()})
+        bound = min(1.0, enclosure.hi)
+    else:
+        enclosure = Enclosure(**{k: v.reshape(shape) for k, v in fields_.items()})
+        bound = np.minimum(1.0, enclosure.hi)
+    return DilutionBound(bound=bound, enclosure=enclosure, m0=m0, log_k=lk)
+
+
+def _recurrence_prior(n, rho, c_guess, wp):
+    """Compatibility shim: the certified prior's midpoints at ``wp`` digits (list of mpf).
+
+    Prefer ``ot_prior(n, rho, dps=wp).values``.
+    """
+    return list(ot_prior(n, rho, dps=min(int(wp), _MAX_DPS)).values)
 
 

@@ -6,7 +6,7 @@ import pytest
 from conftest import plain_prefix_row
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.special import softmax
+from scipy.special import logsumexp, softmax
 
 import otprior
 from otprior import DomainError
@@ -39,7 +39,7 @@ def test_operator_equals_plain_iteration(rho):
     S = rng.uniform(-3, 3, size=(n, n))
     A = otprior.causal_ot_attention(S, rho)
     for t in (1, 2, 7, 20, 40):
-        np.testing.assert_allclose(A[t - 1, :t], plain_prefix_row(S, rho, t), rtol=1e-10, atol=0)
+        np.testing.assert_allclose(A[t - 1, :t], plain_prefix_row(S, rho, t, tol=1e-13), rtol=1e-10, atol=0)
 
 
 def test_rho_zero_is_causal_softmax():
@@ -66,16 +66,25 @@ def test_prefix_consistency_holds_for_operator_and_fails_for_full_variant():
 def test_contraction_rate_rho_is_observed(rho):
     rng = np.random.default_rng(5)
     S = rng.normal(size=(20, 20))
-    fp = otprior.causal_ot_fixed_point(S, rho, tol=1e-13)
+    fp = otprior.causal_ot_fixed_point(S, rho, dual_tol=1e-13)
     r = fp.residuals
     ratios = r[1:] / r[:-1]
-    # Theorem 1: every sweep contracts by at most rho ...
+    # Theorem 1 on the quotient by constants: every sweep contracts osc by at most rho
     assert np.all(ratios[r[1:] > 1e-10] <= rho * (1 + 1e-4))  # below 1e-10 rounding noise dominates
-    # ... and rho is attained asymptotically (the constant mode, proofs/contraction.md)
-    tail = ratios[(r[:-1] > 1e-9) & (r[1:] > 1e-11)][-5:]
-    np.testing.assert_allclose(tail, rho, rtol=2e-3)
-    # the duals solve the fixed-point equations
+    # the duals solve the fixed-point equations, to the certified accuracy
+    assert fp.error_bound <= 1e-12
     np.testing.assert_allclose(fp.plan(S).sum(axis=1), 1.0, atol=1e-13)
+    # without the normalisation the constant mode contracts at exactly rho (Theorem 1(1))
+    s = np.where(np.tril(np.ones((20, 20), dtype=bool)), S, -np.inf)
+    g, res = np.zeros(20), []
+    for _ in range(60):
+        f = -logsumexp(s + g[None, :], axis=1)
+        g_new = -rho * logsumexp(s + f[:, None], axis=0)
+        res.append(np.max(np.abs(g_new - g)))
+        g = g_new
+    res = np.array(res) + 1e-300
+    tail = (res[1:] / res[:-1])[(res[:-1] > 1e-9) & (res[1:] > 1e-11)][-5:]
+    np.testing.assert_allclose(tail, rho, rtol=2e-3)
 
 
 def test_large_scores_do_not_overflow():
@@ -142,5 +151,5 @@ def test_nan_above_diagonal_is_ignored():
 def test_refuses_bad_variant_and_tolerance():
     with pytest.raises(DomainError, match="variant"):
         otprior.causal_ot_attention(np.zeros((2, 2)), 0.5, variant="rows")
-    with pytest.raises(DomainError, match="tol"):
-        otprior.causal_ot_attention(np.zeros((2, 2)), 0.5, tol=0.0)
+    with pytest.raises(DomainError, match="dual_tol"):
+        otprior.causal_ot_attention(np.zeros((2, 2)), 0.5, dual_tol=0.0)
