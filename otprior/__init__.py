@@ -6,16 +6,26 @@ margin selection; the bounded/diluting classification of positional encodings.
 ``proofs/`` states and proves each result.
 """
 
-from . import encodings
+from . import encodings, normalisers
+from ._balls import Enclosure
 from ._validation import ConvergenceError, DomainError, PrecisionError
 from .causal_ot import causal_ot_attention, causal_ot_fixed_point
+from .content_bound import ContentBand, content_band
 from .encodings import classify
 from .log_distance import distant_mass, distant_mass_bounds, window_mass, window_mass_bounds
 from .margin import MarginResult, NoMarginError, margin_for
-from .ot_prior import ot_dilution_bound, ot_prior, ot_window_law, ot_window_mass
+from .ot_prior import (
+    DilutionBound,
+    OTPrior,
+    ot_dilution_bound,
+    ot_prior,
+    ot_window_law,
+    ot_window_mass,
+    ot_window_mass_bound,
+)
 from .scale_invariant import scale_invariant_cdf, scale_invariant_density, scale_invariant_normaliser
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "causal_ot_attention",
@@ -24,6 +34,13 @@ __all__ = [
     "ot_window_mass",
     "ot_window_law",
     "ot_dilution_bound",
+    "ot_window_mass_bound",
+    "OTPrior",
+    "DilutionBound",
+    "content_band",
+    "ContentBand",
+    "Enclosure",
+    "normalisers",
     "scale_invariant_cdf",
     "scale_invariant_density",
     "scale_invariant_normaliser",

@@ -635,13 +635,14 @@ def _cmd_prior(args):
     if args.plot is not None:
         check_new_file(args.plot, force=args.force, name="plot")
         _plot_suffix_ok(args.plot, "--plot")
-    prior, info = ot_prior(args.n, args.rho, return_info=True)
+    result = ot_prior(args.n, args.rho)
+    prior = result.prior
     windows = [w for w in (1, 4, 16, 64, 256, 1024) if w <= args.n]
     rows = [{"window": w, "mass": ot_window_mass(w, args.n, args.rho), "law": ot_window_law(w, args.n, args.rho)} for w in windows]
-    payload = {"n": args.n, "rho": args.rho, "c": info.c, "log_error_bound": info.log_error_bound, "windows": rows}
+    payload = {"n": args.n, "rho": args.rho, "c": result.c, "log_error_bound": result.log_error_bound, "windows": rows}
     lines = [
         f"constant-score prior of causal OT attention, n = {args.n}, rho = {args.rho}",
-        f"(certified log error of the scalings: {info.log_error_bound:.1e})",
+        f"(certified log error of the scalings: {result.log_error_bound:.1e})",
         "window   exact mass      window law H_W (Z_q/n)^(1-rho)",
     ]
     lines += [f"{r['window']:>6}   {r['mass']:.6e}   {r['law']:.6e}" for r in rows]

@@ -76,17 +76,7 @@ CASES = {
     ),
 }
 
-# The log-distance and OT-prior modules still raise precision through mpmath's global context
-# (mpmath.workdps, mpmath.mpf outside it): their cases fail here until those modules use a
-# private mpmath.MPContext. Remove these marks when they do.
-_GLOBAL_CONTEXT = pytest.mark.xfail(
-    strict=False, reason="module uses mpmath's global context (mpmath.workdps / mpmath.mpf)"
-)
-PARAMS = [
-    pytest.param(name, marks=_GLOBAL_CONTEXT) if name in {"window_mass", "distant_mass", "ot_prior", "ot_window_mass"}
-    else name
-    for name in CASES
-]
+PARAMS = list(CASES)
 
 
 def _agree(value, reference, dps):
