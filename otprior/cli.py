@@ -70,7 +70,7 @@ Resource caps
     :class:`otprior.limits.Caps` (default: 2 GiB per allocation, 256 MiB per input file,
     1 MiB per JSON config, a million repeated items, heads included). Raise them with the
     environment variables ``OTPRIOR_MAX_BYTES``, ``OTPRIOR_MAX_READ_BYTES``,
-    ``OTPRIOR_MAX_CONFIG_BYTES`` and ``OTPRIOR_MAX_ITEMS``.
+    ``OTPRIOR_MAX_JSON_BYTES`` and ``OTPRIOR_MAX_ITEMS``.
 """
 
 from __future__ import annotations
@@ -856,7 +856,7 @@ def _reference_config(path: Path) -> dict:
     if not cfg_path.exists():
         raise UsageError(f"checkpoints: {path}: not a reference-model checkpoint (no JSON config {cfg_path.name} beside it)")
     try:
-        raw = limits.read_bytes(cfg_path, "config", limit=limits.current().max_config_bytes)
+        raw = limits.read_bytes(cfg_path, "config", limit=limits.current().max_json_bytes)
     except DomainError as exc:
         raise UsageError(f"checkpoints: config {cfg_path}: must be {exc.domain}") from None
 

@@ -7,8 +7,8 @@ place. Override one for a block with :func:`caps`::
         ...
 
 or process-wide (the command line included) with the environment variables
-``OTPRIOR_MAX_BYTES``, ``OTPRIOR_MAX_READ_BYTES``, ``OTPRIOR_MAX_CONFIG_BYTES`` and
-``OTPRIOR_MAX_ITEMS`` (one per field of :class:`Caps`), read once at import.
+``OTPRIOR_MAX_BYTES``, ``OTPRIOR_MAX_READ_BYTES``, ``OTPRIOR_MAX_JSON_BYTES`` and
+``OTPRIOR_MAX_ITEMS`` (one per field of :class:`Caps`), read once, on first use.
 
 Besides the caps, this module holds the checks that use them:
 
@@ -21,6 +21,7 @@ Besides the caps, this module holds the checks that use them:
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import threading
@@ -68,9 +69,22 @@ class Caps:
     max_read_bytes : int
         Largest file, or part of a file, read into memory from a path given by a user
         (default 256 MiB; ``OTPRIOR_MAX_READ_BYTES``): text data for the intervention.
-    max_config_bytes : int
-        Largest JSON configuration read beside a checkpoint (default 1 MiB;
-        ``OTPRIOR_MAX_CONFIG_BYTES``).
+    max_json_bytes : int
+        Largest JSON file read (a model's ``config.json``, a shard index, a training
+        record); default 4 MiB (``OTPRIOR_MAX_JSON_BYTES``).
+    max_header_bytes : int
+        Largest safetensors header (the JSON before the data); default 64 MiB
+        (``OTPRIOR_MAX_HEADER_BYTES``).
+    max_tensor_bytes : int
+        Largest single tensor the checkpoint reader materialises, counted at 8 bytes per
+        element (float64); positional parameters are small; default 64 MiB
+        (``OTPRIOR_MAX_TENSOR_BYTES``).
+    max_pickle_bytes : int
+        Largest pickle (``data.pkl``) inside a torch zip archive; default 64 MiB
+        (``OTPRIOR_MAX_PICKLE_BYTES``).
+    max_files : int
+        Most files a model folder may name (shards, per-layer files); default 4096
+        (``OTPRIOR_MAX_FILES``).
     max_items : int
         Largest count of repeated items one input may ask for (default 1,000,000;
         ``OTPRIOR_MAX_ITEMS``): attention heads, evaluation batches, listed lengths or
@@ -79,17 +93,29 @@ class Caps:
 
     max_bytes: int = 2 << 30
     max_read_bytes: int = 256 << 20
-    max_config_bytes: int = 1 << 20
+    max_json_bytes: int = 4 << 20
+    max_header_bytes: int = 64 << 20
+    max_tensor_bytes: int = 64 << 20
+    max_pickle_bytes: int = 64 << 20
+    max_files: int = 4096
     max_items: int = 1_000_000
 
 
-_DEFAULT = Caps(**{f.name: _env_int("OTPRIOR_" + f.name.upper(), f.default) for f in fields(Caps)})
 _local = threading.local()
 
 
+@functools.lru_cache(maxsize=1)
+def _defaults() -> Caps:
+    # read on first use, not at import, so that a bad OTPRIOR_* value is refused as a
+    # DomainError where it is used (the command line's one-line error), not as a traceback
+    return Caps(**{f.name: _env_int("OTPRIOR_" + f.name.upper(), f.default) for f in fields(Caps)})
+
+
 def current() -> Caps:
-    """The caps in force in this thread."""
-    return getattr(_local, "caps", _DEFAULT)
+    """The caps in force in this thread (the environment's ``OTPRIOR_*`` values, or the
+    defaults, unless :func:`caps` overrides them)."""
+    caps_now = getattr(_local, "caps", None)
+    return _defaults() if caps_now is None else caps_now
 
 
 @contextmanager
@@ -117,55 +143,6 @@ def check_allocation(nbytes, name: str, value) -> None:
     cap = current().max_bytes
     if nbytes > cap:
         raise ResourceError(name, value, _human(float(nbytes)), _human(float(cap)))
-
-
-@dataclass(frozen=True)
-class CheckpointCaps:
-    """Caps on what the checkpoint reader (:mod:`otprior.torch`) reads or materialises.
-
-    Attributes
-    ----------
-    max_json_bytes : int
-        Largest JSON file read (a model's ``config.json``, a shard index, a training
-        record); default 4 MiB (``OTPRIOR_MAX_JSON_BYTES``).
-    max_header_bytes : int
-        Largest safetensors header (the JSON before the data); default 64 MiB
-        (``OTPRIOR_MAX_HEADER_BYTES``).
-    max_tensor_bytes : int
-        Largest single tensor materialised, counted at 8 bytes per element (float64);
-        positional parameters are small; default 64 MiB (``OTPRIOR_MAX_TENSOR_BYTES``).
-    max_pickle_bytes : int
-        Largest pickle (``data.pkl``) inside a torch zip archive; default 64 MiB
-        (``OTPRIOR_MAX_PICKLE_BYTES``).
-    max_files : int
-        Most files a model folder may name (shards, per-layer files); default 4096
-        (``OTPRIOR_MAX_FILES``).
-    """
-
-    max_json_bytes: int = 4 << 20
-    max_header_bytes: int = 64 << 20
-    max_tensor_bytes: int = 64 << 20
-    max_pickle_bytes: int = 64 << 20
-    max_files: int = 4096
-
-
-_CHECKPOINT_DEFAULT = CheckpointCaps(**{f.name: _env_int("OTPRIOR_" + f.name.upper(), f.default) for f in fields(CheckpointCaps)})
-
-
-def current_checkpoint_caps() -> CheckpointCaps:
-    """The checkpoint-reading caps in force in this thread."""
-    return getattr(_local, "checkpoint_caps", _CHECKPOINT_DEFAULT)
-
-
-@contextmanager
-def checkpoint_caps(**changes):
-    """Override checkpoint-reading caps for a block (this thread only)."""
-    old = current_checkpoint_caps()
-    _local.checkpoint_caps = replace(old, **changes)
-    try:
-        yield _local.checkpoint_caps
-    finally:
-        _local.checkpoint_caps = old
 
 
 def check_count(count, name: str, value=None) -> None:

@@ -5,7 +5,7 @@ never code: safetensors headers are parsed and checked here and only the positio
 tensors read; torch archives are checked entry by entry and loaded only with
 ``torch.load(weights_only=True)``, which refuses any object that is not a tensor or a
 plain container. Model folders (single, sharded, per-layer), the families' configs and the
-caps of :class:`otprior.limits.CheckpointCaps` are described in ``_checkpoint``.
+caps of :class:`otprior.limits.Caps` are described in ``_checkpoint``.
 
 * :func:`load_checkpoint` -> :class:`Checkpoint` (per-layer, per-head parameters);
 * :func:`layer_encoding` / :func:`encoding_for` -> the :mod:`otprior.encodings` object of a layer's

@@ -39,7 +39,7 @@ reference model    ``log-distance`` (``pos.alpha_raw``), ``alibi`` (stored ``slo
 A ``scheme`` given by the caller confirms the detection and is refused when the config or
 the tensors contradict it.
 
-Resource limits (caps in :class:`otprior.limits.CheckpointCaps`)
+Resource limits (caps in :class:`otprior.limits.Caps`)
 ----------------------------------------------------------------
 Only regular files are opened (a FIFO, device or socket is refused before any read; a
 config symlinked to ``/dev/zero`` is a character device). JSON files are read up to a cap
@@ -74,7 +74,7 @@ import torch
 
 from .. import encodings
 from .._validation import DomainError, FileFormatError
-from ..limits import current_checkpoint_caps
+from ..limits import current as current_caps
 
 __all__ = [
     "SCHEMES",
@@ -232,7 +232,7 @@ def _refuse_constant(name):
 
 def _read_json(path: Path, what: str) -> dict:
     """A JSON object of bounded size from a regular file, UTF-8, without NaN or Infinity."""
-    cap = current_checkpoint_caps().max_json_bytes
+    cap = current_caps().max_json_bytes
     fd, size = _open_regular(path, what)
     try:
         if size > cap:
@@ -278,7 +278,7 @@ _ST_FLOATS = {"F64": "<f8", "F32": "<f4", "F16": "<f2"}
 
 def _check_elements(numel, key, path):
     need = 8 * numel
-    cap = current_checkpoint_caps().max_tensor_bytes
+    cap = current_caps().max_tensor_bytes
     if need > cap:
         raise CheckpointError(
             f"{path}: tensor {key!r} would need {need} bytes as float64, above the cap of {cap} (OTPRIOR_MAX_TENSOR_BYTES); refused"
@@ -294,7 +294,7 @@ def _safetensors_entries(path: Path) -> dict:
         (n,) = struct.unpack("<Q", _pread(fd, 8, 0))
         if n > size - 8:
             raise CheckpointError(f"{path}: not a safetensors file (header of {n} bytes declared, the file has {size})")
-        cap = current_checkpoint_caps().max_header_bytes
+        cap = current_caps().max_header_bytes
         if n > cap:
             raise CheckpointError(f"{path}: safetensors header of {n} bytes, above the cap of {cap} (OTPRIOR_MAX_HEADER_BYTES)")
         raw = _pread(fd, n, 8)
@@ -380,7 +380,7 @@ def _torch_archive(path: Path):
                 "nothing in it was executed (re-save it with torch.save, or as safetensors)"
             )
         raise CheckpointError(f"{path}: not a torch checkpoint (neither a zip archive nor a pickle: starts with {head!r})")
-    caps = current_checkpoint_caps()
+    caps = current_caps()
     try:
         with zipfile.ZipFile(path) as archive:
             infos = archive.infolist()
@@ -529,8 +529,8 @@ def _sharded(folder: Path, index_name: str, reader):
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()):
         raise CheckpointError(f"{folder / index_name}: the weight_map's values are not all file names")
     files = sorted(set(weight_map.values()))
-    if len(files) > current_checkpoint_caps().max_files:
-        raise CheckpointError(f"{folder / index_name}: {len(files)} shards, above the cap of {current_checkpoint_caps().max_files}")
+    if len(files) > current_caps().max_files:
+        raise CheckpointError(f"{folder / index_name}: {len(files)} shards, above the cap of {current_caps().max_files}")
     entries = {}
     for name in files:
         part = reader(_plain_name(name, folder, "shard index"))
@@ -577,7 +577,7 @@ def _open_source(path: Path):
         raise CheckpointError(f"{path}: no such file or folder") from None
     except OSError as exc:
         raise CheckpointError(f"{path}: cannot be read ({exc.strerror})") from None
-    caps = current_checkpoint_caps()
+    caps = current_caps()
     layer_of = None
     if stat.S_ISDIR(st.st_mode):
         try:
