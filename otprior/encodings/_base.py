@@ -9,7 +9,6 @@ constant-content prior of query ``n`` (``n`` keys, distances ``0 .. n-1``) is
 
 from __future__ import annotations
 
-import math
 import numbers
 from dataclasses import MISSING, dataclass, field, fields
 
@@ -18,6 +17,7 @@ from scipy.special import logsumexp
 
 from .._registry import Registry
 from .._validation import DomainError, check_int, check_real, check_window
+from ..content_bound import content_band
 from ..limits import check_allocation
 
 __all__ = ["Encoding", "Verdict", "REGISTRY", "register", "decisive", "DIRECT_MAX"]
@@ -239,18 +239,20 @@ class Encoding:
         return over_lengths(window, n, lambda w, v: self._masses(w, v)[1])
 
     def distant_mass_range(self, window, n) -> tuple:
-        """``(lower, upper)`` of :math:`D_n(W)` over content within ``score_bound`` (Theorem 10)."""
+        """``(lower, upper)`` of :math:`D_n(W)` over content within ``score_bound`` (Theorem 10).
+
+        The band :math:`D^\\mp = D/(D + e^{\\pm 2B}(1 - D))` of the constant-score distant mass
+        :math:`D`, evaluated by :func:`otprior.content_bound.content_band` (``proofs/content_bound.md``);
+        ``n`` array-like as in :meth:`distant_mass`. Multi-head encodings answer one pair per head.
+        """
         hs = self.per_head()
         if hs is not None:
             return tuple(h.distant_mass_range(window, n) for h in hs)
-        # LOCAL USE of the Theorem 10 band until otprior/content_bound.py (content_band) is
-        # available here; replace these lines by a call to it.
         D = self.distant_mass(window, n)
-        if D in (0.0, 1.0) or self.score_bound == 0.0:
+        if self.score_bound == 0.0:
             return D, D
-        k = math.exp(2.0 * self.score_bound)
-        ratio = D / (1.0 - D)  # T / H
-        return ratio / (ratio + k), ratio / (ratio + 1.0 / k)
+        lo, hi = content_band(D, self.score_bound)
+        return lo, hi
 
     def _verdict(self) -> Verdict:
         raise NotImplementedError

@@ -24,7 +24,7 @@ from .._validation import DomainError, PrecisionError, check_real
 from ._base import DIRECT_MAX, Encoding, Verdict, decisive, nonneg, per_head_values, register
 from .power_law import power_law_masses, power_law_verdict
 
-__all__ = ["KerpleLog", "KerplePower", "kerple_clamp", "KERPLE_EPS"]
+__all__ = ["KerpleLog", "KerplePower", "kerple_clamp", "kerple_clamp_bounds", "KERPLE_EPS"]
 
 KERPLE_EPS = 1e-2  # the KERPLE code's lower clamp (self.eps)
 
@@ -39,14 +39,23 @@ _CLAMPS = {
 }
 
 
+def kerple_clamp_bounds(variant: str, stored_name: str) -> tuple:
+    """``(low, high)`` that KERPLE's forward pass clamps a stored parameter to (``high`` None: no upper clamp).
+
+    For code that clamps tensors itself (the reference model's differentiable forward pass);
+    :func:`kerple_clamp` applies the same bounds to numbers and arrays.
+    """
+    if (variant, stored_name) not in _CLAMPS:
+        raise DomainError("stored_name", stored_name, f"one of {sorted(n for v, n in _CLAMPS if v == variant)} for {variant}")
+    return _CLAMPS[(variant, stored_name)]
+
+
 def kerple_clamp(variant: str, stored_name: str, value):
     """A stored KERPLE parameter as the forward pass uses it (``clamp(min=0.01[, max=2])``).
 
     ``value`` may be a number or an array (one value per head); the result has the same form.
     """
-    if (variant, stored_name) not in _CLAMPS:
-        raise DomainError("stored_name", stored_name, f"one of {sorted(n for v, n in _CLAMPS if v == variant)} for {variant}")
-    low, high = _CLAMPS[(variant, stored_name)]
+    low, high = kerple_clamp_bounds(variant, stored_name)
     arr = np.asarray(value, dtype=float)
     if not np.all(np.isfinite(arr)):
         raise DomainError(stored_name, value, "finite stored values")

@@ -1,0 +1,61 @@
+"""The reference model's positional code against the registry and against ``transformers``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from otprior.encodings import KerpleLog  # noqa: E402
+from otprior.torch.model import ModelConfig, ReferenceModel, rope_frequencies  # noqa: E402
+
+
+def _llama_config(head_dim, theta, rope):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(hidden_size=head_dim * 4, num_attention_heads=4, head_dim=head_dim, max_position_embeddings=4096, rope_parameters={"rope_theta": theta, **rope})
+
+
+@pytest.mark.parametrize("head_dim, base", [(16, 10000.0), (64, 10000.0), (32, 500000.0)])
+@pytest.mark.parametrize("scale, original", [(2.0, 64), (4.0, 64), (8.0, 1024), (3.5, 256)])
+def test_reference_yarn_matches_transformers(head_dim, base, scale, original):
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    config = _llama_config(head_dim, base, {"rope_type": "yarn", "factor": scale, "original_max_position_embeddings": original})
+    inv, factor = ROPE_INIT_FUNCTIONS["yarn"](config, "cpu")
+    ours, our_factor = rope_frequencies(head_dim, base, yarn_scale=scale, original_length=original)
+    assert ours.dtype == torch.float32 and ours.shape == inv.shape
+    rel = ((ours.double() - inv.double()).abs() / inv.double()).max().item()
+    assert rel < 2e-7  # both float32: at most about one float32 rounding apart
+    assert our_factor == pytest.approx(float(factor), rel=1e-12)
+    # the ramp bites: some frequencies are interpolated (divided by the scale), some kept
+    plain, _ = rope_frequencies(head_dim, base)
+    assert torch.any(ours < plain * 0.99) and torch.isclose(ours[0], plain[0])
+
+
+def test_reference_plain_rope_matches_transformers_default():
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    for head_dim in (8, 16, 64):
+        inv, factor = LlamaRotaryEmbedding.compute_default_rope_parameters(_llama_config(head_dim, 10000.0, {"rope_type": "default"}))
+        ours, our_factor = rope_frequencies(head_dim, 10000.0)
+        torch.testing.assert_close(ours, inv.float(), rtol=2e-7, atol=0.0)
+        assert our_factor == 1.0 == float(factor)
+
+
+def test_reference_kerple_bias_is_the_registry_encoding_from_stored_values():
+    torch.manual_seed(3)
+    model = ReferenceModel(ModelConfig(scheme="kerple-log", train_length=16, n_layers=1, n_heads=4, d_model=16, d_ff=32))
+    pos = model.blocks[0].attn.pos
+    with torch.no_grad():
+        pos.bias_p[0] = -0.5  # below the clamp: the forward pass uses 0.01
+        pos.bias_a[1] = 0.001
+    x = torch.zeros(1, 30, 16)
+    bias = pos(x)[0][:, -1, :].flip(-1).detach().double().numpy()  # (heads, distance 0..29)
+    for h in range(4):
+        enc = KerpleLog.from_stored(bias_p=pos.bias_p[h].item(), bias_a=pos.bias_a[h].item())
+        np.testing.assert_allclose(bias[h], enc.bias(np.arange(30.0)), rtol=1e-6, atol=1e-6)
+        assert pos.head_encoding(h) == enc
+    assert pos.head_encoding(0).r1 == 0.01 and pos.head_encoding(1).r2 == 0.01
