@@ -20,9 +20,7 @@ pytest.importorskip("numpydoc")
 
 DOCS = ROOT / "docs"
 # Proof pages whose source still breaks the typesetting, and why.
-UNTYPESET = {
-    "classification": "a '|' inside $...$ in a table row ends the cell: write \\lvert ... \\rvert",
-}
+UNTYPESET: dict[str, str] = {}
 slow = pytest.mark.slow  # the build itself: about 20 s of CPU on top of the notebooks it shows
 
 

@@ -59,3 +59,31 @@ def test_reference_kerple_bias_is_the_registry_encoding_from_stored_values():
         np.testing.assert_allclose(bias[h], enc.bias(np.arange(30.0)), rtol=1e-6, atol=1e-6)
         assert pos.head_encoding(h) == enc
     assert pos.head_encoding(0).r1 == 0.01 and pos.head_encoding(1).r2 == 0.01
+
+
+def test_checkpoint_analysis_plots_through_the_public_plot_functions(tmp_path):
+    from matplotlib.figure import Figure
+    from safetensors.torch import save_file
+
+    from otprior.torch import analyse_checkpoint
+
+    alphas = torch.tensor([1.1, 1.3, 1.6])
+    raw = torch.log(torch.expm1(alphas - 1.05))
+    save_file({"blocks.0.attn.pos.alpha_raw": raw, "blocks.0.attn.pos.alpha_margin": torch.tensor([0.05])}, str(tmp_path / "c.safetensors"))
+    report = analyse_checkpoint(tmp_path / "c.safetensors", window=64, lengths=(512, 8192), tol=0.05)
+    ax = Figure().add_subplot()
+    fig = report.plot(ax=ax)
+    assert fig is ax.figure
+    points = [line for line in ax.lines if line.get_linestyle() == "None"]
+    np.testing.assert_allclose(np.sort(np.concatenate([p.get_ydata() for p in points])), np.sort(alphas.numpy()), rtol=1e-6)
+    levels = {round(float(line.get_ydata()[0]), 9) for line in ax.lines if line.get_linestyle() != "None"}
+    assert levels == {1.0, round(1.0 + report.margin.margin, 9)}  # the boundary and 1 + delta
+
+    save_file({"blocks.0.attn.slopes": torch.tensor([0.5, 0.25])}, str(tmp_path / "a.safetensors"))
+    report = analyse_checkpoint(tmp_path / "a.safetensors", window=16, lengths=(256, 4096))
+    ax = Figure().add_subplot()
+    report.plot(ax=ax)
+    assert len(ax.lines) == 2  # one curve per head: D_n(W) at the analysed lengths
+    for line, row in zip(ax.lines, report.rows, strict=True):
+        assert list(line.get_xdata()) == [256, 4096]
+        np.testing.assert_allclose(line.get_ydata(), [row["distant_mass"]["256"], row["distant_mass"]["4096"]])

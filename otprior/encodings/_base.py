@@ -101,6 +101,12 @@ class Verdict:
         The normaliser (``None``: softmax).
     score_bound : float
         The content bound ``B`` the verdict assumed.
+    limit_fn : callable or None
+        ``W -> D_oo(W)`` where the pair's constant-score limit is known in closed form or by
+        summation (:meth:`limit_distant_mass` answers through it).
+    window_mass_fn : callable or None
+        ``(W, n) -> m_n(W)`` of the pair when the normaliser changes the encoding's own
+        window mass (:meth:`window_mass` answers through it).
     """
 
     encoding: object
@@ -112,14 +118,14 @@ class Verdict:
     threshold_strict: bool = False
     normaliser: object = None
     score_bound: float = 0.0
-    _limit: object = field(default=None, repr=False, compare=False)
-    _window_mass: object = field(default=None, repr=False, compare=False)
+    limit_fn: object = field(default=None, repr=False, compare=False)
+    window_mass_fn: object = field(default=None, repr=False, compare=False)
 
     def limit_distant_mass(self, window) -> float:
         """:math:`D_\\infty(W)` of the constant-score prior (1.0 when it dilutes)."""
         window = check_int(window, "window")
-        if self._limit is not None:
-            return float(self._limit(window))
+        if self.limit_fn is not None:
+            return float(self.limit_fn(window))
         if self.kind == "diluting":
             return 1.0
         if self.kind == "content-dependent" and self.threshold is not None:
@@ -130,8 +136,8 @@ class Verdict:
 
     def window_mass(self, window, n):
         """The constant-score prior's window mass :math:`m_n(W)` of the pair, at any ``n`` (array-like)."""
-        if self._window_mass is not None:
-            return self._window_mass(window, n)
+        if self.window_mass_fn is not None:
+            return self.window_mass_fn(window, n)
         return self.encoding.window_mass(window, n)
 
     def as_dict(self, window=None) -> dict:
@@ -196,8 +202,6 @@ class Encoding:
     def params(self) -> dict:
         """The constructor parameters and their values (the dataclass fields a user sets)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.init and not f.name.startswith("_")}
-
-    _params = params  # the name earlier callers use
 
     def _replace(self, **changes):
         kwargs = {f.name: getattr(self, f.name) for f in fields(self) if f.init}

@@ -194,15 +194,16 @@ class KerplePower(Encoding):
 
     def _cut(self):
         """Distance beyond which every weight e^(-r1 d^r2) is below e^-800 (None: beyond direct summation)."""
-        cut = (800.0 / self.r1) ** (1.0 / self.r2)
-        return int(cut) + 2 if cut < DIRECT_MAX else None
+        # cut = (800 / r1)^(1/r2), compared in logarithms: it exceeds any double for small r1 or r2
+        log_cut = (math.log(800.0) - math.log(self.r1)) / self.r2
+        return int(math.exp(log_cut)) + 2 if log_cut < math.log(DIRECT_MAX) else None
 
     def _masses(self, window, n):
         if self.r1 == 0.0:
             return window / n, (n - window) / n
         cut = self._cut()
         # terms beyond the cut are below e^-800 of the first: the sum stops there
-        return Encoding._masses(self, window, n if cut is None else min(n, max(window, cut)))
+        return super()._masses(window, n if cut is None else min(n, max(window, cut)))
 
     def _verdict(self):
         r1, r2 = self.r1, self.r2
@@ -226,7 +227,7 @@ class KerplePower(Encoding):
             f"e^(-r1 d^r2) with r1 = {decisive(r1, 0.0)} > 0, r2 = {decisive(r2, 0.0)} > 0 decays faster than any power "
             f"of d: summable.{kern}",
             "D_n(W) reaches D_oo(W) up to e^{-r1 n^r2}",
-            _limit=limit,
+            limit_fn=limit,
         )
 
 
