@@ -36,7 +36,6 @@ def site(tmp_path_factory):
     return out / "html"
 
 
-@slow
 def _dollars_left(page):
     """Dollar signs left in a page's text once maths, code and highlighted blocks are removed."""
     body = page[page.find("<article"):page.find("</article>")]
@@ -45,6 +44,7 @@ def _dollars_left(page):
     return body.count("$")
 
 
+@slow
 def test_every_proof_is_a_page_with_typeset_maths(site):
     proofs = sorted(p.stem for p in (ROOT / "proofs").glob("*.md") if p.stem != "README")
     assert len(proofs) >= 10
