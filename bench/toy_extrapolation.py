@@ -23,7 +23,6 @@ import numpy as np
 import torch
 
 from otprior import classify
-from otprior.encodings import ALiBi, KerpleLog, LogDistance, NoPE, RoPE
 from otprior.torch import ModelConfig, byte_corpus, evaluate_loss, intervene, save_model, train
 from otprior.torch.training import choose_threads
 
@@ -33,21 +32,13 @@ SCHEMES = ["nope", "rope", "alibi", "kerple-log", "log-distance", "cable"]
 @torch.no_grad()
 def verdict(model):
     """The theory's verdict for a trained model, from its own positional parameters."""
-    s = model.cfg.scheme
+    if model.cfg.scheme == "cable":
+        return "bounded (content-dependent increments)"
     kinds = []
     for block in model.blocks:
         pos = block.attn.pos
         for h in range(model.cfg.n_heads):
-            if s == "log-distance":
-                enc = LogDistance(float(pos.alpha()[h]))
-            elif s == "alibi":
-                enc = ALiBi(float(pos.slopes[h]))
-            elif s == "kerple-log":
-                enc = KerpleLog(float(pos.bias_p.clamp(min=0.01)[h]), float(pos.bias_a.clamp(min=0.01)[h]))
-            elif s == "cable":
-                return "bounded (content-dependent increments)"
-            else:
-                enc = RoPE(0.0) if s == "rope" else NoPE()
+            enc = pos.head_encoding(h)  # the registry encoding of the head's bias
             kinds.append(classify(enc).kind)
     n_bounded = kinds.count("bounded")
     return "bounded" if n_bounded == len(kinds) else "diluting" if n_bounded == 0 else f"mixed ({n_bounded}/{len(kinds)} heads bounded)"

@@ -112,3 +112,6 @@ def check_scores(scores) -> np.ndarray:
     if not np.all(np.isfinite(arr[..., tri])):
         raise DomainError("scores", "an array with non-finite entries", "finite entries on and below the diagonal")
     return arr
+
+
+MACHINE_EPSILON = float(np.finfo(float).eps)  # 2^-52: the spacing of doubles at 1, the one definition in otprior

@@ -25,7 +25,9 @@ import numpy as np
 from ._balls import arb_from_float
 from ._validation import DomainError, check_real
 
-__all__ = ["ContentBand", "content_band", "content_band_balls"]
+__all__ = ["ContentBand", "content_band", "content_band_balls", "MAX_SCORE_BOUND"]
+
+MAX_SCORE_BOUND = 350.0  # the largest score bound B taken anywhere: e^(2B) stays below the largest double
 
 
 class ContentBand(NamedTuple):
@@ -66,7 +68,7 @@ def content_band(distant_mass, score_bound, *, window_mass=None) -> ContentBand:
     (0.268941, 0.731059)
     """
     D = _checked(distant_mass, "distant_mass", low=0.0, high=1.0)
-    B = _checked(score_bound, "score_bound", low=0.0, high=350.0)  # e^(2B) stays a finite double
+    B = _checked(score_bound, "score_bound", low=0.0, high=MAX_SCORE_BOUND)
     m = 1.0 - D if window_mass is None else _checked(window_mass, "window_mass", low=0.0, high=1.0)
     k = np.exp(2.0 * np.asarray(B, dtype=float))
     with np.errstate(invalid="ignore", divide="ignore"):

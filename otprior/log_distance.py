@@ -36,14 +36,13 @@ import numpy as np
 from ._balls import Enclosure, EnclosureArray, arb_precision, enclosure_from_arb, enclosure_from_ends, is_tight
 from ._power_sums import anchor_factor, arb_sum, em_bracket_arb, scaled_sum
 from ._validation import DomainError, PrecisionError, check_int, check_real
-from .content_bound import content_band_balls
+from .content_bound import MAX_SCORE_BOUND, content_band_balls
 
 __all__ = ["window_mass", "distant_mass", "window_mass_bounds", "distant_mass_bounds"]
 
 MAX_LENGTH = 10**300
 MAX_ALPHA = 1e15
 MIN_OFFSET, MAX_OFFSET = 1e-300, 1e300
-MAX_SCORE_BOUND = 350.0  # e^(2B) below the largest double
 _MAX_DPS = 950
 _START_PREC = 96
 _MAX_PREC = 1 << 14

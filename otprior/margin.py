@@ -30,7 +30,8 @@ import flint
 from ._balls import Enclosure, arb_from_float, arb_precision, enclosure_from_arb
 from ._power_sums import arb_sum
 from ._validation import DomainError, check_int, check_real
-from .content_bound import content_band_balls
+from .content_bound import MAX_SCORE_BOUND, content_band_balls
+from .log_distance import MAX_OFFSET, MIN_OFFSET
 
 __all__ = ["margin_for", "MarginResult", "NoMarginError"]
 
@@ -280,8 +281,8 @@ def margin_for(window, Lrange, tol, *, growth="absolute", score_bound=0.0, offse
     tol = check_real(tol, "tol", low=0.0, high=1.0, low_open=True, high_open=True)
     if growth not in ("absolute", "relative"):
         raise DomainError("growth", growth, "'absolute' or 'relative'")
-    B = check_real(score_bound, "score_bound", low=0.0, high=350.0)
-    offset = check_real(offset, "offset", low=1e-300, high=1e300)
+    B = check_real(score_bound, "score_bound", low=0.0, high=MAX_SCORE_BOUND)
+    offset = check_real(offset, "offset", low=MIN_OFFSET, high=MAX_OFFSET)
     precision = check_real(precision, "precision", low=1e-14, high=0.1)
     relative = growth == "relative"
     with arb_precision(256):

@@ -109,13 +109,6 @@ def _axes(ax, ncols=1, width=5.0, height=3.6):
     return axes[0].figure, axes
 
 
-def _figure(ncols=1, width=5.0):
-    """``(fig, axes)`` for ``otprior.torch``'s checkpoint figures until they draw through
-    :func:`plot_head_exponents` and :func:`plot_head_distant_mass`; new code uses those."""
-    fig, axes = _axes(None, ncols, width=width, height=3.8)
-    return fig, np.array(axes, dtype=object)
-
-
 def _pow_label(v, base):
     k = round(math.log(v, base))
     return f"$10^{{{k}}}$" if base == 10 else f"$2^{{{k}}}$"

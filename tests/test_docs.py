@@ -20,9 +20,7 @@ pytest.importorskip("numpydoc")
 
 DOCS = ROOT / "docs"
 # Proof pages whose source still breaks the typesetting, and why.
-UNTYPESET = {
-    "classification": "a '|' inside $...$ in a table row ends the cell: write \\lvert ... \\rvert",
-}
+UNTYPESET: dict[str, str] = {}
 slow = pytest.mark.slow  # the build itself: about 20 s of CPU on top of the notebooks it shows
 
 
@@ -38,7 +36,6 @@ def site(tmp_path_factory):
     return out / "html"
 
 
-@slow
 def _dollars_left(page):
     """Dollar signs left in a page's text once maths, code and highlighted blocks are removed."""
     body = page[page.find("<article"):page.find("</article>")]
@@ -47,6 +44,7 @@ def _dollars_left(page):
     return body.count("$")
 
 
+@slow
 def test_every_proof_is_a_page_with_typeset_maths(site):
     proofs = sorted(p.stem for p in (ROOT / "proofs").glob("*.md") if p.stem != "README")
     assert len(proofs) >= 10

@@ -158,7 +158,8 @@ def test_refusals(args, kwargs, name):
 
 def test_growth_is_not_monotone_in_general():
     # relative growth with a content bound rises (alpha 1.02 -> 1.04) before it falls: a search
-    # that assumed monotonicity could stop at the wrong crossing (README, THEORY departure)
+    # that assumed monotonicity could stop at the wrong crossing; Theorem 9's search assumes none
+    # (proofs/margin_selection.md, which cites this example)
     values = [float(mp_growth(32, 1024, 32768, 1 + 0.01 * i, kind="relative", B=0.02)) for i in range(1, 60)]
     rises = [v2 > v1 for v1, v2 in zip(values, values[1:], strict=False)]
     falls = [v2 < v1 for v1, v2 in zip(values, values[1:], strict=False)]

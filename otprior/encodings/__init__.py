@@ -27,7 +27,7 @@ from .alibi import ALiBi, alibi_slopes, bf16_round
 from .bias import Bias
 from .cable import CABLE, cable_row_bias
 from .fire import FIRE, fire_input
-from .kerple import KerpleLog, KerplePower, kerple_clamp
+from .kerple import KerpleLog, KerplePower, kerple_clamp, kerple_clamp_bounds
 from .operator import CausalOT
 from .power_law import LogDistance
 from .rotary import ROPE_TYPES, NoPE, RoPE, YaRN, rope_inverse_frequencies
@@ -58,6 +58,7 @@ __all__ = [
     "cable_row_bias",
     "fire_input",
     "kerple_clamp",
+    "kerple_clamp_bounds",
     "rope_inverse_frequencies",
     "t5_bucket",
     "ROPE_TYPES",

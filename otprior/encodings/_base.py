@@ -9,7 +9,6 @@ constant-content prior of query ``n`` (``n`` keys, distances ``0 .. n-1``) is
 
 from __future__ import annotations
 
-import math
 import numbers
 from dataclasses import MISSING, dataclass, field, fields
 
@@ -18,6 +17,7 @@ from scipy.special import logsumexp
 
 from .._registry import Registry
 from .._validation import DomainError, check_int, check_real, check_window
+from ..content_bound import content_band
 from ..limits import check_allocation
 
 __all__ = ["Encoding", "Verdict", "REGISTRY", "register", "decisive", "DIRECT_MAX"]
@@ -101,6 +101,12 @@ class Verdict:
         The normaliser (``None``: softmax).
     score_bound : float
         The content bound ``B`` the verdict assumed.
+    limit_fn : callable or None
+        ``W -> D_oo(W)`` where the pair's constant-score limit is known in closed form or by
+        summation (:meth:`limit_distant_mass` answers through it).
+    window_mass_fn : callable or None
+        ``(W, n) -> m_n(W)`` of the pair when the normaliser changes the encoding's own
+        window mass (:meth:`window_mass` answers through it).
     """
 
     encoding: object
@@ -112,14 +118,14 @@ class Verdict:
     threshold_strict: bool = False
     normaliser: object = None
     score_bound: float = 0.0
-    _limit: object = field(default=None, repr=False, compare=False)
-    _window_mass: object = field(default=None, repr=False, compare=False)
+    limit_fn: object = field(default=None, repr=False, compare=False)
+    window_mass_fn: object = field(default=None, repr=False, compare=False)
 
     def limit_distant_mass(self, window) -> float:
         """:math:`D_\\infty(W)` of the constant-score prior (1.0 when it dilutes)."""
         window = check_int(window, "window")
-        if self._limit is not None:
-            return float(self._limit(window))
+        if self.limit_fn is not None:
+            return float(self.limit_fn(window))
         if self.kind == "diluting":
             return 1.0
         if self.kind == "content-dependent" and self.threshold is not None:
@@ -130,8 +136,8 @@ class Verdict:
 
     def window_mass(self, window, n):
         """The constant-score prior's window mass :math:`m_n(W)` of the pair, at any ``n`` (array-like)."""
-        if self._window_mass is not None:
-            return self._window_mass(window, n)
+        if self.window_mass_fn is not None:
+            return self.window_mass_fn(window, n)
         return self.encoding.window_mass(window, n)
 
     def as_dict(self, window=None) -> dict:
@@ -197,8 +203,6 @@ class Encoding:
         """The constructor parameters and their values (the dataclass fields a user sets)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.init and not f.name.startswith("_")}
 
-    _params = params  # the name earlier callers use
-
     def _replace(self, **changes):
         kwargs = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
         kwargs.update(changes)
@@ -239,18 +243,20 @@ class Encoding:
         return over_lengths(window, n, lambda w, v: self._masses(w, v)[1])
 
     def distant_mass_range(self, window, n) -> tuple:
-        """``(lower, upper)`` of :math:`D_n(W)` over content within ``score_bound`` (Theorem 10)."""
+        """``(lower, upper)`` of :math:`D_n(W)` over content within ``score_bound`` (Theorem 10).
+
+        The band :math:`D^\\mp = D/(D + e^{\\pm 2B}(1 - D))` of the constant-score distant mass
+        :math:`D`, evaluated by :func:`otprior.content_bound.content_band` (``proofs/content_bound.md``);
+        ``n`` array-like as in :meth:`distant_mass`. Multi-head encodings answer one pair per head.
+        """
         hs = self.per_head()
         if hs is not None:
             return tuple(h.distant_mass_range(window, n) for h in hs)
-        # LOCAL USE of the Theorem 10 band until otprior/content_bound.py (content_band) is
-        # available here; replace these lines by a call to it.
         D = self.distant_mass(window, n)
-        if D in (0.0, 1.0) or self.score_bound == 0.0:
+        if self.score_bound == 0.0:
             return D, D
-        k = math.exp(2.0 * self.score_bound)
-        ratio = D / (1.0 - D)  # T / H
-        return ratio / (ratio + k), ratio / (ratio + 1.0 / k)
+        lo, hi = content_band(D, self.score_bound)
+        return lo, hi
 
     def _verdict(self) -> Verdict:
         raise NotImplementedError

@@ -90,7 +90,7 @@ class ALiBi(Encoding):
     heads: int | None = param(None, doc="number of heads: the implementation's slopes for that count", kw_only=True)
     variant: str = param("bloom", doc="whose slopes and scaling", choices=VARIANTS, kw_only=True)
     alibi_bias_max: float = param(8.0, doc="MPT's alibi_bias_max (> 0)", kw_only=True)
-    head_dim: int | None = param(None, doc="head dimension (Falcon divides the slopes by its square root)", kw_only=True)
+    head_dim: int | None = param(None, doc="head dimension (variant falcon divides the slopes by its square root; others ignore it)", kw_only=True)
     bf16: bool | None = param(None, doc="round slopes and products to bfloat16, as Falcon does (default: only for falcon)", kw_only=True)
     logit_bound: float = param(0.0, doc="bound B >= 0 on |content logit - constant|", kw_only=True)
 
@@ -135,11 +135,11 @@ class ALiBi(Encoding):
 
     @property
     def effective_slope(self):
-        """The slope the softmax sees: bf16-rounded if asked, divided by sqrt(head_dim) when given."""
+        """The slope the softmax sees: bf16-rounded if asked, divided by sqrt(head_dim) for Falcon."""
         m = np.asarray(self.slope, dtype=float)
         if self.bf16:
             m = bf16_round(m)
-        if self.head_dim is not None:
+        if self.variant == "falcon":
             m = m / math.sqrt(self.head_dim)
         return tuple(float(v) for v in m) if m.ndim else float(m)
 
@@ -149,11 +149,12 @@ class ALiBi(Encoding):
             return np.stack([h.bias(d, n) for h in self.per_head()])
         if self.bf16:
             # Falcon's row: bf16(bf16(m) * key position) / sqrt(head_dim), key position n - 1 - d
+            # (the other variants rounded to bfloat16 on request: the same row without the scale)
             top = float(np.max(d)) + 1.0 if n is None else float(n)
             m = float(bf16_round(self.slope))
             # the product is taken in bfloat16: the key position is rounded to bfloat16 first
             row = bf16_round(m * bf16_round(top - 1.0 - d)) - bf16_round(m * bf16_round(top - 1.0))
-            return row / math.sqrt(self.head_dim or 1)
+            return row / math.sqrt(self.head_dim) if self.variant == "falcon" else row
         return -self.effective_slope * d
 
     def _masses(self, window, n):
@@ -174,14 +175,14 @@ class ALiBi(Encoding):
         m = self.effective_slope
         if m == 0.0:
             return Verdict(self, False, "diluting", "slope m = 0: no bias, uniform prior.", "1 - D_n(W) = W/n")
-        scale = "" if self.head_dim is None else f" (slope / sqrt(head_dim = {self.head_dim}))"
+        scale = f" (slope / sqrt(head_dim = {self.head_dim}))" if self.variant == "falcon" else ""
         return Verdict(
             self,
             True,
             "bounded",
             f"sum_d e^(-m d) = 1/(1 - e^(-m)) < oo for m = {decisive(m, 0.0)} > 0{scale}, so D_n(W) -> e^(-mW) < 1.",
             "D_n(W) = D_oo(W) (1 - e^{-m(n-W)}) / (1 - e^{-mn}): geometric approach",
-            _limit=lambda W: math.exp(-m * W),
+            limit_fn=lambda W: math.exp(-m * W),
         )
 
     def _bf16_verdict(self):
@@ -210,7 +211,7 @@ class ALiBi(Encoding):
             "whenever n - 1 lies in the upper half of its bin (Theorem 11c): limsup D_n(W) = 1, not bounded; D_n "
             "oscillates with the position of n - 1 in its bin.",
             "1 - D_n(W) <= W / G_n, G_n >= 2^(k-8) for n - 1 in the upper half of [2^k, 2^(k+1))",
-            _limit=no_limit,
+            limit_fn=no_limit,
         )
 
     @staticmethod

@@ -193,7 +193,7 @@ class Bias(Encoding):
                 )
             return values[1]
 
-        return Verdict(self, True, "bounded", reason, None, _limit=limit)
+        return Verdict(self, True, "bounded", reason, None, limit_fn=limit)
 
     def __repr__(self):
         return f"Bias({str(self.expression)!r})"

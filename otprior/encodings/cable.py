@@ -58,7 +58,8 @@ class CABLE(Encoding):
     def _masses(self, window, n):
         from .alibi import ALiBi
 
-        return ALiBi(self.min_increment)._masses(window, n)
+        linear = ALiBi(self.min_increment)  # constant increments: the linear bias, in closed form
+        return linear.window_mass(window, n), linear.distant_mass(window, n)
 
     def _verdict(self):
         e = self.min_increment
@@ -70,7 +71,7 @@ class CABLE(Encoding):
             "bounded",
             f"softplus increments >= {decisive(e, 0.0)} make e^b(d) <= e^(-{decisive(e, 0.0)} d), summable; constant increments are the worst case.",
             "geometric, as ALiBi with slope min_increment",
-            _limit=lambda W: math.exp(-e * W),
+            limit_fn=lambda W: math.exp(-e * W),
         )
 
     def far_profile(self, window):

@@ -90,23 +90,25 @@ class FIRE(Encoding):
             except (TypeError, ValueError):
                 raise DomainError("mlp", "not four arrays", "(W1, b1, W2, b2) as float arrays") from None
             W1, b1 = W1.ravel(), b1.ravel()
-            W2 = W2.reshape(-1, W1.size) if W2.size % max(W1.size, 1) == 0 else W2
+            W2 = W2.reshape(-1, W1.size) if W1.size and W2.size % W1.size == 0 else W2
             b2 = b2.ravel()
-            ok = W1.size == b1.size and W2.ndim == 2 and W2.shape[1] == W1.size and b2.size == W2.shape[0]
+            ok = W1.size >= 1 and W1.size == b1.size and W2.ndim == 2 and W2.shape[1] == W1.size and b2.size == W2.shape[0]
             if not ok or not all(np.all(np.isfinite(a)) for a in (W1, b1, W2, b2)):
                 raise DomainError("mlp", "arrays of mismatched shapes", "W1 (width,), b1 (width,), W2 (heads, width), b2 (heads,), finite")
-            object.__setattr__(self, "mlp", tuple(tuple(map(float, a.ravel())) for a in (W1, b1, W2, b2)) + (W2.shape,))
+            # stored in the form the constructor takes (W2 as rows), so that the fields rebuild the encoding
+            rows = tuple(tuple(map(float, r)) for r in W2)
+            object.__setattr__(self, "mlp", (tuple(map(float, W1)), tuple(map(float, b1)), rows, tuple(map(float, b2))))
         object.__setattr__(self, "logit_bound", nonneg(self.logit_bound, "logit_bound"))
 
     def _mlp_arrays(self):
-        W1, b1, W2, b2, shape = self.mlp
-        return np.asarray(W1), np.asarray(b1), np.asarray(W2).reshape(shape), np.asarray(b2)
+        W1, b1, W2, b2 = self.mlp
+        return np.asarray(W1), np.asarray(b1), np.asarray(W2).reshape(len(W2), len(W1)), np.asarray(b2)
 
     @property
     def heads(self):
         if self.mlp is None:
             return None
-        return self.mlp[4][0]
+        return len(self.mlp[2])
 
     def per_head(self):
         if self.mlp is None:

@@ -24,7 +24,7 @@ from .._validation import DomainError, PrecisionError, check_real
 from ._base import DIRECT_MAX, Encoding, Verdict, decisive, nonneg, per_head_values, register
 from .power_law import power_law_masses, power_law_verdict
 
-__all__ = ["KerpleLog", "KerplePower", "kerple_clamp", "KERPLE_EPS"]
+__all__ = ["KerpleLog", "KerplePower", "kerple_clamp", "kerple_clamp_bounds", "KERPLE_EPS"]
 
 KERPLE_EPS = 1e-2  # the KERPLE code's lower clamp (self.eps)
 
@@ -39,14 +39,23 @@ _CLAMPS = {
 }
 
 
+def kerple_clamp_bounds(variant: str, stored_name: str) -> tuple:
+    """``(low, high)`` that KERPLE's forward pass clamps a stored parameter to (``high`` None: no upper clamp).
+
+    For code that clamps tensors itself (the reference model's differentiable forward pass);
+    :func:`kerple_clamp` applies the same bounds to numbers and arrays.
+    """
+    if (variant, stored_name) not in _CLAMPS:
+        raise DomainError("stored_name", stored_name, f"one of {sorted(n for v, n in _CLAMPS if v == variant)} for {variant}")
+    return _CLAMPS[(variant, stored_name)]
+
+
 def kerple_clamp(variant: str, stored_name: str, value):
     """A stored KERPLE parameter as the forward pass uses it (``clamp(min=0.01[, max=2])``).
 
     ``value`` may be a number or an array (one value per head); the result has the same form.
     """
-    if (variant, stored_name) not in _CLAMPS:
-        raise DomainError("stored_name", stored_name, f"one of {sorted(n for v, n in _CLAMPS if v == variant)} for {variant}")
-    low, high = _CLAMPS[(variant, stored_name)]
+    low, high = kerple_clamp_bounds(variant, stored_name)
     arr = np.asarray(value, dtype=float)
     if not np.all(np.isfinite(arr)):
         raise DomainError(stored_name, value, "finite stored values")
@@ -185,15 +194,16 @@ class KerplePower(Encoding):
 
     def _cut(self):
         """Distance beyond which every weight e^(-r1 d^r2) is below e^-800 (None: beyond direct summation)."""
-        cut = (800.0 / self.r1) ** (1.0 / self.r2)
-        return int(cut) + 2 if cut < DIRECT_MAX else None
+        # cut = (800 / r1)^(1/r2), compared in logarithms: it exceeds any double for small r1 or r2
+        log_cut = (math.log(800.0) - math.log(self.r1)) / self.r2
+        return int(math.exp(log_cut)) + 2 if log_cut < math.log(DIRECT_MAX) else None
 
     def _masses(self, window, n):
         if self.r1 == 0.0:
             return window / n, (n - window) / n
         cut = self._cut()
         # terms beyond the cut are below e^-800 of the first: the sum stops there
-        return Encoding._masses(self, window, n if cut is None else min(n, max(window, cut)))
+        return super()._masses(window, n if cut is None else min(n, max(window, cut)))
 
     def _verdict(self):
         r1, r2 = self.r1, self.r2
@@ -217,7 +227,7 @@ class KerplePower(Encoding):
             f"e^(-r1 d^r2) with r1 = {decisive(r1, 0.0)} > 0, r2 = {decisive(r2, 0.0)} > 0 decays faster than any power "
             f"of d: summable.{kern}",
             "D_n(W) reaches D_oo(W) up to e^{-r1 n^r2}",
-            _limit=limit,
+            limit_fn=limit,
         )
 
 

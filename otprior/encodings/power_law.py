@@ -49,7 +49,7 @@ def power_law_verdict(encoding, alpha, offset, label) -> Verdict:
             f"{label}: e^b(d) = (d + {o})^(-{a}) up to a constant, summable since the exponent {a} > 1; "
             "D_oo(W) = zeta(a, W + o) / zeta(a, o).",
             f"D_oo(W) - D_n(W) ~ n^-({decisive(alpha - 1.0, 0.0)}): slow when the exponent is near 1",
-            _limit=limit,
+            limit_fn=limit,
         )
     if alpha == 1.0:
         rate = "1 - D_n(W) ~ H_W / log n"

@@ -41,9 +41,22 @@ def _diluting_bias_free(encoding, B, prefix=""):
     )
 
 
+class _BiasFree(Encoding):
+    """An encoding without a bias (:math:`b = 0`): the uniform prior, :math:`D_n(W) = 1 - W/n`."""
+
+    def bias(self, d, n=None):
+        return np.zeros_like(np.asarray(d, dtype=float))
+
+    def _masses(self, window, n):
+        return _uniform_masses(window, n)
+
+    def far_profile(self, window):
+        return ("constant-tail", 0.0, -math.inf, 0.0)
+
+
 @register
 @dataclass(frozen=True, repr=False)
-class NoPE(Encoding):
+class NoPE(_BiasFree):
     """No positional bias: :math:`b(d) = 0`, uniform prior, :math:`D_n = 1 - W/n` (diluting)."""
 
     name = "nope"
@@ -52,12 +65,6 @@ class NoPE(Encoding):
 
     def __post_init__(self):
         object.__setattr__(self, "logit_bound", nonneg(self.logit_bound, "logit_bound"))
-
-    def bias(self, d, n=None):
-        return np.zeros_like(np.asarray(d, dtype=float))
-
-    def _masses(self, window, n):
-        return _uniform_masses(window, n)
 
     def _verdict(self):
         return Verdict(self, False, "diluting", "b(d) = 0 is not summable: the prior is uniform, D_n(W) = 1 - W/n -> 1.", "1 - D_n(W) = W/n")
@@ -73,7 +80,7 @@ def _opt_int(v, name):
 
 @register
 @dataclass(frozen=True, repr=False)
-class RoPE(Encoding):
+class RoPE(_BiasFree):
     """Rotary encoding with logits bounded by ``logit_bound``, and any ``rope_scaling`` type.
 
     Parameters follow a ``transformers`` config's ``rope_parameters`` (``rope_scaling``):
@@ -198,12 +205,6 @@ class RoPE(Encoding):
         """The rotation frequencies (float64), as :func:`rope_inverse_frequencies`."""
         return rope_inverse_frequencies(self, seq_len)
 
-    def bias(self, d, n=None):
-        return np.zeros_like(np.asarray(d, dtype=float))
-
-    def _masses(self, window, n):
-        return _uniform_masses(window, n)
-
     def _verdict(self):
         a = self.cos_sin_factor
         pre = "RoPE: "
@@ -271,7 +272,7 @@ def rope_inverse_frequencies(rope: RoPE, seq_len=None) -> np.ndarray:
 
 @register
 @dataclass(frozen=True, repr=False)
-class YaRN(Encoding):
+class YaRN(_BiasFree):
     """RoPE with YaRN scaling (``rope_type="yarn"``): the keywords of ``_compute_yarn_parameters``.
 
     ``YaRN(scale, logit_bound)`` is ``RoPE(logit_bound, rope_type="yarn", factor=scale,
@@ -329,12 +330,6 @@ class YaRN(Encoding):
     def inverse_frequencies(self) -> np.ndarray:
         return self.rope.inverse_frequencies()
 
-    def bias(self, d, n=None):
-        return np.zeros_like(np.asarray(d, dtype=float))
-
-    def _masses(self, window, n):
-        return _uniform_masses(window, n)
-
     def _verdict(self):
         a = self.cos_sin_factor
         return _diluting_bias_free(
@@ -343,12 +338,3 @@ class YaRN(Encoding):
             f"YaRN multiplies cos and sin by a = {a:.6g}, so logits scale by a^2 = {a * a:.6g} and the bound becomes "
             f"B = {self.score_bound:.6g}, not the verdict: ",
         )
-
-
-def _flat_far_profile(self, window):
-    return ("constant-tail", 0.0, -math.inf, 0.0)
-
-
-NoPE.far_profile = _flat_far_profile
-RoPE.far_profile = _flat_far_profile
-YaRN.far_profile = _flat_far_profile

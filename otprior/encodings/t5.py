@@ -15,6 +15,7 @@ from scipy.special import logsumexp
 
 from .._registry import param
 from .._validation import DomainError, check_int
+from ..limits import check_allocation
 from ._base import Encoding, Verdict, nonneg, register
 
 __all__ = ["T5Buckets", "t5_bucket"]
@@ -133,11 +134,21 @@ class T5Buckets(Encoding):
         b = t5_bucket(d, self.num_buckets, self.max_distance, self.bidirectional)
         return table[..., b]
 
-    def _masses(self, window, n):
+    def _head_start(self) -> int:
+        """:meth:`last_bucket_start`, after checking the arrays over the distances before it fit the caps.
+
+        The masses and the far profile evaluate about four float arrays of that many entries
+        (distances, buckets, biases, their exponentials), up to ``max_distance`` long.
+        """
         start = self.last_bucket_start()
+        check_allocation(4 * 8 * start, "max_distance", self.max_distance)
+        return start
+
+    def _masses(self, window, n):
+        start = self._head_start()
         table = self._table()
         if n <= start + 1:
-            return Encoding._masses(self, window, n)
+            return super()._masses(window, n)
         # exact sums before the last bucket, then (n - start) copies of its value
         head = np.asarray(self.bias(np.arange(start)))
         last = table[-1]
@@ -165,7 +176,8 @@ class T5Buckets(Encoding):
         if self.values is None:
             return None
         table = self._table()
-        start = self.last_bucket_start()
+        start = self._head_start()
+        check_allocation(4 * 8 * window, "window", window)
         b = self.bias(np.arange(max(start, window) + 1))
         head = float(np.max(b[:window]))
         distant = float(np.max(b[window:start])) if start > window else -math.inf

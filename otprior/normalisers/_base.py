@@ -58,7 +58,7 @@ def threshold_verdict(encoding, normaliser, B, threshold, *, strict, why, rate=N
     if lim is None and kind == "diluting":
         lim = lambda W: 1.0  # noqa: E731
     return Verdict(encoding, bounded, kind, why, rate, threshold=t, threshold_strict=strict, normaliser=normaliser, score_bound=B,
-                   _limit=lim, _window_mass=window_mass)
+                   limit_fn=lim, window_mass_fn=window_mass)
 
 
 def softmax_verdict(encoding, B):
@@ -99,7 +99,8 @@ class Normaliser:
     def classify(self, encoding, B):
         raise NotImplementedError
 
-    def _mass_fn(self, encoding):
+    def mass_function(self, encoding):
+        """``(window, n) -> m_n(W)`` of this normaliser with ``encoding`` (for :attr:`Verdict.window_mass_fn`)."""
         return lambda window, n: self.window_mass(encoding, window, n)
 
     def __repr__(self):

@@ -63,10 +63,10 @@ class Entmax(Normaliser):
 
     def classify(self, encoding, B):
         prof = encoding.far_profile(1)
-        mass = self._mass_fn(encoding)
+        mass = self.mass_function(encoding)
         if prof is None:
             return Verdict(encoding, None, "undecided", "no analysis of this encoding's far bias under entmax.", normaliser=self, score_bound=B,
-                           _window_mass=mass)
+                           window_mass_fn=mass)
         if prof[0] == "minus-infinity":
             b = np.asarray(encoding.bias(np.arange(2, dtype=float)), dtype=float)
             gap = float(b[0] - b[1])
@@ -74,14 +74,14 @@ class Entmax(Normaliser):
                 return Verdict(encoding, True, "bounded",
                                f"the bias falls to -oo: the support is finite and holds the nearest key, whose logit stays the largest "
                                f"since 2B = {2 * B:.6g} <= b(0) - b(1) = {gap:.6g} (Theorem N6b).",
-                               "D_n(W) is constant once n passes the support", normaliser=self, score_bound=B, _window_mass=mass)
+                               "D_n(W) is constant once n passes the support", normaliser=self, score_bound=B, window_mass_fn=mass)
             return Verdict(encoding, None, "undecided",
                            f"content within B = {B:.6g} can lift a distant key above the nearest one (2B > b(0) - b(1) = {gap:.6g}); "
-                           "whether the window stays in the support depends on the content.", normaliser=self, score_bound=B, _window_mass=mass)
+                           "whether the window stays in the support depends on the content.", normaliser=self, score_bound=B, window_mass_fn=mass)
         _, b_star, distant, tail = prof
         if distant > tail:
             return Verdict(encoding, None, "undecided", "distant keys before the constant part carry larger biases than it; not analysed.",
-                           normaliser=self, score_bound=B, _window_mass=mass)
+                           normaliser=self, score_bound=B, window_mass_fn=mass)
         a = self.alpha
         why = f"{decisive(a, 1.0)}-entmax gives zero weight below its threshold; a constant far bias ({tail:.6g}) holds infinitely many tied keys (Theorem N6)."
         return threshold_verdict(encoding, self, B, tail - b_star, strict=True, why=why,

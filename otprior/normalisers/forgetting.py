@@ -62,15 +62,15 @@ class ForgettingGate(Normaliser):
 
     def classify(self, encoding, B):
         eps = self.epsilon
-        mass = self._mass_fn(encoding)
+        mass = self.mass_function(encoding)
         if eps == 0.0:
             base = softmax_verdict(encoding, B)
             return Verdict(encoding, base.bounded, base.kind, "gates may stay at 1 (f_max = 1): the worst case adds no decay; " + base.reason,
-                           base.rate, normaliser=self, score_bound=B, _window_mass=mass, _limit=base._limit)
+                           base.rate, normaliser=self, score_bound=B, window_mass_fn=mass, limit_fn=base.limit_fn)
         prof = encoding.far_profile(1)
         if prof is None and encoding.name not in ("fire", "causal-ot"):
             return Verdict(encoding, None, "undecided", "the encoding's bias is not known to be bounded above.", normaliser=self, score_bound=B,
-                           _window_mass=mass)
+                           window_mass_fn=mass)
         return Verdict(
             encoding,
             True,
@@ -80,7 +80,7 @@ class ForgettingGate(Normaliser):
             f"D_n(W) <= D of the bias b(d) - {eps:.6g} d",
             normaliser=self,
             score_bound=B,
-            _window_mass=mass,
+            window_mass_fn=mass,
         )
 
 

@@ -59,7 +59,7 @@ class CausalOTNormaliser(Normaliser):
             f"1 - D_n(W) ~ H_W (Z_q / n)^{1 - self.rho:.6g}",
             normaliser=self,
             score_bound=B,
-            _window_mass=self._mass_fn(encoding),
-            _limit=lambda W: 1.0,
+            window_mass_fn=self.mass_function(encoding),
+            limit_fn=lambda W: 1.0,
         )
 

@@ -28,14 +28,14 @@ __all__ = ["SSMax", "LogN"]
 
 def _scaled_classify(norm, encoding, B, s, label):
     prof = encoding.far_profile(1)
-    mass = norm._mass_fn(encoding)
+    mass = norm.mass_function(encoding)
 
     def window_profile(W):
         return encoding.far_profile(W)
 
     if prof is None:
         return Verdict(encoding, None, "undecided", f"{label}: no analysis of this encoding's far bias under length-dependent scaling.",
-                       normaliser=norm, score_bound=B, _window_mass=mass)
+                       normaliser=norm, score_bound=B, window_mass_fn=mass)
     if prof[0] == "minus-infinity":
         # Theorem N3b: decreasing b -> -oo; the scaled row concentrates on the largest logits
         b = np.asarray(encoding.bias(np.arange(2, dtype=float)), dtype=float)

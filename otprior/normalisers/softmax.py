@@ -63,7 +63,7 @@ class Temperature(Normaliser):
         a = self.factor
         base = softmax_verdict(encoding, B)
         prof = encoding.far_profile(1)
-        mass = self._mass_fn(encoding)
+        mass = self.mass_function(encoding)
         if isinstance(encoding, (LogDistance, KerpleLog)):
             alpha = a * (encoding.alpha if isinstance(encoding, LogDistance) else encoding.r1)
             kind = "bounded" if alpha > 1 else "diluting"
@@ -73,6 +73,6 @@ class Temperature(Normaliser):
             why = f"a factor a = {a:.6g} on the logits keeps the verdict: " + base.reason
         else:
             return Verdict(encoding, None, "undecided", f"no analysis of this encoding under a factor a = {a:.6g} on the logits.",
-                           normaliser=self, score_bound=a * B, _window_mass=mass)
+                           normaliser=self, score_bound=a * B, window_mass_fn=mass)
         return Verdict(encoding, kind == "bounded", kind, why, base.rate if a == 1.0 else None, normaliser=self,
-                       score_bound=a * B, _window_mass=mass, _limit=(lambda W: 1.0) if kind == "diluting" else None)
+                       score_bound=a * B, window_mass_fn=mass, limit_fn=(lambda W: 1.0) if kind == "diluting" else None)

@@ -56,8 +56,8 @@ class StickBreaking(Normaliser):
             "m_n(W) does not depend on n",
             normaliser=self,
             score_bound=B,
-            _window_mass=self._mass_fn(encoding),
-            _limit=lambda W: self._limit(encoding, W),
+            window_mass_fn=self.mass_function(encoding),
+            limit_fn=lambda W: self._limit(encoding, W),
         )
 
     def _limit(self, encoding, W):

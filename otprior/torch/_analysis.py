@@ -168,36 +168,38 @@ class CheckpointReport:
 
 
     def plot(self, ax=None):
-        """Per head, the deciding parameter against its boundary (or, for schemes with none,
-        the predicted distant mass at the longest length). Draws on ``ax`` (a new figure,
-        made without pyplot or global settings, when None) and returns it."""
-        if ax is None:
-            from matplotlib.figure import Figure
+        """The analysis as a figure, drawn by :mod:`otprior.plots` (into ``ax`` when given).
 
-            ax = Figure(figsize=(6.0, 4.0)).add_subplot()
-        H = max(1, self.checkpoint.num_heads)
+        Where every head is decided by an exponent against the boundary 1 (log-distance
+        :math:`\\alpha`, KERPLE-log :math:`r_1`): :func:`otprior.plots.plot_head_exponents`, with
+        :math:`1 + \\delta` when the analysis has a margin. Otherwise (slopes, tables, bias-free
+        heads, several stacks): :func:`otprior.plots.plot_head_distant_mass`, the predicted
+        :math:`D_n(W)` of every head at the analysed lengths (lengths it could not evaluate
+        left out). Returns the figure.
+        """
+        from .. import plots
+
         stacks = sorted({r["stack"] for r in self.rows})
         decided = [r for r in self.rows if r["decided_by"] is not None]
-        for i, stack in enumerate(stacks):
-            rows = [r for r in (decided or self.rows) if r["stack"] == stack]
-            x = [r["layer"] + (r["head"] + 0.5) / H for r in rows]
-            if decided:
-                y = [r["decided_by"]["value"] for r in rows]
-            else:
-                y = [r["distant_mass"][str(self.lengths[-1])] for r in rows]
-            ax.plot(x, y, "o", ms=4, color=f"C{i}", label=stack or None)
-        if decided:
-            d = decided[0]["decided_by"]
-            ax.axhline(d["boundary"], color="k", lw=1, label=f"boundary {d['name']} = {d['boundary']:g}")
-            if self.margin is not None:
-                ax.axhline(1.0 + self.margin.margin, color="C3", ls="--", lw=1, label=f"1 + margin = {1 + self.margin.margin:.3f}")
-            ax.set_ylabel(f"{d['name']} per head")
+        if decided and len(stacks) == 1 and all(r["decided_by"]["boundary"] == 1.0 for r in decided):
+            margin = None if self.margin is None else self.margin.margin
+            fig = plots.plot_head_exponents(decided, margin, key=lambda r: r["decided_by"]["value"], ax=ax)
+            target = ax if ax is not None else fig.axes[0]
+            name = decided[0]["decided_by"]["name"]
+            target.set_ylabel({"alpha": "exponent $\\alpha$", "r1": "exponent $r_1$ (KERPLE-log)"}.get(name, f"{name} per head"))
         else:
-            ax.set_ylabel(f"predicted D_n(W = {self.window}), n = {self.lengths[-1]}")
-        ax.set(xlabel="layer (heads spread within it)", title=f"{self.checkpoint.path.name}: {self.checkpoint.scheme}")
-        if ax.get_legend_handles_labels()[1]:  # a single stack with no boundary has nothing to label
-            ax.legend(fontsize=7)
-        return ax
+            rows = [
+                dict(
+                    r,
+                    layer=f"{r['stack']} {r['layer']}" if len(stacks) > 1 else r["layer"],
+                    distant_mass={n: v for n, v in r["distant_mass"].items() if v is not None},
+                )
+                for r in self.rows
+            ]
+            fig = plots.plot_head_distant_mass(rows, self.window, ax=ax)
+            target = ax if ax is not None else fig.axes[0]
+        target.set_title(f"{self.checkpoint.path.name}: {self.checkpoint.scheme}")
+        return fig
 
 
 def _finite_or_none(x):

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import encodings
 from .._validation import DomainError
-from ._checkpoint import Checkpoint, checkpoint_from_model, encoding_for, layer_encoding, layer_groups
+from ..content_bound import MAX_SCORE_BOUND, content_band
+from ._checkpoint import Checkpoint, checkpoint_from_model, layer_encoding, layer_groups
 
 __all__ = ["AttentionMeasurement", "measure_attention", "measure_checkpoint", "load_runnable", "plot_measurement"]
 
@@ -207,12 +207,11 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
                     spreads = np.where(np.all(last > 0, axis=-1), 0.5 * (c.max(-1) - c.min(-1)), np.inf)
                 B = float(spreads.max())
                 prior = enc.distant_mass(window, n)
-                if math.isfinite(B):
-                    # Theorem 10's band; it is to come from otprior.content_bound, here from the
-                    # encodings' distant_mass_range (a RoPE model's measured B already includes
-                    # any attention scaling, hence the plain uniform prior for the band)
-                    band_enc = encodings.get("nope", logit_bound=B) if ckpt.scheme == "rope" else encoding_for(ckpt, head, logit_bound=B)
-                    lo, hi = band_enc.distant_mass_range(window, n)
+                if B <= MAX_SCORE_BOUND:
+                    # Theorem 10 (proofs/content_bound.md): the band around the constant-score
+                    # prior for every row whose content spread is at most B. A RoPE model's
+                    # measured B already includes any attention factor, and its prior is uniform
+                    lo, hi = content_band(prior, B)
                 else:
                     lo, hi = 0.0, 1.0
                 slack = 1e-5  # float32 attention weights

@@ -12,6 +12,7 @@ Parameters are saved as safetensors with a JSON config beside them.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import asdict, dataclass
@@ -21,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..encodings import ALiBi, KerpleLog, LogDistance, NoPE, RoPE, kerple_clamp_bounds
 from .ot_attention import causal_ot_attention
 
 SCHEMES = ("nope", "rope", "alibi", "kerple-log", "cable", "log-distance", "causal-ot")
@@ -66,8 +68,6 @@ class PositionalBias(nn.Module):
             self.alpha_raw = nn.Parameter(torch.zeros(H))
             self.register_buffer("alpha_margin", torch.tensor([cfg.alpha_margin]))
         elif cfg.scheme == "alibi":
-            from ..encodings import ALiBi
-
             self.register_buffer("slopes", torch.tensor(ALiBi.slopes(H), dtype=torch.float32))
         elif cfg.scheme == "kerple-log":
             # as in KERPLE: r1 ~ U(0, 2), r2 ~ U(0, 1), both clamped at 0.01 in the forward pass
@@ -78,6 +78,29 @@ class PositionalBias(nn.Module):
 
     def alpha(self):
         return 1.0 + self.alpha_margin + F.softplus(self.alpha_raw)
+
+    @torch.no_grad()
+    def head_encoding(self, head, logit_bound=0.0):
+        """The registry encoding of head ``head``'s bias, with content bound ``logit_bound``.
+
+        ``LogDistance`` (the head's exponent), ``ALiBi`` (its slope), ``KerpleLog`` (from the
+        stored parameters through :meth:`otprior.encodings.KerpleLog.from_stored`, which clamps
+        as the forward pass does), ``RoPE`` (plain, at this model's base; YaRN applies only at
+        evaluation) or ``NoPE``; ``None`` for biases that are not a function of distance alone
+        (``cable``: content-dependent increments; ``causal-ot``: the operator, not a bias).
+        """
+        s, B = self.cfg.scheme, float(logit_bound)
+        if s == "log-distance":
+            return LogDistance(float(self.alpha()[head]), logit_bound=B)
+        if s == "alibi":
+            return ALiBi(float(self.slopes[head]), logit_bound=B)
+        if s == "kerple-log":
+            return KerpleLog.from_stored(bias_p=float(self.bias_p[head]), bias_a=float(self.bias_a[head]), logit_bound=B)
+        if s == "rope":
+            return RoPE(B, head_dim=self.cfg.d_model // self.cfg.n_heads, rope_theta=self.cfg.rope_base)
+        if s == "nope":
+            return NoPE(B)
+        return None
 
     def forward(self, x):
         T = x.shape[1]
@@ -95,7 +118,9 @@ class PositionalBias(nn.Module):
         if s == "alibi":
             return (-self.slopes[:, None, None] * d)[None]
         if s == "kerple-log":
-            p, a = self.bias_p.clamp(min=0.01), self.bias_a.clamp(min=0.01)
+            # the KERPLE forward pass's clamps, from the registry (the one place they live)
+            p = self.bias_p.clamp(*kerple_clamp_bounds("log", "bias_p"))
+            a = self.bias_a.clamp(*kerple_clamp_bounds("log", "bias_a"))
             return (-p * torch.log1p(a * d))[None]
         if s == "cable":
             inc = F.softplus(self.increment(x))  # (B, T, H)
@@ -105,24 +130,37 @@ class PositionalBias(nn.Module):
 
 
 def rope_frequencies(head_dim, base, *, yarn_scale=None, original_length=64, beta_fast=32.0, beta_slow=1.0):
-    """Rotary inverse frequencies and attention factor (YaRN as in ``_compute_yarn_parameters``)."""
-    pos = base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-    extrapolation = 1.0 / pos
+    """Rotary inverse frequencies (float32 tensor) and the attention factor on cos and sin.
+
+    From the registry's :class:`otprior.encodings.RoPE`: plain RoPE (``rope_type="default"``,
+    factor 1) without ``yarn_scale`` or at scale 1, otherwise ``rope_type="yarn"`` with
+    ``factor=yarn_scale``, ``original_max_position_embeddings=original_length`` and the
+    correction range ``beta_fast``/``beta_slow``: the frequencies and factor
+    (:math:`0.1\\ln s + 1` for :math:`s > 1`) of ``transformers``' ``_compute_yarn_parameters``
+    (Theorem R, ``proofs/rope_scaling.md``).
+    """
+    inv, factor = _rope_frequencies(int(head_dim), float(base), yarn_scale, int(original_length), float(beta_fast), float(beta_slow))
+    return torch.tensor(inv, dtype=torch.float32), factor
+
+
+@functools.lru_cache(maxsize=64)
+def _rope_frequencies(head_dim, base, yarn_scale, original_length, beta_fast, beta_slow):
     if yarn_scale is None or yarn_scale == 1.0:
-        return extrapolation.float(), 1.0
-    interpolation = 1.0 / (yarn_scale * pos)
-
-    def correction_dim(rotations):
-        return head_dim * math.log(original_length / (rotations * 2 * math.pi)) / (2 * math.log(base))
-
-    low = max(math.floor(correction_dim(beta_fast)), 0)
-    high = min(math.ceil(correction_dim(beta_slow)), head_dim - 1)
-    if low == high:
-        high += 0.001
-    ramp = ((torch.arange(head_dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
-    keep = 1 - ramp
-    inv = interpolation * (1 - keep) + extrapolation * keep
-    return inv.float(), 0.1 * math.log(yarn_scale) + 1.0
+        rope = RoPE(0.0, head_dim=head_dim, rope_theta=base)
+    else:
+        rope = RoPE(
+            0.0,
+            rope_type="yarn",
+            head_dim=head_dim,
+            rope_theta=base,
+            factor=float(yarn_scale),
+            original_max_position_embeddings=original_length,
+            beta_fast=beta_fast,
+            beta_slow=beta_slow,
+        )
+    inv = rope.inverse_frequencies()
+    inv.flags.writeable = False  # cached: shared by every call
+    return inv, rope.cos_sin_factor
 
 
 def apply_rope(q, k, inv_freq, factor):

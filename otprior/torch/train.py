@@ -40,8 +40,6 @@ def measure_distant_mass(model, data, length, window, *, sequences=8, seed=4321)
     prediction for every row with that content bound. Only for schemes with a bias
     that depends on distance alone.
     """
-    from ..encodings import ALiBi, KerpleLog, LogDistance, NoPE
-
     model = model.eval()
     gen = torch.Generator().manual_seed(seed)
     batch = sample_batch(data, length - 1, sequences, gen)
@@ -58,17 +56,9 @@ def measure_distant_mass(model, data, length, window, *, sequences=8, seed=4321)
         bound[layer] = (0.5 * (c.amax(-1) - c.amin(-1))).amax(0).numpy()
         pos = model.blocks[layer].attn.pos
         for h in range(H):
-            s = model.cfg.scheme
-            if s == "log-distance":
-                enc = LogDistance(float(pos.alpha()[h]), logit_bound=float(bound[layer, h]))
-            elif s == "alibi":
-                enc = ALiBi(float(pos.slopes[h]), logit_bound=float(bound[layer, h]))
-            elif s == "kerple-log":
-                enc = KerpleLog(float(pos.bias_p.clamp(min=0.01)[h]), float(pos.bias_a.clamp(min=0.01)[h]), logit_bound=float(bound[layer, h]))
-            elif s in ("nope", "rope"):
-                enc = NoPE(float(bound[layer, h]))
-            else:
-                raise ValueError(f"scheme={s!r}: measure_distant_mass needs a bias that depends on distance alone")
+            enc = pos.head_encoding(h, logit_bound=float(bound[layer, h]))
+            if enc is None:
+                raise ValueError(f"scheme={model.cfg.scheme!r}: measure_distant_mass needs a bias that depends on distance alone")
             band[:, layer, h] = enc.distant_mass_range(window, length)
     return {"measured": measured, "content_bound": bound, "band": band}
 
