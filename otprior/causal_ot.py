@@ -23,12 +23,12 @@ import numpy as np
 from scipy.special import logsumexp
 
 from ._anderson import anderson_memory, anderson_solve
-from ._validation import DomainError, check_int, check_real, check_rho, check_scores
+from ._validation import MACHINE_EPSILON, DomainError, check_int, check_real, check_rho, check_scores
 from .limits import check_allocation
 
 __all__ = ["causal_ot_attention", "causal_ot_fixed_point", "FixedPoint"]
 
-_EPS = np.finfo(float).eps
+_EPS = MACHINE_EPSILON
 # Kernel path only while exp() of every shifted score stays far from underflow and the
 # dual scalings far from overflow; beyond that the exact log-domain path is used.
 _KERNEL_SPREAD = 200.0

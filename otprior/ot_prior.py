@@ -32,6 +32,7 @@ from ._anderson import anderson_memory, anderson_solve
 from ._balls import Enclosure, arb_from_float, arb_precision, enclosure_from_arb
 from ._power_sums import power_sum
 from ._validation import (
+    MACHINE_EPSILON,
     ConvergenceError,
     DomainError,
     PrecisionError,
@@ -51,7 +52,7 @@ __all__ = [
     "DilutionBound",
 ]
 
-_EPS = np.finfo(float).eps
+_EPS = MACHINE_EPSILON
 _MAX_DPS = 2000
 # Largest working precision (bits) and largest n * bits of one certified recurrence pass.
 _MAX_BITS = 20_000

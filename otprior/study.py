@@ -50,11 +50,12 @@ from pathlib import Path
 import numpy as np
 
 from ._validation import DomainError
+from .encodings import REFERENCE_MODEL_SCHEMES
 
 __all__ = ["load_plan", "validate_plan", "plan_hash", "expand_runs", "run_study", "decide", "estimate_memory",
            "SCHEMES", "HYPOTHESIS_KINDS"]
 
-SCHEMES = ("nope", "rope", "alibi", "kerple-log", "cable", "log-distance", "causal-ot")
+SCHEMES = REFERENCE_MODEL_SCHEMES
 HYPOTHESIS_KINDS = {
     "loss_difference": ("interval_below_zero",),
     "loss_and_cost": ("interval_below_zero_and_cost_ratio",),

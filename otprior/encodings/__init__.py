@@ -34,6 +34,7 @@ from .rotary import ROPE_TYPES, NoPE, RoPE, YaRN, rope_inverse_frequencies
 from .t5 import T5Buckets, t5_bucket
 
 __all__ = [
+    "REFERENCE_MODEL_SCHEMES",
     "names",
     "get",
     "lookup",
@@ -133,3 +134,9 @@ def classify(encoding, normaliser=None, score_bound=None):
     if not isinstance(normaliser, N.Normaliser):
         raise DomainError("normaliser", normaliser, f"an otprior.normalisers instance or one of {', '.join(N.names())}")
     return normaliser.classify(encoding, B)
+
+
+#: The positional schemes the reference model (``otprior.torch.ReferenceModel``) implements,
+#: each a registered name; kept here, free of torch, so that study plans can be checked
+#: without the torch extra.
+REFERENCE_MODEL_SCHEMES = ("nope", "rope", "alibi", "kerple-log", "cable", "log-distance", "causal-ot")

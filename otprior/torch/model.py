@@ -22,10 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..encodings import ALiBi, KerpleLog, LogDistance, NoPE, RoPE, kerple_clamp_bounds
+from ..encodings import REFERENCE_MODEL_SCHEMES, ALiBi, KerpleLog, LogDistance, NoPE, RoPE, kerple_clamp_bounds
 from .ot_attention import causal_ot_attention
 
-SCHEMES = ("nope", "rope", "alibi", "kerple-log", "cable", "log-distance", "causal-ot")
+SCHEMES = REFERENCE_MODEL_SCHEMES
 
 
 @dataclass
