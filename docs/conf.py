@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -128,24 +127,29 @@ def _notebook_pages() -> None:
 
 
 def _cli_page() -> None:
-    from otprior.cli import main
+    import argparse
+
+    from otprior.cli import build_parser, main
 
     def help_text(argv):
-        buf = io.StringIO()
-        with contextlib.redirect_stdout(buf), contextlib.suppress(SystemExit):
-            main([*argv, "--help"])
+        buf, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(err):
+            try:
+                main([*argv, "--help"])
+            except SystemExit as exc:
+                if exc.code not in (0, None):
+                    raise RuntimeError(f"otprior {' '.join(argv)} --help failed: {err.getvalue().strip()}") from None
         return buf.getvalue().rstrip()
 
     top = help_text([])
-    found = re.search(r"\{([a-z0-9_,-]+)\}", top)
-    commands = found.group(1).split(",") if found else []
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     parts = [
         "# Command line\n",
         "`otprior` prints what the library returns; every command takes `--json` for machine-readable "
         "output. This page is the `--help` text of the installed version.\n",
         f"```text\n$ otprior --help\n{top}\n```\n",
     ]
-    for cmd in commands:
+    for cmd in sub.choices:
         parts.append(f"## `otprior {cmd}`\n\n```text\n$ otprior {cmd} --help\n{help_text([cmd])}\n```\n")
     _write(DOCS / "cli.md", "\n".join(parts))
 

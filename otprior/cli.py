@@ -1064,6 +1064,7 @@ def _add_intervene(command):
 def _cmd_study(args):
     from . import study
 
+    _input_path(args.plan, "plan")
     kw = {"resume": not args.fresh, "dry_run": args.dry_run, "max_runs": args.max_runs, "time_budget_s": args.budget}
     out = None if args.out is None else str(args.out)
     if args.out is not None and not args.dry_run:
@@ -1109,7 +1110,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="otprior",
         description="Positional priors of causal attention: dilution, certified window-mass bounds, margins. "
-        "Every result is proved in proofs/. Bad input: one line on stderr, exit status 2.",
+        "Every result is stated in proofs/ with its status. Bad input: one line on stderr, exit status 2.",
     )
     parser.add_argument("--version", action="version", version=f"otprior {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="command")
