@@ -69,5 +69,7 @@ for window in (16, 64, 256):
     margins = [otprior.margin_for(window, L, 0.05).margin for L in ranges]
     ax.plot([L1 / L0 for L0, L1 in ranges], margins, marker="o", label=f"$W = {window}$")
 ax.set(xscale="log", xlabel="evaluation range $L_1 / L_0$ ($L_0 = 512$)", ylabel="margin $\\delta$ (tol $= 0.05$)")
+ax.set_xticks([2, 4, 8, 16, 32, 64], labels=["2", "4", "8", "16", "32", "64"])
+ax.minorticks_off()
 ax.legend()
 plt.show()

@@ -146,6 +146,19 @@ def staged_folder(out, *, force: bool = False, name: str = "out"):
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it (``os.umask`` sets it, which another
+    thread could observe); 0o022 where the kernel does not report it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
 def check_new_file(path, *, force: bool = False, name: str = "plot") -> Path:
     """Check a single output file: not empty, not a folder, absent unless ``force``, in a writable folder."""
     path = _as_path(path, name)
@@ -183,6 +196,8 @@ def write_file_safely(path, write, *, name: str = "plot") -> Path:
     os.close(fd)
     try:
         write(Path(tmp))
+        # mkstemp creates the file with mode 0600; give it the mode a new file gets under the umask
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except OSError as exc:
         raise DomainError(name, str(path), f"a file that can be written ({exc.strerror or exc})") from None

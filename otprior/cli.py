@@ -87,6 +87,7 @@ import typing
 from pathlib import Path
 
 from . import limits
+from ._json import to_strict_json
 from ._output import check_folder, check_new_file, staged_folder, write_file_safely
 from ._validation import ConvergenceError, DomainError, FileFormatError, PrecisionError
 
@@ -144,45 +145,6 @@ class UsageError(Exception):
 
 # --- output ---------------------------------------------------------------------------------------
 
-_NONFINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
-
-
-def to_strict_json(value):
-    """``value`` as plain JSON data: dicts, lists, strings, finite numbers, booleans, null.
-
-    Non-finite floats become the strings ``"Infinity"``, ``"-Infinity"``, ``"NaN"``;
-    numpy scalars and arrays, mpmath numbers, paths and objects with ``as_dict`` are
-    converted; anything else becomes its ``str``.
-    """
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        return _NONFINITE.get(value, value)
-    if isinstance(value, dict):
-        return {str(k): to_strict_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [to_strict_json(v) for v in value]
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if hasattr(value, "as_dict"):
-        return to_strict_json(value.as_dict())
-    if hasattr(value, "tolist"):  # numpy scalars and arrays
-        return to_strict_json(value.tolist())
-    if type(value).__module__.startswith("mpmath"):
-        try:
-            return to_strict_json(float(value))
-        except (TypeError, ValueError):
-            return str(value)
-    if hasattr(value, "__float__") and not isinstance(value, complex):
-        try:
-            return to_strict_json(float(value))
-        except (TypeError, ValueError, OverflowError):
-            return str(value)
-    return str(value)
 
 
 def _printable(text: str) -> str:

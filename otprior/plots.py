@@ -561,7 +561,13 @@ def plot_distant_mass(encoding, window=64, lengths=None, *, label=None, ax=None,
             if D_inf is not None:
                 ax.plot([lengths[-1] * 1.5], [D_inf], marker="<", ms=6, color=line.get_color(), clip_on=False, ls="none")
         ax.set_xscale("log")
-        ax.set(xlabel="context length $n$ (tokens)", ylabel=f"distant mass $D_n(W)$, $W = {window}$", ylim=(0, 1.02))
+        # labels and limits only where the caller's axes have none (the caller's own win)
+        if not ax.get_xlabel():
+            ax.set_xlabel("context length $n$ (tokens)")
+        if not ax.get_ylabel():
+            ax.set_ylabel(f"distant mass $D_n(W)$, $W = {window}$")
+        if ax.get_yscale() == "linear" and ax.get_autoscaley_on():
+            ax.set_ylim(0, 1.02)
         if not ax.get_title():
             ax.set_title("distant mass: bounded (solid, $\\lhd$ limit) or diluting (dashed)")
         _log_length_axis(ax, "x")

@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from ._json import to_strict_json
 from ._output import staged_folder
 
 __all__ = ["build_report", "FIGURES", "TABLES"]
@@ -120,7 +121,7 @@ def _ot_table(window, rhos, lengths, score_bound):
                     "log_normaliser": scale_invariant_normaliser(rho, log=True),
                     "window_mass": ot_window_mass(window, n, rho),
                     "window_law": ot_window_law(window, n, rho),
-                    "bounded_score_bound": ot_dilution_bound(window, n, rho, score_bound),
+                    "bounded_score_bound": ot_dilution_bound(window, n, rho, score_bound).bound,
                 }
             )
     return rows
@@ -266,16 +267,6 @@ def _html_table(rows, columns) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _jsonable(x):
-    if isinstance(x, (tuple, list)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, float) and not math.isfinite(x):
-        return str(x)
-    return x
-
-
 def _versions() -> dict:
     import matplotlib
     import mpmath
@@ -364,8 +355,8 @@ def _write_report(out: Path, progress) -> Path:
         "tables": {key: params for key, _t, _c, params, _f, _cols in TABLES},
         "figures": {name: {"function": f"otprior.plots.{func_name}", **params} for name, func_name, params, _ in FIGURES},
     }
-    (out / "tables.json").write_text(json.dumps(_jsonable(tables), indent=2))
-    (out / "parameters.json").write_text(json.dumps(_jsonable(parameters), indent=2))
+    (out / "tables.json").write_text(json.dumps(to_strict_json(tables), indent=2))
+    (out / "parameters.json").write_text(json.dumps(to_strict_json(parameters), indent=2))
 
     versions = ", ".join(f"{k} {v}" for k, v in parameters["versions"].items() if v and k != "otprior")
     parts = [

@@ -89,3 +89,24 @@ def test_brackets_contain_the_mass_computed_by_mpmath(built):
         assert row["lower"] <= exact <= row["upper"], row
         assert row["relative_width"] == pytest.approx((row["upper"] - row["lower"]) / row["window_mass"], rel=1e-12)
         assert 0 < row["relative_width"] < 1e-4  # Theorem 8's promise for W >= 16
+
+
+def test_every_table_is_strict_json_and_names_its_columns():
+    """Every table of the report (the whole default computation, a few seconds) is written
+    as strict JSON: no object the encoder cannot write, no bare NaN or Infinity. The full
+    build with its figures is the slow test above."""
+    import json
+
+    from otprior import report
+    from otprior._json import to_strict_json
+
+    def refuse(constant):
+        raise ValueError(f"bare {constant} in the JSON")
+
+    for key, _title, _caption, params, func, columns in report.TABLES:
+        rows = func(**params)
+        text = json.dumps(to_strict_json(rows), allow_nan=False)
+        back = json.loads(text, parse_constant=refuse)
+        assert back, key
+        for column, _head, _fmt in columns:
+            assert all(column in row for row in back), (key, column)

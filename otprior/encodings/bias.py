@@ -90,8 +90,10 @@ class Bias(Encoding):
     asymptotic : str or sympy expression, optional
         For a callable: an expression with the same behaviour as ``d -> oo``.
     time_budget, memory_budget : float, int
-        The verdict (sympy's limits and tests) and ``D_oo`` run under these; when one runs
-        out the verdict is "undecided" with that reason.
+        The verdict (sympy's limits and tests) and ``D_oo`` each run under these, in a child
+        process. When one runs out during the verdict, the verdict is "undecided" with that
+        reason; during ``Verdict.limit_distant_mass(W)``, that call raises
+        :class:`~otprior.PrecisionError` naming the budget.
 
     Notes
     -----
@@ -183,7 +185,7 @@ class Bias(Encoding):
 
         def limit(W):
             try:
-                values = run_budgeted(_tail_limit, self.bias, b, d, W, time_budget=max(self.time_budget, 30.0), memory_budget=self.memory_budget)
+                values = run_budgeted(_tail_limit, self.bias, b, d, W, time_budget=self.time_budget, memory_budget=self.memory_budget)
             except BudgetExceeded as exc:
                 raise PrecisionError(f"D_oo(W) for exp({self.expression}) was not computed: {exc.reason}") from None
             if abs(values[0] - values[1]) > 1e-6 * abs(values[1]):
