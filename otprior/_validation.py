@@ -7,6 +7,7 @@ parameter, the value received and the valid domain. Nothing is clipped.
 
 from __future__ import annotations
 
+import decimal
 import math
 import numbers
 
@@ -52,20 +53,48 @@ def check_rho(rho, name: str = "rho", *, allow_one: bool = False) -> float:
 
 
 def check_int(value, name: str, *, minimum: int = 1, maximum=None) -> int:
-    """An integer (an integral float such as 1e12 is accepted) in [minimum, maximum]."""
+    """An integer in [minimum, maximum], converted exactly (never through a double).
+
+    Accepted: ``int`` and ``np.integer``; a ``Fraction`` with denominator 1; an integral
+    ``Decimal``; an integral float (taken as the exact integer it represents, so ``1e300`` is
+    ``int(1e300)``, slightly above ``10**300``). Booleans (``np.bool_`` too), complex numbers,
+    strings and non-integral values are refused.
+    """
     upper = "" if maximum is None else f", at most {maximum}"
     domain = f"an integer at least {minimum}{upper}"
-    if isinstance(value, bool):
-        raise DomainError(name, value, domain)
-    if isinstance(value, numbers.Integral):
-        out = int(value)
-    elif isinstance(value, numbers.Real) and math.isfinite(float(value)) and float(value).is_integer():
-        out = int(float(value))
-    else:
+    out = _exact_int(value)
+    if out is None:
         raise DomainError(name, value, domain)
     if out < minimum or (maximum is not None and out > maximum):
         raise DomainError(name, value, domain)
     return out
+
+
+def _exact_int(value):
+    """``value`` as the exact Python ``int`` it equals, or ``None`` when it is not an integer."""
+    if isinstance(value, (bool, np.bool_, str, bytes, complex, np.complexfloating)) or value is None:
+        return None
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Rational):
+        return int(value.numerator) if value.denominator == 1 else None
+    if isinstance(value, decimal.Decimal):
+        if not value.is_finite() or value != value.to_integral_value():
+            return None
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        return int(v) if math.isfinite(v) and v.is_integer() else None
+    if isinstance(value, numbers.Real):
+        try:
+            out = int(value)
+        except (TypeError, ValueError, OverflowError, ArithmeticError):
+            return None
+        try:
+            return out if value == out else None
+        except (TypeError, ValueError, ArithmeticError):
+            return None
+    return None
 
 
 def check_real(value, name: str, *, low=None, high=None, low_open=False, high_open=False) -> float:
@@ -82,16 +111,24 @@ def check_real(value, name: str, *, low=None, high=None, low_open=False, high_op
 
 
 def _real(value, name: str, domain: str) -> float:
-    if isinstance(value, (bool, str, bytes)) or value is None:
+    # refused, not truncated: booleans (numpy's too), text, complex numbers (numpy complex scalars
+    # and complex arrays would otherwise lose their imaginary part with only a ComplexWarning)
+    if isinstance(value, (bool, np.bool_, str, bytes, complex, np.complexfloating)) or value is None:
         raise DomainError(name, value, domain)
-    if not isinstance(value, (numbers.Real, np.generic)):
-        # mpmath numbers and 0-d arrays are accepted through float()
-        try:
+    if isinstance(value, np.ndarray):
+        if value.ndim != 0 or value.dtype.kind not in "iuf":
+            raise DomainError(name, value, domain)
+        value = value[()]
+    if isinstance(value, np.generic) and not isinstance(value, (np.integer, np.floating)):
+        raise DomainError(name, value, domain)
+    try:
+        if isinstance(value, numbers.Integral):
+            out = float(int(value))
+        else:
+            # mpmath numbers are accepted through float(); a complex mpc is refused by float()
             out = float(value)
-        except (TypeError, ValueError):
-            raise DomainError(name, value, domain) from None
-    else:
-        out = float(value)
+    except (TypeError, ValueError, OverflowError, ArithmeticError):
+        raise DomainError(name, value, domain) from None
     if not math.isfinite(out):
         raise DomainError(name, value, domain)
     return out

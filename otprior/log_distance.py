@@ -40,7 +40,7 @@ from .content_bound import MAX_SCORE_BOUND, content_band_balls
 
 __all__ = ["window_mass", "distant_mass", "window_mass_bounds", "distant_mass_bounds"]
 
-MAX_LENGTH = 10**300
+MAX_LENGTH = int(1e300)  # the double 1e300 as an exact integer (10**300 + 5.3e283): the bound is inclusive of it
 MAX_ALPHA = 1e15
 MIN_OFFSET, MAX_OFFSET = 1e-300, 1e300
 _MAX_DPS = 950
@@ -51,8 +51,10 @@ _FLOAT_BITS = 62  # ball radius at most 2^-62 of the value: its float end points
 
 def _check(window, n, alpha, offset):
     """Validated ``(window, n, alpha, offset)``: exact integers and floats in the supported domain."""
-    n = check_int(n, "n", minimum=1, maximum=MAX_LENGTH)
+    n = check_int(n, "n", minimum=1)
     window = check_int(window, "window", minimum=1)
+    if n > MAX_LENGTH:
+        raise DomainError("n", n, "an integer in [window, 1e300] (at most the double 1e300 as an exact integer)")
     if window > n:
         raise DomainError("n", n, f"an integer in [window, 1e300] = [{window}, 1e300]")
     alpha = _real(alpha, "alpha", "a real number in (0, 1e15]", low=0.0, high=MAX_ALPHA, low_open=True)
@@ -229,8 +231,9 @@ def window_mass(window, n, alpha, *, offset=1.0, dps=None):
     window : int or array_like of int
         ``W >= 1``: the ``W`` nearest keys, ``d < W``.
     n : int or array_like of int
-        Context length, ``W <= n <= 10^300`` (exact Python integers; an integral float such
-        as ``1e15`` is accepted).
+        Context length, ``W <= n <= 1e300`` (the double ``1e300`` as an exact integer, included).
+        Integers are taken exactly: ``int``, ``np.integer``, a ``Fraction`` with denominator 1, an
+        integral ``Decimal`` or float (a float above ``2**53`` is the exact integer it represents).
     alpha : float or array_like
         Exponent in :math:`(0, 10^{15}]`; ``alpha = 1`` and its neighbourhood are exact.
     offset : float or array_like

@@ -22,10 +22,12 @@ on all of it.
 
 from __future__ import annotations
 
+import collections.abc
 import math
 from dataclasses import dataclass, field
 
 import flint
+import numpy as np
 
 from ._balls import Enclosure, arb_from_float, arb_precision, enclosure_from_arb
 from ._power_sums import arb_sum
@@ -261,8 +263,12 @@ def margin_for(window, Lrange, tol, *, growth="absolute", score_bound=0.0, offse
     >>> lower, upper = r.bracket
     """
     window = check_int(window, "window", minimum=1)
-    domain = "two increasing integer lengths (L0, L1), at most 1e300"
-    if isinstance(Lrange, (str, bytes)):
+    domain = "a sequence (tuple, list or 1-d array) of two increasing integer lengths (L0, L1), at most 1e300"
+    # a sequence of two lengths: a dict, a set or an iterator is refused, not read for its keys
+    if isinstance(Lrange, np.ndarray):
+        if Lrange.ndim != 1:
+            raise DomainError("Lrange", Lrange, domain)
+    elif not isinstance(Lrange, collections.abc.Sequence) or isinstance(Lrange, (str, bytes)):
         raise DomainError("Lrange", Lrange, domain)
     try:
         items = list(Lrange)
@@ -271,7 +277,7 @@ def margin_for(window, Lrange, tol, *, growth="absolute", score_bound=0.0, offse
     if len(items) != 2:
         raise DomainError("Lrange", Lrange, domain)
     try:
-        L0, L1 = (check_int(x, "Lrange", minimum=1, maximum=10**300) for x in items)
+        L0, L1 = (check_int(x, "Lrange", minimum=1, maximum=int(1e300)) for x in items)
     except DomainError:
         raise DomainError("Lrange", Lrange, domain) from None
     if not L0 < L1:
