@@ -152,3 +152,28 @@ def check_scores(scores) -> np.ndarray:
 
 
 MACHINE_EPSILON = float(np.finfo(float).eps)  # 2^-52: the spacing of doubles at 1, the one definition in otprior
+
+
+def real_array(value, name: str, domain: str) -> np.ndarray:
+    """``value`` as a float array, refusing (``DomainError``) what a plain ``np.asarray(value, float)``
+    would truncate or choke on: complex entries (their imaginary part would be dropped), booleans,
+    text, dicts, ragged nesting and integers too large for a double. Finiteness is the caller's check.
+    """
+    if isinstance(value, (str, bytes, dict, bool, np.bool_)) or value is None:
+        raise DomainError(name, value, domain)
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError, OverflowError):
+        raise DomainError(name, value, domain) from None
+    if raw.dtype.kind == "O":
+        try:
+            items = [_real(x, name, domain) for x in raw.ravel()]
+        except DomainError:
+            raise DomainError(name, value, domain) from None
+        return np.array(items, dtype=float).reshape(raw.shape)
+    if raw.dtype.kind not in "iuf":
+        raise DomainError(name, value, domain)
+    try:
+        return raw.astype(float)
+    except (TypeError, ValueError, OverflowError):
+        raise DomainError(name, value, domain) from None

@@ -23,7 +23,7 @@ import numpy as np
 
 from .._registry import param
 from .._validation import DomainError, check_int, check_real
-from ..limits import check_allocation
+from ..limits import check_allocation, check_count
 from ._base import Encoding, Verdict, decisive, direct_masses, nonneg, per_head_values, register
 
 __all__ = ["ALiBi", "alibi_slopes", "bf16_round"]
@@ -48,6 +48,7 @@ def alibi_slopes(num_heads, variant="bloom", alibi_bias_max=8.0):
     (0.25, 0.0625, 0.015625, 0.00390625)
     """
     H = check_int(num_heads, "num_heads")
+    check_count(H, "num_heads", H)
     check_allocation(8 * H, "num_heads", H)
     if variant not in VARIANTS:
         raise DomainError("variant", variant, f"one of {', '.join(VARIANTS)}")

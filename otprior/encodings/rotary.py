@@ -18,16 +18,26 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._registry import param
-from .._validation import DomainError, check_int, check_real
+from .._validation import DomainError, check_int, check_real, real_array
 from ._base import Encoding, Verdict, nonneg, register
 
 __all__ = ["NoPE", "RoPE", "YaRN", "ROPE_TYPES", "rope_inverse_frequencies"]
 
+MAX_HEAD_DIM = 2**24  # far above any model's; keeps head_dim * partial_rotary_factor and the frequency arrays finite and small
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3", "longrope")
 
 
 def _uniform_masses(window, n):
     return window / n, (n - window) / n
+
+
+def _exp_text(x):
+    """``e^x`` as text, in powers of ten where the double overflows (B up to 1.8e308 is accepted)."""
+    if x < 700.0:
+        return f"{math.exp(x):.4g}"
+    exponent = x / math.log(10.0)
+    whole = math.floor(exponent)
+    return f"{10.0 ** (exponent - whole):.4g}e+{whole:.0f}"
 
 
 def _diluting_bias_free(encoding, B, prefix=""):
@@ -37,7 +47,7 @@ def _diluting_bias_free(encoding, B, prefix=""):
         "diluting",
         prefix + f"no summable bias; with content logits bounded by B = {B:.6g}, the window mass is at most "
         "W e^(2B) / n -> 0 (Theorem 10 with b = 0).",
-        f"1 - D_n(W) <= W e^{{2B}} / n = {math.exp(2 * B):.4g} W / n",
+        f"1 - D_n(W) <= W e^{{2B}} / n = {_exp_text(2 * B)} W / n",
     )
 
 
@@ -119,7 +129,7 @@ class RoPE(_BiasFree):
         s(self, "logit_bound", nonneg(self.logit_bound, "logit_bound"))
         if self.rope_type not in ROPE_TYPES:
             raise DomainError("rope_type", self.rope_type, f"one of {', '.join(ROPE_TYPES)}")
-        s(self, "head_dim", check_int(self.head_dim, "head_dim", minimum=2))
+        s(self, "head_dim", check_int(self.head_dim, "head_dim", minimum=2, maximum=MAX_HEAD_DIM))
         s(self, "rope_theta", check_real(self.rope_theta, "rope_theta", low=1.0, low_open=True))
         s(self, "partial_rotary_factor", check_real(self.partial_rotary_factor, "partial_rotary_factor", low=0.0, high=1.0, low_open=True))
         if int(self.head_dim * self.partial_rotary_factor) < 2:
@@ -142,7 +152,7 @@ class RoPE(_BiasFree):
         for name in ("short_factor", "long_factor"):
             v = getattr(self, name)
             if v is not None:
-                arr = np.asarray(v, dtype=float).ravel()
+                arr = real_array(v, name, f"{half} positive finite values (rotary_dim / 2)").ravel()
                 if arr.size != half or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
                     raise DomainError(name, f"{arr.size} values", f"{half} positive finite values (rotary_dim / 2)")
                 s(self, name, tuple(float(x) for x in arr))

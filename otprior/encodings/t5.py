@@ -14,17 +14,21 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .._registry import param
-from .._validation import DomainError, check_int
+from .._validation import DomainError, check_int, real_array
 from ..limits import check_allocation
 from ._base import Encoding, Verdict, nonneg, register
 
 __all__ = ["T5Buckets", "t5_bucket"]
 
 
+MAX_DISTANCE = 2**62
+
+
 def _check_geometry(num_buckets, max_distance, bidirectional):
     minimum = 4 if bidirectional else 2
     nb_total = check_int(num_buckets, "num_buckets", minimum=minimum)
-    md = check_int(max_distance, "max_distance")
+    # distances are int64 (t5_bucket): max_distance at most 2^62 keeps them and their buckets exact
+    md = check_int(max_distance, "max_distance", maximum=MAX_DISTANCE)
     nb = nb_total // 2 if bidirectional else nb_total
     max_exact = nb // 2
     if md <= max_exact:
@@ -84,8 +88,8 @@ class T5Buckets(Encoding):
         if self.values is not None:
             v = self.values
             if isinstance(v, tuple) and v and isinstance(v[0], tuple):
-                v = np.asarray(v, dtype=float)
-            arr = np.asarray(v, dtype=float) if not isinstance(v, str) else None
+                v = real_array(v, "values", f"{nb} finite real bucket values (or one row per head)")
+            arr = real_array(v, "values", f"{nb} finite real bucket values (or one row per head)")
             if arr is None or arr.ndim not in (1, 2) or not np.all(np.isfinite(arr)):
                 raise DomainError("values", v if arr is None else f"array of shape {arr.shape}", f"{nb} finite bucket values (or one row per head)")
             if self.bidirectional and arr.shape[-1] == nb_total:
