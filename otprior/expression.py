@@ -23,11 +23,15 @@ import ast
 import math
 import os
 import time
+import warnings
 
 from ._validation import DomainError, check_real
 
 __all__ = [
     "parse_bias",
+    "check_bias_values",
+    "import_sympy",
+    "CHECKED_DISTANCES",
     "run_budgeted",
     "BudgetExceeded",
     "MAX_LENGTH",
@@ -44,6 +48,7 @@ MAX_DEPTH = 40
 MAX_NODES = 400
 MAX_EXPONENT = 100.0
 MAX_CONSTANT = 1e300
+CHECKED_DISTANCES = 65  # a bias is evaluated at d = 0, 1, ..., 64 (check_bias_values)
 DEFAULT_TIME_BUDGET = 5.0  # seconds
 DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of address space a budgeted computation may add
 
@@ -51,6 +56,18 @@ DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of address space a budgeted computation
 _UNARY_FUNCS = {"log": "log", "exp": "exp", "sqrt": "sqrt", "sin": "sin", "cos": "cos", "abs": "Abs"}
 _NARY_FUNCS = {"min": "Min", "max": "Max"}
 _CONSTANTS = {"pi": "pi", "E": "E"}
+
+
+def import_sympy():
+    """``sympy``, imported with the caller's warnings filters kept.
+
+    Importing sympy installs a process-wide ``"once"`` filter for its deprecation warnings;
+    the first import runs inside :class:`warnings.catch_warnings`, which restores the filters.
+    """
+    with warnings.catch_warnings():
+        import sympy
+
+    return sympy
 
 
 def _refuse(text, why):
@@ -80,14 +97,129 @@ def parse_bias(text, symbol: str = "d"):
     count = sum(1 for _ in ast.walk(tree))
     if count > MAX_NODES:
         _refuse(text, f"at most {MAX_NODES} nodes")
-    import sympy as sp
+    sp = import_sympy()
 
     d = sp.Symbol(symbol)
-    return _build(tree.body, text, d, symbol, 0)
+    out = _build(tree.body, text, d, symbol, 0)
+    check_bias_values(out, d, text)
+    return out
+
+
+def check_bias_values(expr, symbol, text=None):
+    """Refuse (``DomainError`` naming ``expr``) a bias that is not real and finite at the integers ``d >= 0``.
+
+    Checked:
+
+    1. the expression, as sympy simplifies it on construction, contains no imaginary unit ``I``
+       (``sqrt(-d)`` becomes ``I*sqrt(d)`` and is refused);
+    2. at every distance ``d = 0, 1, ..., 64`` (:data:`CHECKED_DISTANCES`) the value, enclosed in
+       complex Arb balls (python-flint ``acb``, 64 bits, then 256 and 1024 while not decided),
+       is finite and its imaginary part is not provably non-zero. A pole (``1/(d - 5)``), a
+       logarithm of zero (``log(d)`` at ``d = 0``), ``0**(-1)`` or a ball that still contains
+       an infinity at 1024 bits is refused; so is a value whose imaginary part excludes 0
+       (``log(3 - d)``, ``sqrt(d - 2)``).
+
+    Distances beyond 64 are not checked here: a pole or a complex value there is found when the
+    bias is evaluated (``Bias.bias`` refuses complex values) or left to the verdict's budget.
+    """
+    sp = import_sympy()
+    shown = str(expr) if text is None else text
+    if expr.has(sp.I, sp.zoo, sp.nan, sp.oo, -sp.oo):
+        _refuse(shown, f"a real finite bias; {expr} is not real or not finite")
+    sym = symbol if isinstance(symbol, sp.Basic) else sp.Symbol(str(symbol))
+    for k in range(CHECKED_DISTANCES):
+        verdict = _acb_verdict(expr, sym, k)
+        if verdict == "infinite":
+            _refuse(shown, f"a bias finite at every integer d >= 0; not finite at d = {k}")
+        if verdict == "complex":
+            _refuse(shown, f"a bias real at every integer d >= 0; not real at d = {k}")
+
+
+def _acb_verdict(expr, sym, k):
+    """``"ok"``, ``"infinite"`` or ``"complex"``: the bias at ``d = k`` in complex Arb balls."""
+    from ._balls import arb_precision
+
+    for prec in (64, 256, 1024):
+        with arb_precision(prec):
+            try:
+                value = _acb_eval(expr, sym, k)
+            except (ValueError, ZeroDivisionError, ArithmeticError):
+                value = None
+            if value is None or not value.is_finite():
+                continue
+            if not value.imag.contains(0):
+                return "complex"
+            return "ok"
+    return "infinite"
+
+
+def _acb_eval(e, sym, k):
+    """The sympy tree ``e`` at ``sym = k`` as a ``flint.acb`` ball (the grammar's nodes; others through sympy)."""
+    import flint
+
+    sp = import_sympy()
+    acb = flint.acb
+    if e == sym:
+        return acb(k)
+    if e.is_Integer:
+        return acb(int(e))
+    if e.is_Rational:
+        return acb(int(e.p)) / int(e.q)
+    if e.is_Float:
+        q = sp.Rational(e)  # the Float's exact binary value
+        return acb(int(q.p)) / int(q.q)
+    if e is sp.pi:
+        return acb(flint.arb.pi())
+    if e is sp.E:
+        return acb(flint.arb.const_e())
+    if e.is_Add or e.is_Mul:
+        parts = [_acb_eval(a, sym, k) for a in e.args]
+        out = parts[0]
+        for p in parts[1:]:
+            out = out + p if e.is_Add else out * p
+        return out
+    if e.is_Pow:
+        base, exp = e.args
+        b = _acb_eval(base, sym, k)
+        if exp.is_Integer:
+            n = int(exp)
+            if n < 0 and b.real.contains(0) and b.imag.contains(0):
+                return acb(0, 0) / acb(0)  # a pole: not finite
+            return b ** n
+        if exp == sp.Rational(1, 2):
+            return b.sqrt()
+        x = _acb_eval(exp, sym, k)
+        if b == 0:
+            if x.real > 0:
+                return acb(0)
+            if x == 0:
+                return acb(1)
+            return acb(0, 0) / acb(0)
+        return b**x
+    unary = {sp.log: "log", sp.exp: "exp", sp.sin: "sin", sp.cos: "cos"}
+    if e.func in unary:
+        a = _acb_eval(e.args[0], sym, k)
+        if e.func is sp.log and a == 0:
+            return acb(0, 0) / acb(0)
+        return getattr(a, unary[e.func])()
+    if e.func is sp.Abs:
+        return acb(abs(_acb_eval(e.args[0], sym, k)))
+    if e.func in (sp.Min, sp.Max):
+        parts = [_acb_eval(a, sym, k) for a in e.args]
+        if any(not p.imag.contains(0) for p in parts):
+            return acb(0, 1)  # a complex argument: reported as not real
+        out = parts[0].real
+        for p in parts[1:]:
+            out = out.min(p.real) if e.func is sp.Min else out.max(p.real)
+        return acb(out)
+    value = complex(sp.N(e.subs(sym, k), 30))  # a node outside the grammar (a sympy expression given directly)
+    if not (math.isfinite(value.real) and math.isfinite(value.imag)):
+        return None
+    return acb(value.real, value.imag)
 
 
 def _number(value, text):
-    import sympy as sp
+    sp = import_sympy()
 
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         _refuse(text, f"constant {value!r} is not a real number")
@@ -102,7 +234,7 @@ def _number(value, text):
 
 def _magnitude_ok(value) -> bool:
     """A numeric sympy value whose magnitude stays within MAX_CONSTANT (checked without evaluating big powers)."""
-    import sympy as sp
+    sp = import_sympy()
 
     try:
         v = abs(complex(sp.N(value, 15)))
@@ -119,7 +251,7 @@ def _build(node, text, d, symbol, depth):
 
 
 def _build_node(node, text, d, symbol, depth):
-    import sympy as sp
+    sp = import_sympy()
 
     if depth > MAX_DEPTH:
         _refuse(text, f"nesting at most {MAX_DEPTH} deep")

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._registry import param
 from .._validation import DomainError, PrecisionError, check_real
-from ..expression import DEFAULT_MEMORY_BUDGET, DEFAULT_TIME_BUDGET, BudgetExceeded, parse_bias, run_budgeted
+from ..expression import DEFAULT_MEMORY_BUDGET, DEFAULT_TIME_BUDGET, BudgetExceeded, check_bias_values, import_sympy, parse_bias, run_budgeted
 from ._base import Encoding, Verdict, nonneg, register
 
 __all__ = ["Bias"]
@@ -18,7 +18,7 @@ __all__ = ["Bias"]
 
 def _decide(b, d):
     """(kind, reason) for sum_d e^b(d): log-distance and Bertrand comparisons, then sympy's tests."""
-    import sympy as sp
+    sp = import_sympy()
 
     try:
         L1 = sp.limit(b / sp.log(d), d, sp.oo)
@@ -51,7 +51,7 @@ def _decide(b, d):
 
 def _tail_limit(bias_fn, b, d, W):
     """D_oo(W): direct sum below N plus the tail as an integral in u = log(x/N), for N = 2^14 and 2^17."""
-    import sympy as sp
+    sp = import_sympy()
 
     ctx = mpmath.MPContext()
     ctx.dps = 30
@@ -117,7 +117,7 @@ class Bias(Encoding):
     _callable: object = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        import sympy as sp
+        sp = import_sympy()
 
         s = object.__setattr__
         s(self, "logit_bound", nonneg(self.logit_bound, "logit_bound"))
@@ -145,6 +145,8 @@ class Bias(Encoding):
                 raise DomainError("symbol", self.symbol, f"one of the expression's free symbols {free}")
             if len(free) > 1:
                 raise DomainError("expr", str(expr), "an expression in the distance symbol alone")
+        if self._callable is None:
+            check_bias_values(expr, sym)  # real and finite at d = 0..64 (parsed text: a second, cheap check)
         d = sp.Symbol(str(sym), positive=True)
         s(self, "_sym", (d, expr.subs(sym, d)))
         if self._callable is None:
@@ -160,7 +162,7 @@ class Bias(Encoding):
         with np.errstate(all="ignore"):
             if self._callable is not None:
                 return np.asarray(self._callable(d), dtype=float) * np.ones_like(d)
-            import sympy as sp
+            sp = import_sympy()
 
             fn = sp.lambdify(self._sym[0], self._sym[1], "numpy")
             values = np.asarray(fn(d))
