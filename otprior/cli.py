@@ -620,6 +620,9 @@ def _cmd_prior(args):
     return payload, lines
 
 
+MASS_ROW_WEIGHT = 100  # items of the item cap one row of `otprior mass` counts for
+
+
 def _cmd_mass(args):
 
     name = args.encoding
@@ -632,11 +635,15 @@ def _cmd_mass(args):
 def _masses(args, name, enc):
     from . import log_distance as ld
 
+    lengths = list(args.n)
+    count = enc.heads or 1
+    # the work, checked before the per-head instances are built: each row is a mass computation and a
+    # printed line, weighed as MASS_ROW_WEIGHT items against the item cap (10^4 rows at the default cap)
+    limits.check_count(len(lengths) * count * MASS_ROW_WEIGHT, "--heads" if enc.heads else "--n",
+                       f"{count} heads x {len(lengths)} lengths, at most {limits.current().max_items // MASS_ROW_WEIGHT} rows")
     heads = enc.per_head()
     multi = heads is not None
     heads = heads if multi else (enc,)
-    lengths = list(args.n)
-    limits.check_count(len(lengths) * len(heads), "n", f"{len(lengths)} lengths x {len(heads)} heads")
     if name == "causal-ot":
         limits.check_allocation(PRIOR_BYTES_PER_ENTRY * max(lengths), "n", max(lengths))
     dps = getattr(args, "dps", None)
@@ -1141,6 +1148,27 @@ def _with_default_encoding(argv: list) -> list:
     return argv
 
 
+#: options whose value is an expression and may start with '-' (``--expr -log(d+1)``)
+_EXPRESSION_OPTIONS = ("--expr",)
+
+
+def _join_expression_values(argv: list) -> list:
+    """``--expr -log(d+1)`` as ``--expr=-log(d+1)``: argparse would take a value starting with '-' for an option."""
+    out, i = [], 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            out.extend(argv[i:])
+            break
+        if token in _EXPRESSION_OPTIONS and i + 1 < len(argv) and argv[i + 1].startswith("-") and argv[i + 1] not in ("-h", "--help"):
+            out.append(f"{token}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(token)
+        i += 1
+    return out
+
+
 def _unrecognized(args, extra) -> str:
     flags = [x.split("=", 1)[0] for x in extra if x.startswith("--")]
     encoding = getattr(args, "encoding", None)
@@ -1163,7 +1191,7 @@ def main(argv=None) -> int:
     """Run the command; return its exit status (0, 2 for bad input, 1 for a defect, 141 on a closed pipe)."""
     args = None
     try:
-        argv = _with_default_encoding(list(sys.argv[1:] if argv is None else argv))
+        argv = _join_expression_values(_with_default_encoding(list(sys.argv[1:] if argv is None else argv)))
         try:
             args, extra = _parser().parse_known_args(argv)
         except SystemExit as exc:  # --help, --version (0) and argparse's one-line errors (2)
