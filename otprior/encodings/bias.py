@@ -10,7 +10,15 @@ import numpy as np
 
 from .._registry import param
 from .._validation import DomainError, PrecisionError, check_real
-from ..expression import DEFAULT_MEMORY_BUDGET, DEFAULT_TIME_BUDGET, BudgetExceeded, check_bias_values, import_sympy, parse_bias, run_budgeted
+from ..expression import (
+    DEFAULT_MEMORY_BUDGET,
+    DEFAULT_TIME_BUDGET,
+    BudgetExceeded,
+    check_bias_values,
+    import_sympy,
+    parse_bias,
+    run_budgeted,
+)
 from ._base import Encoding, Verdict, nonneg, register
 
 __all__ = ["Bias"]
