@@ -92,7 +92,10 @@ class Bias(Encoding):
     expr : str, sympy expression or callable
         ``b(d)``. Text is parsed with the whitelist grammar of :mod:`otprior.expression`
         (never evaluated). A sympy expression is taken as given (trusted, programmatic use).
-        A callable needs ``asymptotic``.
+        Either must be real and finite at every integer ``d >= 0``: it is refused
+        (``DomainError``) when it contains ``I`` or when its value at some ``d = 0, ..., 64``,
+        enclosed in complex Arb balls, is not finite or not real
+        (:func:`otprior.expression.check_bias_values`). A callable needs ``asymptotic``.
     symbol : str or sympy.Symbol, optional
         The distance symbol (``"d"`` for text; a sympy expression's only free symbol by default).
     asymptotic : str or sympy expression, optional
