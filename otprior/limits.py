@@ -22,6 +22,7 @@ Besides the caps, this module holds the checks that use them:
 from __future__ import annotations
 
 import functools
+import math
 import os
 import stat
 import threading
@@ -129,12 +130,17 @@ def caps(**changes):
         _local.caps = old
 
 
-def _human(nbytes: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if nbytes < 1024 or unit == "PiB":
-            return f"{nbytes:.3g} {unit}"
-        nbytes /= 1024
-    return f"{nbytes:.3g} PiB"
+def _human(nbytes) -> str:
+    """A byte count for a message; any size prints (no float overflow)."""
+    if isinstance(nbytes, float) and not math.isfinite(nbytes):
+        return f"{nbytes} B"
+    nbytes = int(nbytes)
+    if nbytes.bit_length() > 1000:
+        return f"about 2^{nbytes.bit_length() - 1} B"
+    for k, unit in enumerate(("B", "KiB", "MiB", "GiB", "TiB", "PiB")):
+        if nbytes < 1024 ** (k + 1) or unit == "PiB":
+            return f"{nbytes / 1024**k:.3g} {unit}"
+    return f"{nbytes} B"
 
 
 def check_allocation(nbytes, name: str, value) -> None:
@@ -142,7 +148,7 @@ def check_allocation(nbytes, name: str, value) -> None:
     ``name=value`` would exceed ``current().max_bytes``."""
     cap = current().max_bytes
     if nbytes > cap:
-        raise ResourceError(name, value, _human(float(nbytes)), _human(float(cap)))
+        raise ResourceError(name, value, _human(nbytes), _human(cap))
 
 
 def check_count(count, name: str, value=None) -> None:
@@ -185,7 +191,7 @@ def regular_file(path, name: str, *, limit=None) -> os.stat_result:
     if not stat.S_ISREG(st.st_mode):
         raise DomainError(name, os.fspath(path), f"a regular file (this is {_kind(st.st_mode)})")
     if limit is not None and st.st_size > limit:
-        raise ResourceError(name, os.fspath(path), _human(float(st.st_size)), _human(float(limit)))
+        raise ResourceError(name, os.fspath(path), _human(st.st_size), _human(limit))
     return st
 
 
@@ -209,5 +215,5 @@ def read_bytes(path, name: str, *, limit=None) -> bytes:
             raise DomainError(name, os.fspath(path), f"a regular file (this is {_kind(st.st_mode)})")
         data = fh.read(limit + 1)
     if len(data) > limit:
-        raise ResourceError(name, os.fspath(path), f"more than {_human(float(limit))}", _human(float(limit)))
+        raise ResourceError(name, os.fspath(path), f"more than {_human(limit)}", _human(limit))
     return data

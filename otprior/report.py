@@ -268,11 +268,12 @@ def _html_table(rows, columns) -> str:
 
 
 def _versions() -> dict:
+    from importlib.metadata import version as _dist_version
+
     import matplotlib
     import mpmath
     import numpy
     import scipy
-    import sympy
 
     from . import __version__
 
@@ -288,7 +289,7 @@ def _versions() -> dict:
         "numpy": numpy.__version__,
         "scipy": scipy.__version__,
         "mpmath": mpmath.__version__,
-        "sympy": sympy.__version__,
+        "sympy": _dist_version("sympy"),  # the version without importing sympy
         "python-flint": flint_version,
         "matplotlib": matplotlib.__version__,
     }
