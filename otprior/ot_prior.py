@@ -59,13 +59,14 @@ _MAX_DPS = 2000
 _MAX_BITS = 20_000
 _MAX_WORK = 4e9
 # Total work of one certified computation, counted as the sum over recurrence passes of
-# n * bits (about 25 ns per unit on one core: the cap is a few seconds); checked before
-# each pass, and before starting against the smallest number of passes a route needs.
-_MAX_TOTAL_WORK = 1.5e8
+# n * bits (about 25 ns per unit on one core at high precision, more at low precision:
+# the cap is of the order of ten seconds); checked before each pass, and before starting
+# against the smallest number of passes a route needs.
+_MAX_TOTAL_WORK = 4e8
 _MIN_PASSES = 16
 # Largest stated log-error of the double route that is returned as an answer; above it
 # the certified recurrence is used, or the call is refused.
-_VOUCH_LOG_ERROR = 1e-8
+_VOUCH_LOG_ERROR = 1e-6
 # float64 arrays of length about n held at once by the double route (sweep, Anderson
 # history, blocked sums): the allocation is checked against the cap before starting
 _ARRAYS_PER_N = 32
@@ -575,7 +576,15 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
         The double route did not reach its threshold in ``max_iter`` sweeps (slow
         contraction as ``rho -> 1`` at large ``n``); nothing is returned silently.
     PrecisionError
-        The certified route needs more than its caps (20000 bits, ``n * bits <= 4e9``).
+        The certified route (``dps=``) needs more than its caps: 20000 bits, and a total
+        work (the sum of ``n * bits`` over recurrence passes) of ``4e8``, checked before
+        each pass and, against the fewest passes a route needs, before starting.
+    DomainError
+        Naming ``rho``: the double route cannot vouch for its answer (its
+        ``log_error_bound`` exceeds ``max(1e-6, dual_tol)``, which happens as
+        ``rho -> 1``, e.g. ``1 - rho < 1e-12`` at ``n = 2``) and the certified recurrence
+        that would replace it exceeds the caps above. Naming ``n``
+        (:class:`~otprior.limits.ResourceError`): the arrays would exceed the memory cap.
 
     Notes
     -----
@@ -586,7 +595,9 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
     any ``rho < 1`` (``log c`` reaches 395 at ``n = 64``, ``rho = 1 - 1e-9``). The
     stopping rule certifies ``osc(y - y*) <= dual_tol`` (Theorem 1) unless the rounding
     floor of a sweep, ``4 (sqrt(n) + 3) eps (1 + max|y|)``, exceeds ``dual_tol (1 - rho)``;
-    ``log_error_bound`` reports what was certified either way.
+    ``log_error_bound`` reports what was certified either way; an answer whose bound
+    exceeds ``max(1e-6, dual_tol)`` is never returned: the certified recurrence (17
+    digits) replaces it, or the call is refused.
     Certified route: the backward recurrence in Arb at ``64 + 3.33 (dps + log10 cond)``
     bits, the root bracketed by exact dyadics proved below/above it by Lemma 2.1 and
     narrowed by bisection, then the recurrence run on the bracket as one ball.
