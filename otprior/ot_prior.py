@@ -63,6 +63,9 @@ _MAX_WORK = 4e9
 # the cap is of the order of ten seconds); checked before each pass, and before starting
 # against the smallest number of passes a route needs.
 _MAX_TOTAL_WORK = 4e8
+# the two-pass window-mass route makes at most 12 passes whatever rho: a larger cap
+# there serves large n (n = 1e6 at rho = 0.9 needs about 4e8)
+_MAX_MASS_WORK = 1.2e9
 _MIN_PASSES = 16
 # Largest stated log-error of the double route that is returned as an answer; above it
 # the certified recurrence is used, or the call is refused.
@@ -84,15 +87,15 @@ class _Work:
     bounded time, whatever ``n`` and ``rho``.
     """
 
-    def __init__(self, n, rho):
-        self.n, self.rho, self.done = n, rho, 0.0
+    def __init__(self, n, rho, cap=_MAX_TOTAL_WORK):
+        self.n, self.rho, self.done, self.cap = n, rho, 0.0, cap
 
     def check(self, bits, passes=1):
         need = self.done + passes * self.n * float(bits)
-        if need > _MAX_TOTAL_WORK:
+        if need > self.cap:
             raise PrecisionError(
                 f"certifying the OT prior at n={self.n}, rho={self.rho!r} needs more than the work cap "
-                f"(sum of n * bits over recurrence passes <= {_MAX_TOTAL_WORK:.3g}; at {int(bits)} bits, "
+                f"(sum of n * bits over recurrence passes <= {self.cap:.3g}; at {int(bits)} bits, "
                 f"{passes} more pass(es) would take it to {need:.3g}): the backward recurrence loses "
                 "log2(Phi_n/Phi_1) bits, which grows without bound as rho -> 1 and with n"
             )
@@ -754,7 +757,7 @@ def _certified_masses(n, rho, windows):
     # only Phi_k, k >= n - W, enter: the digits lost down to there are log10(Phi_n / Phi_{n-W})
     bits = 96 + int(2 * math.log2(n + 1)) + int(3.33 * max(0.0, -float(log_prior[-1]) / math.log(10.0)))
     rho_a = arb_from_float(rho)
-    work = _Work(n, rho)
+    work = _Work(n, rho, _MAX_MASS_WORK)
     for attempt in range(6):
         if bits > _MAX_BITS or n * bits > _MAX_WORK:
             break
@@ -783,7 +786,7 @@ def _certified_masses(n, rho, windows):
             return out
     # fall back to the bisection route (narrower, slower)
     log10_condition = -float(log_prior[-1]) / math.log(10.0)
-    _, ratios, _, bits = _certified_prior(n, rho, log_c, log10_condition, 17, work)
+    _, ratios, _, bits = _certified_prior(n, rho, log_c, log10_condition, 17)
     with arb_precision(bits):
         return [enclosure_from_arb(1 - ratios[n - int(w)]) for w in windows]
 
