@@ -40,6 +40,7 @@ from ._validation import (
     check_real,
     check_rho,
 )
+from .limits import check_allocation
 from .scale_invariant import log_normaliser
 
 __all__ = [
@@ -57,6 +58,51 @@ _MAX_DPS = 2000
 # Largest working precision (bits) and largest n * bits of one certified recurrence pass.
 _MAX_BITS = 20_000
 _MAX_WORK = 4e9
+# Total work of one certified computation, counted as the sum over recurrence passes of
+# n * bits (about 25 ns per unit on one core at high precision, more at low precision:
+# the cap is of the order of ten seconds); checked before each pass, and before starting
+# against the smallest number of passes a route needs.
+_MAX_TOTAL_WORK = 4e8
+# the two-pass window-mass route makes at most 12 passes whatever rho: a larger cap
+# there serves large n (n = 1e6 at rho = 0.9 needs about 4e8)
+_MAX_MASS_WORK = 1.2e9
+_MIN_PASSES = 16
+# Largest stated log-error of the double route that is returned as an answer; above it
+# the certified recurrence is used, or the call is refused.
+_VOUCH_LOG_ERROR = 1e-6
+# float64 arrays of length about n held at once by the double route (sweep, Anderson
+# history, blocked sums): the allocation is checked against the cap before starting
+_ARRAYS_PER_N = 32
+
+
+def _check_n_allocation(n):
+    check_allocation(8 * _ARRAYS_PER_N * (int(n) + math.isqrt(int(n)) + 2), "n", n)
+
+
+class _Work:
+    """Counter of the certified route's work (``n * bits`` per recurrence pass).
+
+    Raises ``PrecisionError`` naming ``n`` and ``rho`` before a pass that would take the
+    total past ``_MAX_TOTAL_WORK``; every loop of the certified route thus ends within a
+    bounded time, whatever ``n`` and ``rho``.
+    """
+
+    def __init__(self, n, rho, cap=_MAX_TOTAL_WORK):
+        self.n, self.rho, self.done, self.cap = n, rho, 0.0, cap
+
+    def check(self, bits, passes=1):
+        need = self.done + passes * self.n * float(bits)
+        if need > self.cap:
+            raise PrecisionError(
+                f"certifying the OT prior at n={self.n}, rho={self.rho!r} needs more than the work cap "
+                f"(sum of n * bits over recurrence passes <= {self.cap:.3g}; at {int(bits)} bits, "
+                f"{passes} more pass(es) would take it to {need:.3g}): the backward recurrence loses "
+                "log2(Phi_n/Phi_1) bits, which grows without bound as rho -> 1 and with n"
+            )
+
+    def charge(self, bits):
+        self.check(bits)
+        self.done += self.n * float(bits)
 
 
 @dataclass(frozen=True, eq=False)
@@ -224,7 +270,7 @@ def _float_prior(n: int, rho: float, dual_tol: float, max_iter: int):
 # --- certified: the recurrence in Arb ---------------------------------------------------------
 
 
-def _recurrence_arb(n, rho_a, c, *, full):
+def _recurrence_arb(n, rho_a, c, *, full, work=None):
     """Backward recurrence of Theorem 2 in ball arithmetic at the current flint precision.
 
     Returns ``(sign, phi, v)``: ``sign`` is +1 when every ``Phi_k`` (k = n-1 .. 0) is
@@ -235,6 +281,8 @@ def _recurrence_arb(n, rho_a, c, *, full):
     """
     import flint
 
+    if work is not None:
+        work.charge(flint.ctx.prec)
     phi = c
     psi = flint.arb(0)
     mr = -rho_a
@@ -266,7 +314,7 @@ def _arb_exact(x):
     return x.mid()
 
 
-def _certified_root(n, rho, log_c_guess, bits, target_bits):
+def _certified_root(n, rho, log_c_guess, bits, target_bits, work=None):
     """Bracket ``c`` between two exact dyadics ``a < c < b`` proved by the sign test.
 
     Lemma 2.1 (``proofs/constant_score_recurrence.md``): ``c`` is above the root iff the
@@ -278,7 +326,15 @@ def _certified_root(n, rho, log_c_guess, bits, target_bits):
     import flint
 
     rho_a = arb_from_float(rho)
+    work = _Work(n, rho) if work is None else work
+    # the guess only seeds the bracket search; Phi_n >= n (Jensen, proofs/window_law.md)
+    # and a failed double route can give anything: keep it finite and plausible
+    log_n = math.log(n)
+    cap = log_n + n * max(1.0, -math.log1p(-rho))
+    log_c_guess = min(max(log_c_guess, log_n), cap) if math.isfinite(log_c_guess) else log_n
+    known = None  # a proved bracket (exact dyadics) survives a restart at higher precision
     while True:
+        work.check(bits, _MIN_PASSES)
         if bits > _MAX_BITS or n * bits > _MAX_WORK:
             raise PrecisionError(
                 f"certifying ot_prior(n={n}, rho={rho!r}) needs more than {min(_MAX_BITS, int(_MAX_WORK / n))} "
@@ -291,7 +347,7 @@ def _certified_root(n, rho, log_c_guess, bits, target_bits):
             values = []  # (c, N_0(c)) at points above the root
 
             def sign(c, values=values):
-                out = _recurrence_arb(n, rho_a, c, full=False)
+                out = _recurrence_arb(n, rho_a, c, full=False, work=work)
                 if out[0] > 0:
                     values.append((c, (out[3] / c).mid()))
                     del values[:-4]
@@ -303,9 +359,13 @@ def _certified_root(n, rho, log_c_guess, bits, target_bits):
                         return val
                 return None
 
-            a = (guess * (1 - step)).mid()
-            b = (guess * (1 + step)).mid()
-            sa, sb = sign(a), sign(b)
+            if known is not None:
+                a, b = known
+                sa, sb = -1, 1
+            else:
+                a = (guess * (1 - step)).mid()
+                b = (guess * (1 + step)).mid()
+                sa, sb = sign(a), sign(b)
             grow = 0
             while sa != 0 and sb != 0 and (sa > 0 or sb < 0):
                 grow += 1
@@ -323,6 +383,7 @@ def _certified_root(n, rho, log_c_guess, bits, target_bits):
             if sa == 0 or sb == 0:
                 bits *= 2
                 continue
+            known = (a, b)
             target = flint.arb(2) ** (-target_bits)
             decided = True
             b_prev = None
@@ -351,6 +412,7 @@ def _certified_root(n, rho, log_c_guess, bits, target_bits):
                     else:
                         a = q
                         break
+                known = (a, b)
                 if not decided:
                     break
             if decided:
@@ -358,7 +420,7 @@ def _certified_root(n, rho, log_c_guess, bits, target_bits):
         bits *= 2
 
 
-def _certified_prior(n, rho, log_c_guess, log10_condition, digits):
+def _certified_prior(n, rho, log_c_guess, log10_condition, digits, work=None):
     """Balls for every entry ``pi_n(d)`` and every ``Phi_k / Phi_n`` (certified route).
 
     With the root bracketed, ``a < c < b``, Lemma 2.1 gives that ``Phi_k`` and ``v_k``
@@ -374,11 +436,12 @@ def _certified_prior(n, rho, log_c_guess, log10_condition, digits):
     target_bits = int(3.33 * (digits + 2 + max(log10_condition, 0.0))) + 8
     bits = target_bits + 64 + int(2 * math.log2(n + 1))
     rho_a = arb_from_float(rho)
+    work = _Work(n, rho) if work is None else work
     while True:
-        a, b, bits = _certified_root(n, rho, log_c_guess, bits, target_bits)
+        a, b, bits = _certified_root(n, rho, log_c_guess, bits, target_bits, work)
         with arb_precision(bits):
-            _, phi_a, v_a, _ = _recurrence_arb(n, rho_a, a, full=True)
-            _, phi_b, v_b, _ = _recurrence_arb(n, rho_a, b, full=True)
+            _, phi_a, v_a, _ = _recurrence_arb(n, rho_a, a, full=True, work=work)
+            _, phi_b, v_b, _ = _recurrence_arb(n, rho_a, b, full=True, work=work)
             if all(p is not None for p in phi_a[1:]) and all(p > 0 for p in phi_a[1:]):
                 entries = []
                 for d in range(n):
@@ -440,34 +503,47 @@ def _certified_result(n, rho, dps, float_res, log10_condition=None):
 
 
 def _solve_or_recur(n, rho, dual_tol, max_iter):
-    """The double route, or the certified recurrence where the sweep cannot converge.
+    """The double route where its own error bound vouches for it, else the certified recurrence.
 
-    As ``rho -> 1`` every mode of the sweep contracts at a rate close to one; where the
-    sweep fails and the recurrence is affordable (``n`` times the working bits at most
-    ``4e7``), the prior is taken from the certified route (17 digits) instead.
+    The double route's ``log_error_bound`` (Theorem 1's contraction certificate plus the
+    rounding floor) is returned with it; where it exceeds ``max(_VOUCH_LOG_ERROR, dual_tol)``
+    (the floor ``eps |y|`` over ``1 - rho`` grows without bound as ``rho -> 1``), or where
+    the sweep does not converge, the prior is taken from the certified route (17 digits)
+    instead, within the work cap of :class:`_Work`; beyond it a ``DomainError`` naming
+    ``rho`` says that neither route can answer.
     """
     budget = max_iter if (1.0 - rho) > 1e-4 else min(max_iter, 2000)
+    limit = max(_VOUCH_LOG_ERROR, float(dual_tol))
     try:
-        return _float_prior(n, rho, dual_tol, budget)
+        res = _float_prior(n, rho, dual_tol, budget)
     except ConvergenceError as err:
         partial = err.partial
         if partial is None or not np.all(np.isfinite(partial)):
             raise
         y = partial[0]
+        why = f"the double-precision sweep did not converge within max_iter={max_iter}"
+    else:
+        if res[3] <= limit and np.all(np.isfinite(res[0])) and math.isfinite(res[1]):
+            return res
+        y = None
+        why = f"the double-precision route can only vouch for a log-error of {res[3]:.3g} (> {limit:.3g})"
+    if y is not None:
         _, L1 = _sweep(y, rho)
         log_c = float(L1[-1] / (1.0 - rho))
         cond = -float(y[0] - L1[-1]) / math.log(10.0)
-        bits = 3.33 * (19 + max(cond, 0.0)) + 72
-        if not math.isfinite(log_c) or n * bits > 4e7:
-            raise DomainError(
-                "rho",
-                rho,
-                f"values where the double-precision sweep converges within max_iter={max_iter} "
-                f"for n={n} (it contracts at rate rho), or where the certified recurrence is affordable "
-                f"(n * bits <= 4e7; about {bits:.0f} bits needed here)",
-            ) from None
-        res = _certified_result(n, rho, 17, (None, log_c, 0, 0.0), log10_condition=cond)
-        return res
+    else:
+        log_c = res[1]
+        cond = -float(res[0][-1]) / math.log(10.0)
+    cond = cond if math.isfinite(cond) else 0.0
+    try:
+        return _certified_result(n, rho, 17, (None, log_c, 0, 0.0), log10_condition=max(cond, 0.0))
+    except PrecisionError as err:
+        raise DomainError(
+            "rho",
+            rho,
+            f"values where the OT prior at n={n} can be computed: {why}, and the certified "
+            f"recurrence exceeds its caps ({err})",
+        ) from None
 
 
 def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=False):
@@ -503,7 +579,15 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
         The double route did not reach its threshold in ``max_iter`` sweeps (slow
         contraction as ``rho -> 1`` at large ``n``); nothing is returned silently.
     PrecisionError
-        The certified route needs more than its caps (20000 bits, ``n * bits <= 4e9``).
+        The certified route (``dps=``) needs more than its caps: 20000 bits, and a total
+        work (the sum of ``n * bits`` over recurrence passes) of ``4e8``, checked before
+        each pass and, against the fewest passes a route needs, before starting.
+    DomainError
+        Naming ``rho``: the double route cannot vouch for its answer (its
+        ``log_error_bound`` exceeds ``max(1e-6, dual_tol)``, which happens as
+        ``rho -> 1``, e.g. ``1 - rho < 1e-12`` at ``n = 2``) and the certified recurrence
+        that would replace it exceeds the caps above. Naming ``n``
+        (:class:`~otprior.limits.ResourceError`): the arrays would exceed the memory cap.
 
     Notes
     -----
@@ -514,7 +598,9 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
     any ``rho < 1`` (``log c`` reaches 395 at ``n = 64``, ``rho = 1 - 1e-9``). The
     stopping rule certifies ``osc(y - y*) <= dual_tol`` (Theorem 1) unless the rounding
     floor of a sweep, ``4 (sqrt(n) + 3) eps (1 + max|y|)``, exceeds ``dual_tol (1 - rho)``;
-    ``log_error_bound`` reports what was certified either way.
+    ``log_error_bound`` reports what was certified either way; an answer whose bound
+    exceeds ``max(1e-6, dual_tol)`` is never returned: the certified recurrence (17
+    digits) replaces it, or the call is refused.
     Certified route: the backward recurrence in Arb at ``64 + 3.33 (dps + log10 cond)``
     bits, the root bracketed by exact dyadics proved below/above it by Lemma 2.1 and
     narrowed by bisection, then the recurrence run on the bracket as one ball.
@@ -536,6 +622,7 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
     max_iter = check_int(max_iter, "max_iter")
     if dps is not None:
         dps = check_int(dps, "dps", minimum=1, maximum=_MAX_DPS)
+    _check_n_allocation(n)
     if rho == 0.0:
         float_res = (np.full(n, -math.log(n)), math.log(n), 0, 0.0)
     else:
@@ -602,12 +689,15 @@ def ot_window_mass(window, n, rho, *, certified=False):
     [0.0225, 0.1111]
     """
     rho = check_rho(rho)
+    if not isinstance(certified, bool):
+        raise DomainError("certified", certified, "True or False (a Python bool)")
     w, nn = _broadcast_ints(window, n)
     shape = w.shape
     wf, nf = w.ravel(), nn.ravel()
     for k in range(wf.size):
         nk = check_int(nf[k].item(), "n", minimum=1)
         check_int(wf[k].item(), "window", minimum=1, maximum=nk)
+        _check_n_allocation(nk)
     wf = wf.astype(np.int64)
     nf = nf.astype(np.int64)
     if certified:
@@ -616,6 +706,9 @@ def ot_window_mass(window, n, rho, *, certified=False):
             sel = np.flatnonzero(nf == nk)
             for k, e in zip(sel, _certified_masses(int(nk), rho, wf[sel]), strict=True):
                 lo[k], hi[k], mid[k], rad[k] = e.lo, e.hi, e.mid, e.rad
+        # a mass lies in [0, 1]: intersecting the proved enclosure with it stays proved
+        lo, hi = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
+        mid = np.clip(mid, lo, hi)
         if shape == ():
             return Enclosure(lo=float(lo[0]), hi=float(hi[0]), mid=float(mid[0]), rad=float(rad[0]))
         return Enclosure(lo=lo.reshape(shape), hi=hi.reshape(shape), mid=mid.reshape(shape), rad=rad.reshape(shape))
@@ -664,15 +757,17 @@ def _certified_masses(n, rho, windows):
     # only Phi_k, k >= n - W, enter: the digits lost down to there are log10(Phi_n / Phi_{n-W})
     bits = 96 + int(2 * math.log2(n + 1)) + int(3.33 * max(0.0, -float(log_prior[-1]) / math.log(10.0)))
     rho_a = arb_from_float(rho)
+    work = _Work(n, rho, _MAX_MASS_WORK)
     for attempt in range(6):
         if bits > _MAX_BITS or n * bits > _MAX_WORK:
             break
+        work.check(bits, 2)
         with arb_precision(bits):
             c = flint.arb(log_c).exp().mid()
             d = flint.arb(2) ** (-40 + 10 * attempt)
             a, b = (c * (1 - d)).mid(), (c * (1 + d)).mid()
-            sa, phi_a, _, _ = _recurrence_arb(n, rho_a, a, full=True)
-            sb, phi_b, _, _ = _recurrence_arb(n, rho_a, b, full=True)
+            sa, phi_a, _, _ = _recurrence_arb(n, rho_a, a, full=True, work=work)
+            sb, phi_b, _, _ = _recurrence_arb(n, rho_a, b, full=True, work=work)
             if sb == 0 or sa == 0:
                 bits *= 2
                 continue
@@ -681,6 +776,9 @@ def _certified_masses(n, rho, windows):
             out = []
             for w in windows:
                 k = n - int(w)
+                if k == 0:  # the whole prefix: Phi_0 = 0 at the root, the mass is exactly one
+                    out.append(enclosure_from_arb(flint.arb(1)))
+                    continue
                 lo = (1 - phi_b[k] / b).lower()
                 pa = phi_a[k] if k >= 1 else flint.arb(0)
                 hi = (1 - pa / a).upper() if (k == 0 or (pa is not None and pa > 0)) else flint.arb(1)

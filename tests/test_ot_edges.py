@@ -234,3 +234,142 @@ def test_float_mass_in_its_ball_at_large_n(n, rho):
     err = otprior.ot_prior(n, rho).log_error_bound + 1e-14
     assert np.all(ball.lo * (1 - err) <= floats) and np.all(floats <= ball.hi * (1 + err))
     assert np.all(ball.hi - ball.lo <= 1e-8 * ball.mid)  # two-pass bracket: width ~ d Phi_n/Phi_{n-W}
+
+
+# --- rho -> 1: the answer is vouched for by its stated error, or refused ---------------------
+
+
+def _reference_prior_near_one(n, rho):
+    """Independent reference near rho = 1: Theorem 2's recurrence in a private mpmath context,
+    the root bisected in log c on the sign of Phi_k; the precision is doubled until the priors
+    at both ends of the final bracket agree to 1e-20 relative (a check of the reference itself).
+    Returns the logarithms of the prior (entries can lie below the double range) and log c."""
+    dps = 40
+    while True:
+        ctx = mpmath.MPContext()
+        ctx.dps = dps
+        r = ctx.mpf(rho)
+
+        def run(c, ctx=ctx, r=r):
+            phi, psi, v = c, ctx.mpf(0), []
+            for k in range(n, 0, -1):
+                psi += 1 / phi
+                vk = psi ** (-r)
+                v.append(vk / c)
+                phi -= vk
+                if k > 1 and phi <= 0:
+                    return False, v
+            return phi > 0, v
+
+        lo, hi = ctx.mpf(0), ctx.mpf(1)
+        while not run(ctx.exp(hi))[0]:
+            hi *= 2
+        for _ in range(int(3.4 * dps) + 40):
+            mid = (lo + hi) / 2
+            if run(ctx.exp(mid))[0]:
+                hi = mid
+            else:
+                lo = mid
+        p_hi = run(ctx.exp(hi))[1]
+        p_lo = run(ctx.exp(lo))[1]
+        if len(p_lo) == n and all(abs(a - b) <= ctx.mpf(10) ** -20 * b for a, b in zip(p_lo, p_hi, strict=True)):
+            return [float(ctx.log(x)) for x in p_hi], float(hi)
+        dps *= 2
+        assert dps <= 2000, "reference did not settle"
+
+
+_NEAR_ONE = [(n, k) for n in (2, 10, 64) for k in range(6, 17)]
+
+
+@pytest.mark.parametrize(
+    "n, k", [pytest.param(n, k, marks=pytest.mark.slow) if n == 64 or k % 3 else (n, k) for n, k in _NEAR_ONE]
+)
+def test_prior_and_mass_near_rho_one_match_an_independent_bisection(n, k):
+    rho = 1.0 - 10.0**-k
+    try:
+        res = otprior.ot_prior(n, rho)
+    except DomainError as err:  # the documented alternative: a refusal naming rho
+        assert err.parameter == "rho"
+        assert n == 64 and k >= 13, f"refused an affordable case: {err}"
+        return
+    ref_log, log_c_ref = _reference_prior_near_one(n, rho)
+    assert res.log_error_bound <= 1e-6
+    assert abs(res.log_c - log_c_ref) <= 1e-9 * log_c_ref + res.log_error_bound
+    worst = max(abs(p - q) for p, q in zip(res.log_prior, ref_log, strict=True))
+    assert worst <= res.log_error_bound + 1e-12
+    # m = pi(0) near one = 1 - (the rest): its error is the rest's relative error times the rest
+    mass = otprior.ot_window_mass(1, n, rho)
+    rest = -math.expm1(ref_log[0])
+    assert abs(mass - math.exp(ref_log[0])) <= 4 * np.finfo(float).eps + 2 * res.log_error_bound * rest
+
+
+def test_stated_error_is_small_or_refused_at_the_last_double_below_one():
+    rho = math.nextafter(1.0, 0.0)
+    for n in (2, 3, 10):
+        res = otprior.ot_prior(n, rho)
+        assert res.log_error_bound <= 1e-6 and res.certified
+    ref_log, _ = _reference_prior_near_one(10, rho)
+    assert abs(math.log(otprior.ot_prior(10, rho)[1]) - ref_log[1]) <= 1e-12
+
+
+_BOUNDED_CALLS = {
+    "mass_n100": "otprior.ot_window_mass(3, 100, 1 - 1e-16, certified=True)",
+    "dilution_n8192": "otprior.ot_dilution_bound(64, 8192, 1 - 1e-9, 1.0)",
+    "prior_n64": "otprior.ot_prior(64, 1 - 1e-16)",
+    "prior_dps_n200": "otprior.ot_prior(200, 1 - 1e-15, dps=30)",
+}
+
+
+@pytest.mark.parametrize(
+    "name", [n if n == "mass_n100" else pytest.param(n, marks=pytest.mark.slow) for n in sorted(_BOUNDED_CALLS)]
+)
+def test_certified_routes_return_or_refuse_within_their_work_cap(name):
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import otprior\n"
+        "try:\n"
+        f"    {_BOUNDED_CALLS[name]}\n"
+        "    print('returned')\n"
+        "except (otprior.DomainError, otprior.PrecisionError) as e:\n"
+        "    print('refused', type(e).__name__, getattr(e, 'parameter', ''))\n"
+    )
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    # the cap is a few seconds of work; 60 s of wall time leaves room for a loaded machine
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(("returned", "refused")), out.stdout
+
+
+def test_resource_and_type_refusals_are_named():
+    from otprior.limits import ResourceError
+
+    with pytest.raises(ResourceError) as info:
+        otprior.ot_dilution_bound(10**17 + 3, 10**17 + 4, 0.5, 1.0)
+    assert info.value.parameter == "n"
+    with pytest.raises(DomainError) as info:
+        otprior.ot_prior(10**300, 0.5)
+    assert info.value.parameter == "n"
+    for bad in ([["a", "b"], ["c", "d"]], np.zeros((3, 3)) + 1j, np.zeros((3, 3), dtype=complex), [[0.0], [1.0, 2.0]]):
+        with pytest.raises(DomainError) as info:
+            otprior.causal_ot_attention(bad, 0.5)
+        assert info.value.parameter == "scores"
+        with pytest.raises(DomainError) as info:
+            otprior.causal_ot_fixed_point(bad, 0.5)
+        assert info.value.parameter == "scores"
+    for bad in ("no", 1, np.True_, None):
+        with pytest.raises(DomainError) as info:
+            otprior.ot_window_mass(1, 3, 0.5, certified=bad)
+        assert info.value.parameter == "certified"
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 17])
+@pytest.mark.parametrize("rho", [0.0, 0.5, 0.99, 1 - 1e-9, 1 - 1e-16])
+def test_certified_masses_lie_in_the_unit_interval(n, rho):
+    e = otprior.ot_window_mass(np.arange(1, n + 1), n, rho, certified=True)
+    assert np.all((0.0 <= e.lo) & (e.lo <= e.mid) & (e.mid <= e.hi) & (e.hi <= 1.0))
+    assert e.hi[-1] == 1.0 and e.lo[-1] >= 1.0 - 1e-15  # the whole prefix: mass one
