@@ -51,8 +51,9 @@ def test_rho_zero_is_uniform():
     assert otprior.ot_window_law(3, 12, 0.0) == pytest.approx(0.25, abs=1e-15)
 
 
-def test_theory_figures():
-    # THEORY.md section 2 and 4(a): c ~ 2.7e3 at t = 256, rho = 0.8; law vs exact
+def test_published_reference_figures():
+    # figures published with the theory (the constant-score prior, section 2; the window law,
+    # section 4(a)): c ~ 2.7e3 at t = 256, rho = 0.8; law vs exact
     assert otprior.ot_prior(256, 0.8).c == pytest.approx(2.7e3, rel=0.01)
     assert otprior.ot_window_law(10, 1024, 0.5) == pytest.approx(0.1110, abs=1e-4)
     assert otprior.ot_window_mass(10, 1024, 0.5) == pytest.approx(0.1111, abs=1e-4)
