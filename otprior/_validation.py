@@ -140,8 +140,17 @@ def check_window(window, n, name: str = "window") -> int:
 
 
 def check_scores(scores) -> np.ndarray:
-    """Scores: a float array of shape (..., n, n), n >= 1, all finite."""
-    arr = np.asarray(scores, dtype=float)
+    """Scores: a real array of shape (..., n, n), n >= 1, finite on and below the diagonal.
+
+    Complex values (whose imaginary part a float conversion would drop), booleans, strings,
+    objects and ragged nestings are refused, never converted."""
+    try:
+        arr = np.asarray(scores)
+    except (ValueError, TypeError):
+        raise DomainError("scores", "a ragged or non-numeric nesting", "a real array of shape (..., n, n)") from None
+    if arr.dtype.kind not in "iuf":
+        raise DomainError("scores", f"an array of dtype {arr.dtype}", "a real (integer or floating) array of shape (..., n, n)")
+    arr = arr.astype(float, copy=False)
     if arr.ndim < 2 or arr.shape[-1] != arr.shape[-2] or arr.shape[-1] < 1:
         raise DomainError("scores", f"array of shape {arr.shape}", "a finite array of shape (..., n, n) with n >= 1")
     # only the causal (lower) triangle is used; it must be finite

@@ -29,23 +29,6 @@ from .limits import check_allocation
 __all__ = ["causal_ot_attention", "causal_ot_fixed_point", "FixedPoint"]
 
 
-def _real_scores(scores) -> np.ndarray:
-    """Scores as a real float array, refusing what ``float`` conversion would drop or mangle.
-
-    Complex values (the imaginary part would be dropped), booleans, strings, objects and
-    ragged nestings are refused with a ``DomainError`` naming ``scores``; the shape and
-    finiteness checks follow in ``check_scores``.
-    """
-    try:
-        arr = np.asarray(scores)
-    except (ValueError, TypeError):
-        raise DomainError("scores", "a ragged or non-numeric nesting", "a real array of shape (..., n, n)") from None
-    if arr.dtype.kind not in "iuf":
-        raise DomainError(
-            "scores", f"an array of dtype {arr.dtype}", "a real (integer or floating) array of shape (..., n, n)"
-        )
-    return check_scores(arr)
-
 _EPS = MACHINE_EPSILON
 # Kernel path only while exp() of every shifted score stays far from underflow and the
 # dual scalings far from overflow; beyond that the exact log-domain path is used.
@@ -146,7 +129,7 @@ def causal_ot_fixed_point(scores, rho, *, dual_tol=1e-12, max_iter=100_000, acce
     rho = check_rho(rho)
     dual_tol = check_real(dual_tol, "dual_tol", low=0.0, low_open=True)
     max_iter = check_int(max_iter, "max_iter")
-    s = _real_scores(scores)
+    s = check_scores(scores)
     if s.ndim != 2:
         raise DomainError("scores", f"array of shape {s.shape}", "a single (n, n) matrix")
     n = s.shape[0]
@@ -232,7 +215,7 @@ def causal_ot_attention(scores, rho, *, dual_tol=1e-12, max_iter=10_000, variant
     max_iter = check_int(max_iter, "max_iter")
     if variant not in ("prefix", "full"):
         raise DomainError("variant", variant, "'prefix' or 'full'")
-    s = _real_scores(scores)
+    s = check_scores(scores)
     shape = s.shape
     n = shape[-1]
     flat = s.reshape(-1, n, n)
