@@ -77,12 +77,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import functools
 import json
 import math
 import os
 import re
 import sys
+import threading
 import typing
 from pathlib import Path
 
@@ -125,13 +127,41 @@ INTERVENE_TENSORS = 6
 EXIT_BROKEN_PIPE = 141
 
 
+def _did_you_mean(tokens, options) -> str | None:
+    """``"unrecognized argument --length (did you mean --lengths?)"`` for the first ``--flag`` of
+    ``tokens`` that is not one of ``options`` but close to one (difflib), else None."""
+    options = [o for o in options if o.startswith("--")]
+    for token in tokens:
+        flag = token.split("=", 1)[0]
+        if not flag.startswith("--") or flag == "--" or flag in options:
+            continue
+        close = difflib.get_close_matches(flag, options, n=1, cutoff=0.75)
+        if close:
+            return f"unrecognized argument {flag} (did you mean {close[0]}?)"
+    return None
+
+
 class _Parser(argparse.ArgumentParser):
+    _seen = threading.local()  # the arguments each parser is parsing, per thread (one parser serves every call)
+
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)  # a prefix of a flag is not the flag (--f is not --forgetting-f-max)
         super().__init__(*args, **kwargs)
 
+    def parse_known_args(self, args=None, namespace=None):
+        seen = self._seen.__dict__.setdefault("argv", {})
+        seen[id(self)] = list(sys.argv[1:] if args is None else args)
+        try:
+            return super().parse_known_args(args, namespace)
+        finally:
+            seen.pop(id(self), None)
+
     def error(self, message):  # argparse's own errors: one line, status 2
         message = message[len("argument ") :] if message.startswith("argument ") else message
+        if message.startswith("the following arguments are required"):
+            # a misspelled flag is the likely cause: name it and its closest spelling
+            tokens = self._seen.__dict__.get("argv", {}).get(id(self), ())
+            message = _did_you_mean(tokens, self._option_string_actions) or message
         unknown = re.match(r"ENCODING: invalid choice: (.*?) \(choose from", message)
         if unknown:
             message = f"encoding: unknown encoding {unknown.group(1)}; choose one of {', '.join(encoding_names())}"
@@ -378,6 +408,7 @@ def _parameter_type(p, *, per_head: bool):
 def _plain(doc: str) -> str:
     """A docstring line as help text: reST maths and literals unmarked, ``%`` escaped for argparse."""
     doc = re.sub(r":math:`([^`]*)`", r"\1", doc).replace("``", "")
+    doc = re.sub(r"\\infty(?![A-Za-z])", "oo", doc)  # D_\infty(W) -> D_oo(W), as the command prints it
     doc = re.sub(r"(?<=[A-Za-z0-9_}])\\([A-Za-z]+)", r" \1", doc)
     doc = re.sub(r"\\[,;!]", " ", re.sub(r"\\([A-Za-z]+)", r"\1", doc))
     return re.sub(r"(?<=\S)  +", " ", doc).replace("%", "%%")
@@ -513,13 +544,14 @@ def _cmd_margin(args):
 
 def _limit(verdict, window):
     """:math:`D_\\infty(W)` of a verdict, or None where the pair's constant-score limit is not known
-    (undecided; content-dependent or with a normaliser, when the library does not give it)."""
+    or does not exist (undecided; content-dependent or with a normaliser, when the library does not
+    give it; rows that oscillate with n, such as Falcon's bfloat16 ALiBi)."""
     if verdict.kind == "undecided":
         return None
-    if verdict.normaliser is None and verdict.kind in ("bounded", "diluting"):
-        return verdict.limit_distant_mass(window)
     try:
         return verdict.limit_distant_mass(window)
+    except limits.ResourceError:  # a --window too large to sum: the user's flag, named
+        raise
     except (DomainError, PrecisionError):
         return None
 
@@ -533,6 +565,8 @@ def _verdict_lines(v, window, indent=""):
     limit = _limit(v, window)
     if limit is not None:
         lines.append(f"{indent}D_oo(W = {window}) = {limit:.6g}")
+    elif v.kind != "undecided":
+        lines.append(f"{indent}D_oo(W = {window}) not given: D_n(W) has no limit known to otprior for this pair")
     return lines
 
 
@@ -976,7 +1010,11 @@ def _add_mass(command):
 
 
 def _add_prior(command):
-    q = command("prior", _cmd_prior, help="constant-score prior of causal OT attention and its window masses (Theorems 2, 4)")
+    q = command("prior", _cmd_prior, help="constant-score prior of causal OT attention and its window masses (Theorems 2, 4)",
+                description="The prior pi_n(d) of causal optimal-transport attention with balancing strength rho when every "
+                "content score is equal (Theorem 2), for a query with n keys: its normaliser c and error bound, and the "
+                "exact window mass m_n(W) of the W nearest keys beside the window law H_W (Z_q/n)^(1-rho) (Theorem 4) "
+                "for W = 1, 4, 16, 64, 256, 1024 (those up to n); --full prints pi_n(d) at every distance, --plot draws it.")
     q.add_argument("--rho", type=_real_type(0.0, 1.0, high_open=True), required=True, help="balancing strength rho in [0, 1) (0 = causal softmax)")
     q.add_argument("--n", type=_LENGTH, required=True, help=f"query position (context length) n >= 1 (memory about {PRIOR_BYTES_PER_ENTRY} n bytes)")
     q.add_argument("--full", action="store_true", help="also print pi_n(d) for every distance d = 0 .. n-1")
@@ -986,7 +1024,11 @@ def _add_prior(command):
 
 
 def _add_report(command):
-    r = command("report", _cmd_report, help="the main job: tables and figures on built-in defaults")
+    r = command("report", _cmd_report, help="the main job: tables and figures on built-in defaults",
+                description="Compute the tables (log-distance window masses with certified brackets, margins, the "
+                "classification of encodings, the dilution of causal OT attention, the limits in rho) and draw the "
+                "figures, on built-in defaults, into one folder: index.html to read, tables.json and parameters.json "
+                "(versions, commit, every parameter) to reuse, and each figure as PNG and PDF. About a minute.")
     r.add_argument("--out", type=_path_type, default=Path("report"), help="output folder, new or empty (default: report); index.html goes there")
     r.add_argument("--force", action="store_true", help="write into an existing folder that holds files (files of the report's names are replaced)")
     r.add_argument("--json", action="store_true", help=_JSON_HELP)
@@ -1096,9 +1138,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@functools.lru_cache(maxsize=1)
 def _parser():
-    # parsing leaves a parser unchanged, so one serves every call in a process
+    # parsing leaves a parser unchanged, so one serves every call in a process while the
+    # registries stay as they are (an encoding registered later gets its sub-command)
+    from . import normalisers as N
+
+    return _parser_for(tuple(encoding_names()), tuple(N.names()))
+
+
+@functools.lru_cache(maxsize=1)
+def _parser_for(_encodings, _normalisers):
     return build_parser()
 
 
@@ -1171,6 +1220,10 @@ def _join_expression_values(argv: list) -> list:
 
 
 def _unrecognized(args, extra) -> str:
+    spec = getattr(args, "_spec", None)
+    hint = _did_you_mean(extra, spec._option_string_actions if spec is not None else ())
+    if hint is not None:
+        return hint
     flags = [x.split("=", 1)[0] for x in extra if x.startswith("--")]
     encoding = getattr(args, "encoding", None)
     if encoding is not None and flags:

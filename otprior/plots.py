@@ -114,17 +114,43 @@ def _pow_label(v, base):
     return f"$10^{{{k}}}$" if base == 10 else f"$2^{{{k}}}$"
 
 
-def _count_label(v, _pos=None):
-    """A token count: ``64``, ``16384``; beyond 65536 a power of 2 or of 10."""
-    if v <= 0:
-        return ""
-    if v <= 65536 and abs(v - round(v)) < 1e-9:
-        return f"{int(round(v))}"
-    for base in (2, 10):
-        k = math.log(v, base)
-        if abs(k - round(k)) < 1e-9:
-            return _pow_label(v, base)
-    return f"{v:.3g}"
+def _exact_power(v, base) -> bool:
+    """``v`` is ``base**k`` for an integer ``k >= 0`` (exact integer arithmetic)."""
+    try:
+        v = int(v)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    if v < 1:
+        return False
+    while v % base == 0:
+        v //= base
+    return v == 1
+
+
+def _length_formatter(base):
+    """Tick labels of a length axis in one format per axis: integers while every visible major
+    tick is at most 65536, otherwise every label a power of ``base`` (``2^17``, ``10^6``)."""
+    from matplotlib.ticker import Formatter
+
+    class _LengthFormatter(Formatter):
+        ticks = ()
+
+        def set_locs(self, locs):  # the ticks about to be labelled (Formatter.locs is deprecated)
+            self.ticks = tuple(float(x) for x in locs)
+
+        def __call__(self, v, pos=None):
+            if not v > 0:
+                return ""
+            visible = [v]
+            if self.axis is not None:
+                lo, hi = sorted(self.axis.get_view_interval())
+                visible = [x for x in self.ticks if lo * (1 - 1e-9) <= x <= hi * (1 + 1e-9)] or [v]
+            if max(visible) <= 65536 and all(abs(x - round(x)) < 1e-9 for x in visible):
+                return f"{int(round(v))}"
+            k = math.log(v, base)
+            return _pow_label(v, base) if abs(k - round(k)) < 1e-9 else f"{v:.3g}"
+
+    return _LengthFormatter()
 
 
 def _decimal_label(v, _pos=None):
@@ -139,16 +165,27 @@ def _decimal_label(v, _pos=None):
     return f"{v:.1e}"
 
 
-def _log_length_axis(ax, which="x"):
-    """Log axis of token counts with readable integer ticks (powers of 2 or of 10)."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+def _log_length_axis(ax, which="x", lengths=None):
+    """Log axis of token counts with readable ticks in one format (see :func:`_length_formatter`).
+
+    Ticks at powers of ten when the ``lengths`` drawn are all powers of ten, at powers of two
+    when they are all powers of two, otherwise by range (powers of two up to a ratio of
+    :math:`2^{20}`, powers of ten beyond).
+    """
+    from matplotlib.ticker import LogLocator, NullFormatter
 
     axis = ax.xaxis if which == "x" else ax.yaxis
     lo, hi = ax.get_xlim() if which == "x" else ax.get_ylim()
-    base = 2 if hi / max(lo, 1e-300) <= 2.0**20 else 10
+    values = [] if lengths is None else [v for v in np.ravel(np.asarray(lengths, dtype=object)) if v > 0]
+    if values and all(_exact_power(v, 10) for v in values):
+        base = 10
+    elif values and all(_exact_power(v, 2) for v in values):
+        base = 2
+    else:
+        base = 2 if hi / max(lo, 1e-300) <= 2.0**20 else 10
     axis.set_major_locator(LogLocator(base=base, numticks=10))
     axis.set_minor_locator(LogLocator(base=base, subs="auto", numticks=10) if base == 10 else LogLocator(base=10, subs=(1.0,)))
-    axis.set_major_formatter(FuncFormatter(_count_label if base == 2 else lambda v, _p=None: _pow_label(v, 10) if v > 0 else ""))
+    axis.set_major_formatter(_length_formatter(base))
     axis.set_minor_formatter(NullFormatter())
 
 
@@ -320,7 +357,7 @@ def plot_ot_dilution(window=16, rhos=(0.3, 0.5, 0.7, 0.9), lengths=None, score_b
         ax.set_ylim(lo / 30.0, 1.05)  # room for the legend below the curves
         ax.set(xlabel="context length $n$ (tokens)", ylabel=f"window mass $m_n(W)$, $W = {window}$")
         ax.set_title("causal OT attention dilutes: $m_n(W) \\propto n^{-(1-\\rho)}$")
-        _log_length_axis(ax, "x")
+        _log_length_axis(ax, "x", lengths)
         _log_mass_axis(ax, "y")
         handles, _ = ax.get_legend_handles_labels()
         handles += [
@@ -429,7 +466,7 @@ def plot_log_distance_window_mass(window=64, alphas=(0.9, 1.0, 1.02, 1.1, 1.3), 
         ax.set(xlabel="context length $n$ (tokens)", ylabel=f"window mass $m_n(W)$, $W = {window}$")
         band = f"; band: content within $\\pm{score_bound:g}$" if score_bound > 0 else ""
         ax.set_title(f"log-distance priors $(d+1)^{{-\\alpha}}$ near $\\alpha = 1${band}")
-        _log_length_axis(ax, "x")
+        _log_length_axis(ax, "x", lengths)
         _log_mass_axis(ax, "y")
         ax.legend(loc="lower left", title="$\\lhd$: limit $n \\to \\infty$", title_fontsize=8, alignment="left")
     return fig
@@ -518,6 +555,15 @@ def _encoding_items(encodings):
     return [(repr(e), e) for e in encodings]
 
 
+def _known_limit(verdict, window):
+    """:math:`D_\\infty(W)` of a verdict, or ``None`` where it is not known (not computable,
+    not certified, or no limit): the figure then leaves the limit marker out."""
+    try:
+        return verdict.limit_distant_mass(window)
+    except (DomainError, PrecisionError):
+        return None
+
+
 def plot_distant_mass(encoding, window=64, lengths=None, *, label=None, ax=None, limit=True, **line_kw):
     """Distant mass :math:`D_n(W)` of one encoding against length, with its verdict (Theorem 11).
 
@@ -554,10 +600,7 @@ def plot_distant_mass(encoding, window=64, lengths=None, *, label=None, ax=None,
         kw.update(line_kw)
         (line,) = ax.plot(lengths, D, label=f"{label or repr(encoding)} ({v.kind})", **kw)
         if limit and v.bounded:
-            try:
-                D_inf = v.limit_distant_mass(window)
-            except PrecisionError:  # the limit cannot be certified for this encoding: no marker
-                D_inf = None
+            D_inf = _known_limit(v, window)
             if D_inf is not None:
                 ax.plot([lengths[-1] * 1.5], [D_inf], marker="<", ms=6, color=line.get_color(), clip_on=False, ls="none")
         ax.set_xscale("log")
@@ -570,7 +613,7 @@ def plot_distant_mass(encoding, window=64, lengths=None, *, label=None, ax=None,
             ax.set_ylim(0, 1.02)
         if not ax.get_title():
             ax.set_title("distant mass: bounded (solid, $\\lhd$ limit) or diluting (dashed)")
-        _log_length_axis(ax, "x")
+        _log_length_axis(ax, "x", lengths)
         ax.legend(loc="best")  # rebuilt on each call, so it lists every encoding drawn so far
     return fig
 
@@ -628,13 +671,14 @@ def plot_encoding_map(window=64, encodings=None, lengths=None, *, ax=None):
             color, marker = PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)]
             ls = "-" if v.bounded else "--"
             target.plot(lengths, D, color=color, marker=marker, ls=ls, markevery=2, label="\n".join(labels) + ("\n(identical curves)" if len(labels) > 1 else ""))
-            if v.bounded:
-                target.plot([lengths[-1] * 1.5], [v.limit_distant_mass(window)], marker="<", ms=6, color=color, clip_on=False, ls="none")
+            D_inf = _known_limit(v, window) if v.bounded else None
+            if D_inf is not None:
+                target.plot([lengths[-1] * 1.5], [D_inf], marker="<", ms=6, color=color, clip_on=False, ls="none")
         for a in set(axes.values()):
             a.set_xscale("log")
             a.set(xlabel="context length $n$ (tokens)", ylabel=f"distant mass $D_n(W)$, $W = {window}$", ylim=(0, 1.02))
             a.set_xlim(lengths[0] * 0.8, lengths[-1] * 1.9)
-            _log_length_axis(a, "x")
+            _log_length_axis(a, "x", lengths)
             if a.lines:
                 a.legend(loc="lower right" if a is axes[False] and not single else "best", fontsize=7)
         if single and not ax.get_title():
@@ -717,7 +761,7 @@ def plot_head_distant_mass(rows, window, *, ax=None):
         ax.set_xscale("log")
         ax.set(xlabel="context length $n$ (tokens)", ylabel=f"predicted distant mass $D_n(W)$, $W = {window}$", ylim=(0, 1.02))
         ax.set_title("per-head predicted distant mass (solid: bounded, dashed: diluting)")
-        _log_length_axis(ax, "x")
+        _log_length_axis(ax, "x", sorted({int(k) for r in rows for k in r["distant_mass"]}))
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), ncols=1 if len(rows) <= 16 else 2, fontsize=7)
     return fig
 
@@ -763,7 +807,7 @@ def plot_extrapolation(runs, train_length=None, *, unit="token", ax=None):
             ax.axvline(train_length, color="0.4", ls=":", lw=1.2, label=f"training length {train_length}")
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted(all_lengths))
-        ax.xaxis.set_major_formatter(_formatter(_count_label))
+        ax.xaxis.set_major_formatter(_length_formatter(2))
         ax.xaxis.set_minor_formatter(_formatter(lambda v, p=None: ""))
         ax.set(xlabel=f"evaluation length ({unit}s)", ylabel=f"loss (nats per {unit})")
         ax.set_title("extrapolation: mean over seeds, bars = one standard deviation")

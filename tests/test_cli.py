@@ -479,3 +479,48 @@ def test_checkpoint_bad_input(capsys, reference_checkpoints, extra, needle):
     extra = [str(reference_checkpoints["text"]) if x == "TEXT" else x for x in extra]
     code, _, err = run(capsys, "checkpoint", str(reference_checkpoints["kerple-log"]), *extra)
     assert code == 2 and err.count("\n") == 1 and needle in err, err
+
+
+def test_falcon_classify_names_no_flag_the_user_did_not_give(capsys):
+    """Falcon's bfloat16 rows have no limit D_oo(W): the verdict is printed, and the default
+    window is not reported as a bad --window."""
+    argv = ["classify", "alibi", "--slope", "0.0625", "--variant", "falcon", "--head-dim", "64"]
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and err == "" and "--window" not in out
+    assert "D_oo(W = 64) not given" in out
+    code, out, _ = run(capsys, *argv, "--json")
+    assert code == 0 and json.loads(out)["limit_distant_mass"] is None
+    code, out, _ = run(capsys, "classify", "alibi", "--slope", "0.0625", "--window", "4")
+    assert code == 0 and f"D_oo(W = 4) = {math.exp(-0.25):.6g}" in out  # e^(-mW), unchanged
+
+
+@pytest.mark.parametrize(
+    "argv, hint",
+    [
+        (["margin", "--window", "4", "--length", "8", "16", "--tol", "0.1"], "--length (did you mean --lengths?)"),
+        (["--verison"], "--verison (did you mean --version?)"),
+        (["classify", "nope", "--normalizer", "ssmax"], "--normalizer (did you mean --normaliser?)"),
+        (["margin", "--window", "4", "--lengths", "8", "16", "--tol", "0.1", "--growht=absolute"], "--growht (did you mean --growth?)"),
+        (["mass", "--windows", "3", "--n", "10", "--alpha", "1.1"], "--windows (did you mean --window?)"),
+    ],
+)
+def test_misspelled_flags_are_named_with_their_spelling(capsys, argv, hint):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err == f"otprior: error: unrecognized argument {hint}\n"
+
+
+def test_unrelated_flags_and_value_errors_keep_their_message(capsys):
+    code, _, err = run(capsys, "margin", "--window", "x", "--length", "8", "16")
+    assert code == 2 and "'x' is not an integer" in err  # the first error, not a guess
+    code, _, err = run(capsys, "margin", "--window", "4", "--zzzzzz", "8", "16", "--tol", "0.1")
+    assert code == 2 and "did you mean" not in err and "--lengths" in err
+
+
+def test_every_command_has_a_description_and_help_has_no_tex(capsys):
+    for command in ("prior", "report"):
+        code, out, _ = run(capsys, command, "--help")
+        usage, description = out.split("\n\n")[:2]
+        assert code == 0 and not description.startswith("options:") and len(description) > 80, command
+    code, out, _ = run(capsys, "classify", "alibi", "--help")
+    assert code == 0 and "D_oo(W) = e^{-mW}" in " ".join(out.split()) and "infty" not in out

@@ -133,3 +133,12 @@ def test_nothing_in_the_repository_cites_a_file_outside_it():
             if not (path.parent / target).exists() and not _generated_from_the_repository(path.parent / target):
                 bad.append(f"{path.relative_to(ROOT)} -> {target}")
     assert not bad
+
+
+def test_license_is_an_spdx_expression():
+    """``project.license`` as a table stops working in setuptools after 2027-02-18 (PEP 639)."""
+    import tomllib
+
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert meta["project"]["license"] == "BSD-3-Clause"
+    assert "setuptools>=77" in meta["build-system"]["requires"]  # the first to read the string form

@@ -254,3 +254,49 @@ def test_head_exponents_read_any_row_layout():
         np.testing.assert_allclose(points.get_ydata(), [1.1, 2.1, 3.1])
     finally:
         plt.close(fig)
+
+
+def test_bounded_encoding_without_a_known_limit_gets_no_marker():
+    """A user's encoding may be bounded with D_oo(W) unknown: the curve is drawn, the marker left out."""
+    from dataclasses import dataclass
+
+    from otprior.encodings import Encoding, Verdict
+
+    @dataclass(frozen=True, repr=False)
+    class Steep(Encoding):
+        name = "steep-test"
+
+        def bias(self, d, n=None):
+            return -2.0 * np.log1p(np.asarray(d, dtype=float))
+
+        def _verdict(self):
+            return Verdict(self, True, "bounded", "(d+1)^-2 is summable")
+
+    fig, ax = plt.subplots()
+    try:
+        P.plot_distant_mass(Steep(), window=8, lengths=[16, 128, 1024], ax=ax)
+        assert len(ax.lines) == 1 and len(ax.lines[0].get_xdata()) == 3
+        P.plot_encoding_map(window=8, encodings=[Steep()], lengths=[16, 128], ax=ax)
+        assert len(ax.lines) == 2
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.parametrize(
+    "lengths, expected",
+    [
+        ([10**3, 10**4, 10**5, 10**6], ["$10^{3}$", "$10^{4}$", "$10^{5}$", "$10^{6}$"]),  # powers of ten: ticks there
+        ([2**k for k in range(8, 18)], None),  # up to 2^17: every label a power of two, none a plain 32768
+    ],
+)
+def test_length_ticks_follow_the_lengths_in_one_format(lengths, expected):
+    fig, ax = plt.subplots()
+    try:
+        P.plot_distant_mass(otprior.encodings.KerpleLog(0.9, 1.0), window=8, lengths=lengths, ax=ax)
+        texts = _tick_texts(ax, "x")
+        if expected is not None:
+            assert all(t in texts for t in expected) and all(t.startswith("$10^") for t in texts), texts
+        else:
+            assert texts and all(t.startswith("$2^") for t in texts), texts
+    finally:
+        plt.close(fig)

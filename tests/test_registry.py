@@ -106,3 +106,80 @@ def test_command_line_strings_convert_through_the_parameters():
     assert enc.heads == 2
     expr = {q.name: q for q in E.parameters("bias")}["expr"].convert("-2*log(d+1)")
     assert classify(E.get("bias", expr=expr)).kind == "bounded"
+
+
+# --- the extension points: register, the hooks, and CONTRIBUTING.md's worked example ------------
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+
+
+def _contributing_example() -> str:
+    import re
+
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    section = text[text.index("## Add a positional encoding"):text.index("## Add a theorem")]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 1, "the encoding section holds one complete example"
+    return blocks[0]
+
+
+def test_register_and_the_hooks_are_public():
+    assert "register" in E.__all__ and E.register == E.REGISTRY.register
+
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True, repr=False)
+    class Bare(E.Encoding):  # implements nothing: each hook names itself
+        name = "bare"
+
+    with pytest.raises(NotImplementedError, match=r"Bare does not implement _verdict\(self\)"):
+        classify(Bare())
+    with pytest.raises(NotImplementedError, match=r"Bare does not implement bias\(self, d, n=None\)"):
+        Bare().distant_mass(4, 16)
+
+
+def test_contributing_example_runs_as_written(tmp_path, monkeypatch, capsys):
+    """The worked example of CONTRIBUTING.md, executed from the file itself (the project's own
+    text), registers, classifies, plots into the caller's axes and reaches the command line."""
+    import matplotlib.pyplot as plt
+    import mpmath
+
+    from otprior import cli
+
+    monkeypatch.setattr(E.REGISTRY, "_classes", dict(E.REGISTRY._classes))  # undone after the test
+    monkeypatch.chdir(tmp_path)
+    namespace = {"__name__": "contributing_example"}
+    try:
+        exec(compile(_contributing_example(), str(ROOT / "CONTRIBUTING.md"), "exec"), namespace)
+        printed = capsys.readouterr().out
+        assert "gaussian" in E.names() and (tmp_path / "gaussian.png").stat().st_size > 1000
+        enc, v, ax = namespace["enc"], namespace["verdict"], namespace["ax"]
+        assert v.kind == "bounded" and len(ax.lines) >= 3  # two curves and the bounded one's limit marker
+        # D_oo(16) for s = 4 by an independent route: mpmath's sums at 40 digits
+        ctx = mpmath.MPContext()
+        ctx.dps = 40
+        w = lambda d: ctx.exp(-((d / ctx.mpf(4)) ** 2))  # noqa: E731
+        reference = ctx.nsum(w, [16, ctx.inf]) / ctx.nsum(w, [0, ctx.inf])
+        assert v.limit_distant_mass(16) == pytest.approx(float(reference), rel=1e-12)
+        assert enc.distant_mass(16, 1024) == pytest.approx(float(reference), rel=1e-12)
+        assert "Gaussian(s=4.0): BOUNDED" in printed
+        assert cli.main(["classify", "--help"]) == 0 and "gaussian" in capsys.readouterr().out
+        assert cli.main(["classify", "gaussian", "--s", "-1"]) == 2
+        assert "--s: s=-1.0" in capsys.readouterr().err
+    finally:
+        plt.close("all")
+
+
+def test_diluting_limit_is_one_and_verdicts_print_short():
+    from otprior.plots import default_encodings
+
+    for enc in [*default_encodings().values(), E.ALiBi(0.0), E.LogDistance(1.0), E.Bias("-log(d+1)")]:
+        for norm in (None, "ssmax", "temperature"):
+            v = classify(enc, norm)
+            if v.kind == "diluting":
+                assert v.limit_distant_mass(64) == 1.0, (enc, norm)
+    heads = classify(E.ALiBi(heads=8))  # one short line per head (the reason and rate are attributes)
+    assert len(heads) == 8 and len(repr(heads)) < 8 * 60
+    assert repr(heads[0]) == f"<Verdict bounded: {heads[0].encoding!r}>"
+    long = classify(E.T5Buckets(values=np.linspace(0.0, -4.0, 32)), "ssmax")
+    assert "\n" not in repr(long) and len(repr(long)) < 200 and "SSMax" in repr(long)

@@ -22,7 +22,7 @@ head axis) and is classified by :func:`otprior.classify` (Theorem 11,
 
 from __future__ import annotations
 
-from ._base import REGISTRY, Encoding, Verdict
+from ._base import REGISTRY, Encoding, Verdict, register
 from .alibi import ALiBi, alibi_slopes, bf16_round
 from .bias import Bias
 from .cable import CABLE, cable_row_bias
@@ -42,6 +42,7 @@ __all__ = [
     "classify",
     "Encoding",
     "Verdict",
+    "register",
     "NoPE",
     "RoPE",
     "YaRN",

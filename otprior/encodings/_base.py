@@ -121,8 +121,25 @@ class Verdict:
     limit_fn: object = field(default=None, repr=False, compare=False)
     window_mass_fn: object = field(default=None, repr=False, compare=False)
 
+    def __repr__(self):
+        # one summary line: the reason, rate and per-field detail are attributes (a multi-head
+        # classification is a tuple of these, and its repr stays readable in a REPL)
+        pair = repr(self.encoding)
+        if len(pair) > 80:
+            pair = pair[:76] + " ...)"
+        if self.normaliser is not None:
+            pair += f" with {self.normaliser!r}"
+        return f"<Verdict {self.kind}: {pair}>"
+
     def limit_distant_mass(self, window) -> float:
-        """:math:`D_\\infty(W)` of the constant-score prior (1.0 when it dilutes)."""
+        """:math:`D_\\infty(W) = \\lim_{n\\to\\infty} D_n(W)` of the pair's constant-score prior.
+
+        1.0 when the pair dilutes (:math:`D_n(W) \\to 1`), the limit when it is bounded; a
+        content-dependent pair whose threshold lies above zero loses its window at constant
+        content (1.0). Raises :class:`~otprior.DomainError` (parameter ``window``) where the limit is
+        not known or does not exist: undecided pairs, pairs without a known limit (some
+        normalisers), and rows whose :math:`D_n(W)` oscillates with ``n`` (Falcon's bfloat16 ALiBi).
+        """
         window = check_int(window, "window")
         if self.limit_fn is not None:
             return float(self.limit_fn(window))
@@ -211,7 +228,10 @@ class Encoding:
     # -- the bias and its masses ------------------------------------------------------
     def bias(self, d, n=None):
         """The bias :math:`b(d)` at distances ``d`` (array) for a query with ``n`` keys."""
-        raise NotImplementedError
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement bias(self, d, n=None): a subclass of otprior.encodings.Encoding "
+            "returns b(d) for an array of distances d >= 0 (see the Encoding docstring and CONTRIBUTING.md)"
+        )
 
     def log_weights(self, n) -> np.ndarray:
         """The row :math:`b(0), \\dots, b(n-1)` of a query with ``n`` keys (direct; ``n`` up to ``DIRECT_MAX``)."""
@@ -259,7 +279,11 @@ class Encoding:
         return lo, hi
 
     def _verdict(self) -> Verdict:
-        raise NotImplementedError
+        """The encoding's verdict under softmax, for :func:`otprior.classify` (a subclass implements it)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement _verdict(self): a subclass of otprior.encodings.Encoding "
+            "returns Verdict(self, bounded, kind, reason, rate, limit_fn=...) (see the Encoding docstring and CONTRIBUTING.md)"
+        )
 
     def far_profile(self, window):
         """The shape of the bias far away, for the normalisers (``proofs/normalisers.md``).
