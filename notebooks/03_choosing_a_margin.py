@@ -20,6 +20,9 @@
 # ([Theorem 9](../proofs/margin_selection.md))
 
 # %%
+import math
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -29,7 +32,13 @@ from otprior import plots
 r = otprior.margin_for(64, (512, 8192), 0.05)
 print(f"margin delta = {r.margin:.6f}: every exponent alpha >= {r.exponent:.6f} keeps the growth within 0.05")
 print(f"growth at the margin: {r.growth:.6f}")
-print(f"certified bracket: {r.bracket[0]:.10f} .. {r.bracket[1]:.10f}")
+# the bracket's ends, rounded outward with two digits past the first place where they differ
+lo, hi = r.bracket
+places = max(6, 2 - math.floor(math.log10(hi - lo))) if hi > lo else 17
+step = Decimal(10) ** -places
+lo_text = Decimal(lo).quantize(step, rounding=ROUND_FLOOR)
+hi_text = Decimal(hi).quantize(step, rounding=ROUND_CEILING)
+print(f"certified bracket: [{lo_text}, {hi_text}], width {hi - lo:.1e}")
 
 # %% [markdown]
 # Check it from the definition, with the exact distant mass: every exponent above the margin

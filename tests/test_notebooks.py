@@ -67,3 +67,18 @@ def test_digits_printed_are_the_digits_asked_for():
     found = re.search(r"40 digits:\s*0\.(\d+)", text)
     assert found, text
     assert len(found.group(1).lstrip("0")) == 40
+
+
+def test_certified_bracket_is_printed_with_ends_that_differ():
+    """Notebook 03 prints the margin's certified bracket rounded outward: two different ends
+    that still enclose the library's bracket."""
+    import otprior
+
+    nb = _executed(next(s for s in SCRIPTS if s.stem.startswith("03_")))
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    found = re.search(r"certified bracket: \[([0-9.]+), ([0-9.]+)\]", text)
+    assert found, text
+    lo, hi = (float(x) for x in found.groups())
+    bracket = otprior.margin_for(64, (512, 8192), 0.05).bracket
+    assert found.group(1) != found.group(2) and lo <= bracket[0] and bracket[1] <= hi
+    assert hi - lo < 10 * (bracket[1] - bracket[0])  # printed to the bracket's own precision
