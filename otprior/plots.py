@@ -401,7 +401,8 @@ def plot_dilution_constants(windows=(1, 4, 16, 64), *, ax=None):
         ax1.set(xlabel="balancing strength $\\rho$", ylabel="$C_W(\\rho) = H_W^{(\\rho)} Z_q^{\\,1-\\rho}$", xlim=(0, 1))
         ax1.set_title("constant of the window law $m_n(W) \\approx C_W\\, n^{-(1-\\rho)}$")
         _log_mass_axis(ax1)
-        ax1.legend(loc="upper left")
+        handles, labels = ax1.get_legend_handles_labels()  # listed top to bottom, as the curves lie
+        ax1.legend(handles[::-1], labels[::-1], loc="upper right")  # the curves fall to the right: that corner is empty
         zq = [math.exp((1.0 - r) * scale_invariant_normaliser(r, log=True)) for r in rhos]
         ax2.plot(rhos, zq, color=PALETTE[0], label="$Z_q^{\\,q}$, $q = 1 - \\rho$")
         ax2.axhline(math.exp(-1.0), color="0.4", ls=":", lw=1.2, label="limit $1/e$ as $\\rho \\to 1$ (Theorem 6)")

@@ -27,21 +27,36 @@ __all__ = ["build_report", "FIGURES", "TABLES"]
 
 
 class _Progress:
-    """A one-line progress bar on stderr, shown once the work has taken over a second."""
+    """Progress on stderr: one line per step as it starts (``[3/11] table encodings``), counted
+    from 1. On a terminal the line is rewritten in place; anywhere else (a log file, a pipe)
+    each step is its own line, with no carriage return."""
 
-    def __init__(self, total, enabled):
-        self.total, self.done, self.enabled, self.start = total, 0, enabled, time.perf_counter()
+    def __init__(self, total, enabled, stream=None):
+        self.total, self.done, self.enabled = total, 0, enabled
+        self.stream = sys.stderr if stream is None else stream
+        try:
+            self.terminal = bool(self.stream.isatty())
+        except (AttributeError, ValueError):
+            self.terminal = False
+        self.width = 0
 
     def step(self, label):
+        """Announce the next step, ``label``."""
         self.done += 1
-        if self.enabled and time.perf_counter() - self.start > 1.0:
-            bar = "#" * int(30 * self.done / self.total)
-            sys.stderr.write(f"\r[{bar:<30}] {self.done}/{self.total} {label:<45}")
-            sys.stderr.flush()
+        if not self.enabled:
+            return
+        line = f"[{self.done}/{self.total}] {label}"
+        if self.terminal:
+            self.stream.write("\r" + line.ljust(self.width))
+            self.width = max(self.width, len(line))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
 
     def close(self):
-        if self.enabled and time.perf_counter() - self.start > 1.0:
-            sys.stderr.write("\n")
+        if self.enabled and self.terminal and self.done:
+            self.stream.write("\n")
+            self.stream.flush()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -130,10 +145,17 @@ def _ot_table(window, rhos, lengths, score_bound):
 def _limits_table():
     from .symbolic import dilution_limits
 
-    return [
-        {"limit": s.name.replace("_", " "), "claim": s.claim, "value": str(s.expression), "method": s.method, "verified": bool(s.verified)}
-        for s in dilution_limits().steps
-    ]
+    rows = []
+    for s in dilution_limits().steps:
+        if isinstance(s.expression, (list, tuple)):
+            value = ", ".join(f"{float(x):.3g}" for x in s.expression)
+        else:
+            value = str(s.expression)
+        what = _LIMIT_COMPUTED.get(s.name)
+        shown = _math(value) + _LIMIT_CONSEQUENCE.get(s.name, "")
+        rows.append({"limit": s.name.replace("_", " "), "claim": s.claim, "value": value,
+                     "computed": f"{what} = {shown}" if what else shown, "method": s.method, "verified": bool(s.verified)})
+    return rows
 
 
 TABLES = [
@@ -166,7 +188,7 @@ TABLES = [
         {"window": 64, "n": 65536},
         _encoding_table,
         [("label", "encoding", "label"), ("kind", "verdict", "str"), ("limit_distant_mass", "D<sub>∞</sub>(64)", "4"),
-         ("distant_mass", "D<sub>n</sub>(64), n = 65 536", "4"), ("rate", "rate", "str")],
+         ("distant_mass", "D<sub>n</sub>(64), n = 65 536", "4"), ("rate", "rate", "math")],
     ),
     (
         "ot_dilution",
@@ -181,10 +203,10 @@ TABLES = [
     (
         "limits_in_rho",
         "Limits as ρ varies",
-        "Each limit of Theorem 6, checked by sympy (symbolic) or numerically with the values shown.",
+        "Each limit of Theorem 6, checked by sympy (symbolic) or numerically: the claim, and what was computed to check it.",
         {},
         _limits_table,
-        [("limit", "limit", "str"), ("claim", "claim", "str"), ("value", "value", "str"), ("method", "method", "str"),
+        [("limit", "limit", "str"), ("claim", "claim", "math"), ("computed", "computed", "html"), ("method", "method", "str"),
          ("verified", "verified", "str")],
     ),
 ]
@@ -232,6 +254,42 @@ def _plain(label: str) -> str:
     return text.replace("$", "")
 
 
+_GREEK = {"alpha": "α", "delta": "δ", "rho": "ρ", "pi": "π", "Gamma": "Γ", "psi": "ψ", "epsilon": "ε", "tau": "τ"}
+
+
+def _math(text: str) -> str:
+    """Plain-text maths of the library (``D_oo(W)``, ``n^-(0.1)``, ``e^{2B}``, ``<=``, ``rho``) as
+    HTML: subscripts and superscripts as ``<sub>``/``<sup>``, Unicode for Greek letters, ∞, ≤, ≥,
+    ∼, → and the minus sign. Anything else is escaped, unchanged."""
+    t = html.escape(str(text), quote=False)
+    t = t.replace("-&gt;", "→").replace("&lt;=", "≤").replace("&gt;=", "≥").replace("~", "∼")
+    t = re.sub(r"(?<![A-Za-z])(" + "|".join(_GREEK) + r")(?![A-Za-z])", lambda m: _GREEK[m.group(1)], t)
+    t = re.sub(r"(?<![A-Za-z])oo(?![A-Za-z])", "∞", t)
+
+    def sup(m):  # an exponent, its minus signs as minus signs
+        return "<sup>" + "".join(m.groups()).replace("-", "−") + "</sup>"
+
+    t = re.sub(r"\^(-?)\(([^()]*)\)", sup, t)  # n^-(0.1), e^(osc f), 2^(k-8)
+    t = re.sub(r"\^(-?[\w.∞]+)", sup, t)  # n^0.5, n^r2
+    t = re.sub(r"\^\{([^{}]*)\}", sup, t)  # e^{2B}, e^{-r1 n^r2} (the inner one done above)
+    t = re.sub(r"_\{([^{}]*)\}", r"<sub>\1</sub>", t)
+    t = re.sub(r"(?<=\w)_(\w|∞)(?!\w)", r"<sub>\1</sub>", t)  # D_n, r_1, F_ρ; not min_increment
+    t = re.sub(r"(?<=[\s(>])-(?=[\w(.∞])", "−", t)  # a leading minus
+    return t.replace(" - ", " − ")
+
+
+# What each step of otprior.symbolic.dilution_limits computes, for the "computed" column.
+_LIMIT_COMPUTED = {
+    "exponent": "lim<sub>n→∞</sub> log m<sub>n</sub> / log n",
+    "rho_to_zero": "F<sub>0</sub>(δ)",
+    "rho_to_one": "lim<sub>q→0</sub> of the exponent (δ Γ(1/q + 1))<sup>q</sup>",
+    "window_law_vanishes": "lim<sub>n→∞</sub> n<sup>−q</sup> (q = 1 − ρ &gt; 0)",
+    "balanced_limit_at_fixed_n": "1 − π<sub>4</sub>(0) at ρ = 0.99, 0.999, 0.9999",
+    "normaliser_power": "lim<sub>q→0</sub> Z<sub>q</sub><sup>q</sup>",
+}
+_LIMIT_CONSEQUENCE = {"rho_to_one": ", so the bound exp(−∞) = 0"}
+
+
 def _fmt_param(value) -> str:
     """A parameter for reading (HTML): lengths as :func:`_fmt_n`, tuples in parentheses."""
     if isinstance(value, (tuple, list)):
@@ -252,6 +310,10 @@ def _fmt(value, kind) -> str:
         return f"{int(value)}"
     if kind == "label":
         return _plain(str(value))
+    if kind == "math":
+        return _math(value)
+    if kind == "html":
+        return str(value)  # built from escaped parts by the table's function
     if kind == "str" or isinstance(value, (str, bool)):
         return html.escape(str(value))
     if kind == "e":
@@ -295,6 +357,28 @@ def _versions() -> dict:
     }
 
 
+def _commit() -> str:
+    """The git commit of the otprior source that runs (``git rev-parse HEAD``, with ``+modified``
+    when tracked files differ from it), or ``"unknown"`` outside a git checkout of otprior."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "pyproject.toml").is_file() or not (root / ".git").exists():
+        return "unknown"  # an installed copy, or a checkout of another project around it
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        modified = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    if not re.fullmatch(r"[0-9a-f]{40,64}", commit):
+        return "unknown"
+    return commit + ("+modified" if modified else "")
+
+
 _STYLE = (
     "body{font-family:system-ui,sans-serif;max-width:1100px;margin:auto;padding:0 1em;color:#222}"
     "table{border-collapse:collapse;font-size:13px;margin:0.5em 0 1.5em}"
@@ -330,6 +414,14 @@ def build_report(out: Path, *, progress=True, force=False) -> Path:
     return Path(out) / "index.html"
 
 
+def _table_step(title) -> str:
+    return f"table: {title}"
+
+
+def _figure_step(name, func_name) -> str:
+    return f"figure: {name.replace('_', ' ')} ({func_name})"
+
+
 def _write_report(out: Path, progress) -> Path:
     import matplotlib.pyplot as plt
 
@@ -338,20 +430,21 @@ def _write_report(out: Path, progress) -> Path:
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     bar = _Progress(len(TABLES) + len(FIGURES), progress)
     tables = {}
-    for key, _title, _caption, params, func, _columns in TABLES:
+    for key, title, _caption, params, func, _columns in TABLES:
+        bar.step(_table_step(title))
         tables[key] = func(**params)
-        bar.step(key)
     for name, func_name, params, _caption in FIGURES:
+        bar.step(_figure_step(name, func_name))
         fig = getattr(plots, func_name)(**params)
         try:
             fig.savefig(out / f"{name}.png", dpi=200)
             fig.savefig(out / f"{name}.pdf")
         finally:
             plt.close(fig)
-        bar.step(name)
     bar.close()
     parameters = {
         "versions": _versions(),
+        "commit": _commit(),
         "created": started,
         "tables": {key: params for key, _t, _c, params, _f, _cols in TABLES},
         "figures": {name: {"function": f"otprior.plots.{func_name}", **params} for name, func_name, params, _ in FIGURES},
@@ -363,7 +456,8 @@ def _write_report(out: Path, progress) -> Path:
     parts = [
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>otprior report</title><style>{_STYLE}</style></head><body>",
         "<h1>Positional priors of causal attention: report</h1>",
-        f"<p>Computed by otprior {html.escape(parameters['versions']['otprior'])} on {started} ({html.escape(versions)}). "
+        f"<p>Computed by otprior {html.escape(parameters['versions']['otprior'])} (commit "
+        f"<code>{html.escape(parameters['commit'])}</code>) on {started} ({html.escape(versions)}). "
         "Each table and figure names the theorem of <code>proofs/</code> it computes. The numbers are in "
         "<a href='tables.json'><code>tables.json</code></a>, every parameter in "
         "<a href='parameters.json'><code>parameters.json</code></a>; each figure is also a PDF for print.</p>",

@@ -300,3 +300,17 @@ def test_length_ticks_follow_the_lengths_in_one_format(lengths, expected):
             assert texts and all(t.startswith("$2^") for t in texts), texts
     finally:
         plt.close(fig)
+
+
+def test_dilution_constants_legend_covers_no_curve():
+    fig = P.plot_dilution_constants()
+    try:
+        fig.canvas.draw()
+        for ax in fig.axes:
+            box = ax.get_legend().get_window_extent()
+            for line in ax.lines:
+                xy = ax.transData.transform(line.get_xydata())
+                inside = (box.x0 <= xy[:, 0]) & (xy[:, 0] <= box.x1) & (box.y0 <= xy[:, 1]) & (xy[:, 1] <= box.y1)
+                assert not inside.any(), (ax.get_title(), line.get_label())
+    finally:
+        plt.close(fig)

@@ -110,3 +110,63 @@ def test_every_table_is_strict_json_and_names_its_columns():
         assert back, key
         for column, _head, _fmt in columns:
             assert all(column in row for row in back), (key, column)
+
+
+def test_rates_and_limits_read_as_maths():
+    """No pseudo-TeX in the rate column (``_{``, ``^``, ``<=``, ``oo``) and no bare ``oo`` beside
+    a limit that the claim says is zero."""
+    from otprior.encodings import ALiBi, classify
+
+    rates = [row["rate"] for row in report._encoding_table(64, 1024)]
+    rates.append(classify(ALiBi(0.0625, variant="falcon", head_dim=64)).rate)
+    for rate in rates:
+        shown = report._math(rate)
+        assert not re.search(r"[\^{}~]|_\{|&lt;=|(?<![A-Za-z])oo(?![A-Za-z])", shown), (rate, shown)
+    assert report._math("D_oo(W) - D_n(W) ~ n^-(0.3)") == "D<sub>∞</sub>(W) − D<sub>n</sub>(W) ∼ n<sup>−0.3</sup>"
+    assert report._math("e^{-r1 n^r2} <= x_max") == "e<sup>−r1 n<sup>r2</sup></sup> ≤ x_max"
+    assert report._math("<script>") == "&lt;script&gt;"
+    rows = {row["limit"]: row for row in report._limits_table()}
+    to_one = rows["rho to one"]
+    assert "-> 0" in to_one["claim"] and "oo" not in report._fmt(to_one["computed"], "html")
+    assert "= ∞, so the bound exp(−∞) = 0" in to_one["computed"]
+
+
+def test_progress_counts_from_one_and_writes_lines_to_a_log():
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    log = io.StringIO()
+    bar = report._Progress(3, True, stream=log)
+    for label in ("a", "b", "c"):
+        bar.step(label)
+    bar.close()
+    assert log.getvalue() == "[1/3] a\n[2/3] b\n[3/3] c\n"
+    tty = Terminal()
+    bar = report._Progress(2, True, stream=tty)
+    bar.step("first step")
+    bar.step("b")
+    bar.close()
+    assert tty.getvalue() == "\r[1/2] first step\r" + "[2/2] b".ljust(len("[1/2] first step")) + "\n"  # in place
+    labels = [report._table_step(t[1]) for t in report.TABLES] + [report._figure_step(f[0], f[1]) for f in report.FIGURES]
+    assert len(set(labels)) == len(labels)  # a table and a figure of one name are two steps
+
+
+def test_commit_is_recorded_or_unknown(monkeypatch, tmp_path):
+    import subprocess
+    from pathlib import Path
+
+    root = Path(report.__file__).resolve().parent.parent
+    commit = report._commit()
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        head = None
+    if head is None or not (root / ".git").exists():
+        assert commit == "unknown"
+    else:
+        assert commit in (head, head + "+modified")
+    monkeypatch.setattr(report, "__file__", str(tmp_path / "otprior" / "report.py"))  # an installed copy
+    assert report._commit() == "unknown"
