@@ -9,16 +9,22 @@ copied into git (``docs/.gitignore``):
 
 * ``proofs/<name>.md`` includes ``../proofs/<name>.md`` (MyST ``{include}``), so the proofs are
   typeset from the one copy at the repository root;
-* ``notebooks/<name>.ipynb`` is the jupytext percent script ``../notebooks/<name>.py``. MyST-NB
-  executes it during the build unless ``OTPRIOR_EXECUTED_NOTEBOOKS`` names a folder holding the
-  same notebook already executed (same code cells), as the test suite does to run each notebook
-  once;
+* ``notebooks/<name>.ipynb`` is the jupytext percent script ``../notebooks/<name>.py`` with its
+  outputs. This file executes it (nbclient, with CurveZMQ-encrypted kernel connections where the
+  kernel supports them, so that no kernel warns of plain TCP) unless ``OTPRIOR_EXECUTED_NOTEBOOKS``
+  names a folder holding the same notebook already executed (same code cells), as the test suite
+  does to run each notebook once, or the page written by a previous build was executed from the
+  same script and the same ``otprior`` source; MyST-NB then renders it without executing;
 * ``cli.md`` is the ``--help`` text of every ``otprior`` command.
+
+Maths is typeset by MathJax served from the site itself (``sphinx-mathjax-offline``, in the
+``docs`` extra), so the pages need no network. The ``docs`` extra alone builds the site.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import sys
@@ -43,6 +49,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # MathJax copied into _static: maths typeset with no network
     "sphinx.ext.viewcode",
     "matplotlib.sphinxext.plot_directive",
     "sphinx_copybutton",
@@ -60,11 +67,8 @@ myst_dmath_double_inline = True  # the proofs write $$...$$ display maths inside
 myst_heading_anchors = 3
 suppress_warnings = ["myst.header"]
 
-# MyST-NB: run notebooks without stored outputs; a failing cell fails the build.
-nb_execution_mode = "auto"
-nb_execution_timeout = 600
-nb_execution_raise_on_error = True
-nb_execution_show_tb = True
+# MyST-NB renders the notebooks that this file executes (below); a failing cell fails the build.
+nb_execution_mode = "off"
 nb_merge_streams = True
 
 # API reference from the docstrings (numpydoc format).
@@ -106,6 +110,27 @@ def _code_cells(nb) -> list[str]:
     return [c.source for c in nb.cells if c.cell_type == "code"]
 
 
+def _source_key(script: Path) -> str:
+    """What a notebook's outputs depend on: its script and the ``otprior`` source it imports."""
+    digest = hashlib.sha256(script.read_bytes())
+    for path in sorted((ROOT / "otprior").rglob("*.py")):
+        digest.update(path.relative_to(ROOT).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _execute(nb, cwd: Path) -> None:
+    """Execute ``nb`` in place in a fresh kernel started in ``cwd``."""
+    import zmq
+    from nbclient import NotebookClient
+    from traitlets.config import Config
+
+    config = Config()
+    if zmq.has("curve"):  # the kernel manager provisions CurveZMQ keys when the kernel supports them
+        config.KernelManager.transport_encryption = "auto"
+    NotebookClient(nb, config=config, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+
+
 def _notebook_pages() -> None:
     import jupytext
     import nbformat
@@ -113,17 +138,29 @@ def _notebook_pages() -> None:
     executed = os.environ.get("OTPRIOR_EXECUTED_NOTEBOOKS")
     for script in sorted((ROOT / "notebooks").glob("[0-9]*.py")):
         nb = jupytext.read(script, fmt="py:percent")
+        key = _source_key(script)
+        page = DOCS / "notebooks" / f"{script.stem}.ipynb"
+        ran = None
         done = Path(executed) / f"{script.stem}.ipynb" if executed else None
         if done is not None and done.exists():
-            ran = nbformat.read(done, as_version=4)
-            if _code_cells(ran) == _code_cells(nb):  # executed with these very cells: take its outputs
-                outputs = iter(c for c in ran.cells if c.cell_type == "code")
-                for cell in nb.cells:
-                    if cell.cell_type == "code":
-                        done_cell = next(outputs)
-                        cell.outputs, cell.execution_count = done_cell.outputs, done_cell.execution_count
-                nb.metadata["mystnb"] = {"execution_mode": "off"}
-        _write(DOCS / "notebooks" / f"{script.stem}.ipynb", nbformat.writes(nb))
+            candidate = nbformat.read(done, as_version=4)
+            if _code_cells(candidate) == _code_cells(nb):  # executed with these very cells: take its outputs
+                ran = candidate
+        if ran is None and page.exists():
+            candidate = nbformat.read(page, as_version=4)
+            if candidate.metadata.get("otprior", {}).get("source") == key:  # a previous build, same inputs
+                ran = candidate
+        if ran is None:
+            ran = nbformat.from_dict(nb)
+            _execute(ran, script.parent)
+        outputs = iter(c for c in ran.cells if c.cell_type == "code")
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                done_cell = next(outputs)
+                cell.outputs, cell.execution_count = done_cell.outputs, done_cell.execution_count
+        nb.metadata["mystnb"] = {"execution_mode": "off"}
+        nb.metadata["otprior"] = {"source": key}
+        _write(page, nbformat.writes(nb))
 
 
 def _cli_page() -> None:

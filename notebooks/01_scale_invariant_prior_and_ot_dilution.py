@@ -61,7 +61,7 @@ for n in (256, 4096, 65536):
     F = otprior.scale_invariant_cdf(np.arange(1, n + 1) / n, 0.5)
     print(f"n = {n:6d}:  sup |F_n - F_rho| = {np.abs(F_n - F).max():.1e}")
 
-# %%
+# %% mystnb={"image": {"alt": "Two panels: the CDF and the density of the scale-invariant prior of causal OT attention against relative distance for rho from 0 to 0.9, with the exact discrete prior at n = 2048 dotted on top of each curve."}}
 fig = plots.plot_scale_invariant_prior()
 
 # %% [markdown]
@@ -90,14 +90,14 @@ for n in (1024, 16384, 262144):
     bound = otprior.ot_dilution_bound(16, n, 0.5, 0.25)
     print(f"{n:>7}  {exact:13.5f}  {law:10.5f}  {bound:20.5f}")
 
-# %%
+# %% mystnb={"image": {"alt": "Log-log plot of the window mass of 16 keys against context length for rho = 0.3, 0.5, 0.7, 0.9: straight lines of slope minus (1 - rho), the window law dashed along the exact markers, and a band up to the bound for bounded content."}}
 fig = plots.plot_ot_dilution()
 
 # %% [markdown]
 # The limits as $\rho$ varies ([Theorem 6](../proofs/limits_in_rho.md)): the dilution exponent
 # is $1 - \rho$, and $Z_q^{\,q} \to 1/e$ as $\rho \to 1$.
 
-# %%
+# %% mystnb={"image": {"alt": "Left: the constant C_W(rho) of the window law against rho for windows 1, 4, 16 and 64, falling as rho grows. Right: Z_q to the power q falling from 1 at rho = 0 towards its limit 1/e as rho tends to 1."}}
 limits = dilution_limits()
 print("exponent of n:", limits.exponent)
 print("Z_q^q ->", limits["normaliser_power"].expression)
@@ -106,7 +106,7 @@ fig = plots.plot_dilution_constants()
 # %% [markdown]
 # Every figure function takes `ax=`, so the figures compose into your own layouts:
 
-# %%
+# %% mystnb={"image": {"alt": "Two figures composed side by side: the exact prior of causal OT attention at n = 4096, rho = 0.5 against distance beside its scale-invariant approximation, and the window mass of 4 keys against length at rho = 0.5."}}
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6), layout="constrained")
 plots.plot_ot_prior(4096, 0.5, ax=left)
 plots.plot_ot_dilution(window=4, rhos=(0.5,), ax=right)

@@ -66,5 +66,5 @@ print("double:   ", repr(otprior.window_mass(W, 10**15, 1.0)))
 # astronomically long contexts. The bands cover every content score within $\pm 0.25$ of a
 # constant ([Theorem 10](../proofs/content_bound.md)).
 
-# %%
+# %% mystnb={"image": {"alt": "Log-log plot of the window mass of 64 keys against context length up to 10^15 for exponents 0.9 to 1.3: the diluting exponents 0.9 and 1 keep falling, the summable ones flatten slowly towards their limits marked by triangles, each with a band for content within 0.25."}}
 fig = plots.plot_log_distance_window_mass()

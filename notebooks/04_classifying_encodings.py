@@ -37,7 +37,7 @@ for enc in (ALiBi(1 / 16), KerpleLog(0.9, 1.0), KerpleLog(1.3, 1.0), T5Buckets()
 # %% [markdown]
 # The map of the built-in families (the figure of the report):
 
-# %%
+# %% mystnb={"image": {"alt": "Two panels of distant mass against context length for the built-in encodings: bounded ones on the left level off below one at their marked limits, diluting ones on the right climb towards one."}}
 fig = plots.plot_encoding_map()
 
 # %% [markdown]
@@ -67,7 +67,7 @@ print(otprior.classify(learned).kind)
 # triangle: its limit could not be certified (two cut-offs disagree in the seventh digit), and
 # otprior does not draw what it cannot certify.
 
-# %%
+# %% mystnb={"image": {"alt": "Distant mass against context length for two user-defined biases, a Bertrand bias and a learned one, beside log-distance with alpha = 1.05 and KERPLE-log with r1 = 0.9: the three bounded curves are solid, with limit triangles except for the learned bias, and the diluting KERPLE-log curve is dashed and climbs towards one."}}
 fig, ax = plt.subplots(figsize=(6.5, 4), layout="constrained")
 plots.plot_distant_mass(bertrand, label="Bertrand bias (mine)", ax=ax, marker="o", markevery=3)
 plots.plot_distant_mass(learned, label="learned bias (mine)", ax=ax, marker="s", markevery=3)

@@ -72,6 +72,8 @@ def test_every_notebook_is_a_page_with_its_figures(site):
         assert len(images) >= min(drawing, 1), script.stem
         for src in images:
             assert (site / "notebooks" / src).resolve().exists(), src
+        for alt in re.findall(r"<img alt=\"([^\"]*)\"[^>]+src=\"[^\"]+\.png\"", page):  # words, not a file hash
+            assert len(alt.split()) >= 8 and not re.fullmatch(r"[0-9a-f]{16,}(\.png)?", alt), (script.stem, alt)
 
 
 @slow
@@ -137,8 +139,86 @@ def test_nothing_in_the_repository_cites_a_file_outside_it():
 
 def test_license_is_an_spdx_expression():
     """``project.license`` as a table stops working in setuptools after 2027-02-18 (PEP 639)."""
-    import tomllib
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert meta["project"]["license"] == "BSD-3-Clause"
     assert "setuptools>=77" in meta["build-system"]["requires"]  # the first to read the string form
+
+
+@slow
+def test_pages_typeset_maths_with_no_network(site):
+    """MathJax is served from the site itself; no page loads a script from the network."""
+    pages = list(site.rglob("*.html"))
+    assert len(pages) > 20
+    with_maths = 0
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert not re.search(r"<script[^>]+src=\"(https?:)?//", text), page.name
+        for src in re.findall(r"<script[^>]+src=\"([^\"?]*mathjax[^\"?]*)\"", text):
+            with_maths += 1
+            assert (page.parent / src).resolve().is_file(), (page.name, src)
+    assert with_maths >= 10  # the proofs at least
+
+
+@slow
+def test_notebook_kernels_start_without_warnings(tmp_path):
+    """docs/conf.py executes the notebooks in kernels that print nothing to the build log (no
+    IPKernelApp warning of plain TCP). Its ``_execute`` is taken from the file and run alone."""
+    import ast
+    import textwrap
+
+    tree = ast.parse((DOCS / "conf.py").read_text())
+    func = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "_execute")
+    run = textwrap.dedent("""
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+        _execute(nb, Path("."))
+        print(nb.cells[0].outputs[0]["text"].strip())
+    """)
+    script = "from pathlib import Path\nimport nbformat\n" + ast.get_source_segment((DOCS / "conf.py").read_text(), func) + "\n" + run
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "42" and proc.stderr == "", proc.stderr
+
+
+def test_the_docs_extra_alone_builds_the_docs():
+    """Every module docs/conf.py imports or loads as an extension comes from the ``docs`` extra
+    (or the core dependencies), directly or through their own requirements."""
+    import ast
+    from importlib import metadata
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    def canonical(name):
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    wanted = [*meta["dependencies"], *meta["optional-dependencies"]["docs"]]
+    closure, stack = set(), [re.split(r"[ ;<>=!~\[(]", r, maxsplit=1)[0] for r in wanted]
+    while stack:
+        name = canonical(stack.pop())
+        if name in closure:
+            continue
+        closure.add(name)
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        stack += [re.split(r"[ ;<>=!~\[(]", r, maxsplit=1)[0] for r in requires if "extra ==" not in r]
+    source = (DOCS / "conf.py").read_text()
+    tree = ast.parse(source)
+    modules = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    modules |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+    namespace = {}
+    exec(compile(ast.Module([n for n in tree.body if isinstance(n, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == "extensions" for t in n.targets)], []), "conf.py", "exec"), namespace)
+    modules |= {ext.split(".")[0] for ext in namespace["extensions"]}
+    owners = metadata.packages_distributions()
+    missing = []
+    for module in sorted(modules - set(sys.stdlib_module_names) - {"otprior", "__future__"}):
+        dists = owners.get(module)
+        if not dists:
+            pytest.skip(f"{module} is not installed here")
+        if not any(canonical(d) in closure for d in dists):
+            missing.append(f"{module} ({', '.join(dists)})")
+    assert not missing, f"docs/conf.py needs what the docs extra does not install: {missing}"

@@ -82,3 +82,15 @@ def test_certified_bracket_is_printed_with_ends_that_differ():
     bracket = otprior.margin_for(64, (512, 8192), 0.05).bracket
     assert found.group(1) != found.group(2) and lo <= bracket[0] and bracket[1] <= hi
     assert hi - lo < 10 * (bracket[1] - bracket[0])  # printed to the bracket's own precision
+
+
+def test_every_figure_has_alt_text():
+    """A cell that draws carries the figure's description (``mystnb.image.alt``), which the
+    documentation site gives its image instead of a file hash."""
+    import jupytext
+
+    for script in SCRIPTS:
+        for cell in jupytext.read(script, fmt="py:percent").cells:
+            if cell.cell_type == "code" and ("plots.plot_" in cell.source or "plt.show()" in cell.source):
+                alt = cell.metadata.get("mystnb", {}).get("image", {}).get("alt", "")
+                assert len(alt.split()) >= 8, (script.stem, cell.source[:60])
