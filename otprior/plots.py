@@ -127,12 +127,12 @@ def _exact_power(v, base) -> bool:
     return v == 1
 
 
-def _length_formatter(base):
-    """Tick labels of a length axis in one format per axis: integers while every visible major
-    tick is at most 65536, otherwise every label a power of ``base`` (``2^17``, ``10^6``)."""
+def _one_format(base, plain_ok, plain):
+    """Tick labels in one format per axis: ``plain(v)`` when every visible major tick passes
+    ``plain_ok``, otherwise every label a power of ``base`` (``2^17``, ``10^-4``)."""
     from matplotlib.ticker import Formatter
 
-    class _LengthFormatter(Formatter):
+    class _OneFormat(Formatter):
         ticks = ()
 
         def set_locs(self, locs):  # the ticks about to be labelled (Formatter.locs is deprecated)
@@ -144,25 +144,24 @@ def _length_formatter(base):
             visible = [v]
             if self.axis is not None:
                 lo, hi = sorted(self.axis.get_view_interval())
-                visible = [x for x in self.ticks if lo * (1 - 1e-9) <= x <= hi * (1 + 1e-9)] or [v]
-            if max(visible) <= 65536 and all(abs(x - round(x)) < 1e-9 for x in visible):
-                return f"{int(round(v))}"
+                visible = [x for x in self.ticks if x > 0 and lo * (1 - 1e-9) <= x <= hi * (1 + 1e-9)] or [v]
+            if all(plain_ok(x) for x in visible):
+                return plain(v)
             k = math.log(v, base)
             return _pow_label(v, base) if abs(k - round(k)) < 1e-9 else f"{v:.3g}"
 
-    return _LengthFormatter()
+    return _OneFormat()
 
 
-def _decimal_label(v, _pos=None):
-    """A mass or ratio on a log axis: ``0.01``, ``0.5``, ``1``; below 1e-3 as a power of 10."""
-    if v <= 0:
-        return ""
-    if v >= 1e-3 and v < 1e5:
-        return f"{v:g}"
-    k = math.log10(v)
-    if abs(k - round(k)) < 1e-9:
-        return _pow_label(v, 10)
-    return f"{v:.1e}"
+def _length_formatter(base):
+    """Token counts: integers while every visible tick is at most 65536, else powers of ``base``."""
+    return _one_format(base, lambda x: x <= 65536 and abs(x - round(x)) < 1e-9, lambda v: f"{int(round(v))}")
+
+
+def _mass_formatter():
+    """Masses and ratios: decimals (``0.01``, ``0.5``, ``1``) while every visible tick lies in
+    ``[1e-3, 1e5)``, else powers of ten."""
+    return _one_format(10, lambda x: 1e-3 * (1 - 1e-9) <= x < 1e5, lambda v: f"{v:g}")
 
 
 def _log_length_axis(ax, which="x", lengths=None):
@@ -191,14 +190,14 @@ def _log_length_axis(ax, which="x", lengths=None):
 
 def _log_mass_axis(ax, which="y"):
     """Log axis of masses: decimal tick labels; 1-2-5 ticks when the range is short."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    from matplotlib.ticker import LogLocator, NullFormatter
 
     axis = ax.yaxis if which == "y" else ax.xaxis
     lo, hi = ax.get_ylim() if which == "y" else ax.get_xlim()
     decades = math.log10(hi / max(lo, 1e-300))
     subs = (1.0, 2.0, 5.0) if decades < 2.5 else (1.0,)
     axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=12 if decades < 2.5 else 7))
-    axis.set_major_formatter(FuncFormatter(_decimal_label))
+    axis.set_major_formatter(_mass_formatter())
     axis.set_minor_formatter(NullFormatter())
 
 
