@@ -57,6 +57,7 @@ def test_version_and_every_parameter_recorded(built):
     params = json.loads((out / "parameters.json").read_text())
     assert params["versions"]["otprior"] == otprior.__version__
     assert f"otprior {otprior.__version__}" in html
+    assert params["commit"] == report._commit() and f"commit <code>{params['commit']}</code>" in html
     assert set(params["tables"]) == {t[0] for t in report.TABLES}
     assert set(params["figures"]) == {f[0] for f in report.FIGURES}
     assert params["tables"]["log_distance_window_mass"]["lengths"][-1] == 10**15
