@@ -145,17 +145,19 @@ def _ot_table(window, rhos, lengths, score_bound):
 def _limits_table():
     from .symbolic import dilution_limits
 
-    rows = []
-    for s in dilution_limits().steps:
-        if isinstance(s.expression, (list, tuple)):
-            value = ", ".join(f"{float(x):.3g}" for x in s.expression)
-        else:
-            value = str(s.expression)
-        what = _LIMIT_COMPUTED.get(s.name)
-        shown = _math(value) + _LIMIT_CONSEQUENCE.get(s.name, "")
-        rows.append({"limit": s.name.replace("_", " "), "claim": s.claim, "value": value,
-                     "computed": f"{what} = {shown}" if what else shown, "method": s.method, "verified": bool(s.verified)})
-    return rows
+    return [_limit_row(s) for s in dilution_limits().steps]
+
+
+def _limit_row(s) -> dict:
+    """One row of the limits table from a :class:`otprior.symbolic.Step`."""
+    if isinstance(s.expression, (list, tuple)):
+        value = ", ".join(f"{float(x):.3g}" for x in s.expression)
+    else:
+        value = str(s.expression)
+    what = _LIMIT_COMPUTED.get(s.name)
+    shown = _math(value) + _LIMIT_CONSEQUENCE.get(s.name, "")
+    return {"limit": s.name.replace("_", " "), "claim": s.claim, "value": value,
+            "computed": f"{what} = {shown}" if what else shown, "method": s.method, "verified": bool(s.verified)}
 
 
 TABLES = [
@@ -206,7 +208,7 @@ TABLES = [
         "Each limit of Theorem 6, checked by sympy (symbolic) or numerically: the claim, and what was computed to check it.",
         {},
         _limits_table,
-        [("limit", "limit", "str"), ("claim", "claim", "math"), ("computed", "computed", "html"), ("method", "method", "str"),
+        [("limit", "limit", "math"), ("claim", "claim", "math"), ("computed", "computed", "html"), ("method", "method", "str"),
          ("verified", "verified", "str")],
     ),
 ]

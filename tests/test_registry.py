@@ -173,8 +173,8 @@ def test_contributing_example_runs_as_written(tmp_path, monkeypatch, capsys):
 def test_diluting_limit_is_one_and_verdicts_print_short():
     from otprior.plots import default_encodings
 
-    for enc in [*default_encodings().values(), E.ALiBi(0.0), E.LogDistance(1.0), E.Bias("-log(d+1)")]:
-        for norm in (None, "ssmax", "temperature"):
+    for enc in [*default_encodings().values(), E.ALiBi(0.0), E.LogDistance(1.0)]:
+        for norm in (None, "ssmax"):
             v = classify(enc, norm)
             if v.kind == "diluting":
                 assert v.limit_distant_mass(64) == 1.0, (enc, norm)
