@@ -1028,7 +1028,7 @@ def _add_report(command):
                 description="Compute the tables (log-distance window masses with certified brackets, margins, the "
                 "classification of encodings, the dilution of causal OT attention, the limits in rho) and draw the "
                 "figures, on built-in defaults, into one folder: index.html to read, tables.json and parameters.json "
-                "(versions, commit, every parameter) to reuse, and each figure as PNG and PDF. About a minute.")
+                "(versions, commit, every parameter) to reuse, and each figure as PNG and PDF; tens of seconds.")
     r.add_argument("--out", type=_path_type, default=Path("report"), help="output folder, new or empty (default: report); index.html goes there")
     r.add_argument("--force", action="store_true", help="write into an existing folder that holds files (files of the report's names are replaced)")
     r.add_argument("--json", action="store_true", help=_JSON_HELP)
