@@ -402,7 +402,8 @@ def build_report(out: Path, *, progress=True, force=False) -> Path:
         of the report's names are replaced, never followed through links
         (:func:`otprior._output.staged_folder`).
     progress : bool
-        Show a progress bar on stderr once the work takes more than a second.
+        Announce each step on stderr as it starts (``[3/11] table: ...``), counted from 1: one
+        line per step in a log or pipe, one line rewritten in place on a terminal.
     force : bool
         Allow writing into an existing, non-empty folder.
 
