@@ -6,7 +6,7 @@ their certified brackets (Theorem 9), the classification of encodings (Theorem 1
 dilution of causal OT attention (Theorems 2, 4, 5) and the limits in rho (Theorem 6).
 Figures: the functions of :mod:`otprior.plots`, each written as PNG (for the page) and PDF
 (vector, for a paper). ``index.html`` shows everything; ``tables.json`` holds the numbers
-and ``parameters.json`` the otprior version and every parameter used.
+and ``parameters.json`` the versions, the git commit (or "unknown") and every parameter used.
 """
 
 from __future__ import annotations
