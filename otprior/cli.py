@@ -43,7 +43,10 @@ Errors
     abbreviated (``--f`` is not ``--forgetting-f-max``). Anything else is a defect of
     otprior: one line, exit status 1 (``OTPRIOR_DEBUG=1`` shows the traceback). When the
     reader of the output goes away (``otprior ... | head -1``) the command stops quietly
-    with status 141, as a process ended by SIGPIPE.
+    with status 141, as a process ended by SIGPIPE; when standard output is closed or
+    cannot be written (``>&-``, ``> /dev/full``) it ends with status 2 and one line on
+    stderr (nothing when stderr is closed too), never a traceback. Control characters in
+    anything printed (a file's fields, a user's text) are escaped (:mod:`otprior._output`).
 
 JSON
     ``--json`` prints strict JSON (RFC 8259): the non-finite numbers that IEEE doubles
@@ -88,7 +91,18 @@ from pathlib import Path
 
 from . import limits
 from ._json import to_strict_json
-from ._output import check_folder, check_new_file, staged_folder, write_file_safely
+from ._output import (
+    OutputError,
+    check_folder,
+    check_new_file,
+    one_line,
+    silence,
+    staged_folder,
+    terminal_safe,
+    write_file_safely,
+    write_stderr_line,
+    write_stdout,
+)
 from ._validation import ConvergenceError, DomainError, FileFormatError, PrecisionError
 
 __all__ = [
@@ -148,20 +162,16 @@ class UsageError(Exception):
 
 
 def _printable(text: str) -> str:
-    # file names may hold bytes that are not UTF-8 (surrogate escapes): show them escaped
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    # control characters from files and users (escape sequences) and bytes that are not UTF-8: escaped
+    return terminal_safe(text)
 
 
 def _one_line(message: str, limit: int = 2000) -> str:
-    line = _printable(" ".join(str(message).split()))
-    if len(line) > limit:
-        line = line[: limit // 2] + " ... " + line[-limit // 2 :]
-    return line
+    return one_line(message, limit)
 
 
 def _write_error(message: str) -> None:
-    sys.stderr.write(f"otprior: error: {_one_line(message)}\n")
-    sys.stderr.flush()
+    write_stderr_line(f"otprior: error: {_one_line(message)}")
 
 
 def _emit(payload, lines, as_json):
@@ -173,25 +183,9 @@ def _emit(payload, lines, as_json):
 
 
 def _write_out(text: str) -> None:
-    """Write all of ``text`` to stdout; a closed pipe raises ``BrokenPipeError``.
-
-    With an unbuffered stdout (``PYTHONUNBUFFERED``, ``python -u``) Python's text layer
-    drops what a partial write to a pipe leaves over, so the bytes are written in a loop.
-    """
-    stream = sys.stdout
-    buffer = getattr(stream, "buffer", None)
-    if buffer is None:  # an in-memory stream
-        stream.write(text)
-        stream.flush()
-        return
-    stream.flush()
-    data = memoryview(text.encode(stream.encoding or "utf-8", "backslashreplace"))
-    while data:
-        written = buffer.write(data)
-        if written is None:  # a non-blocking stream that is full
-            continue
-        data = data[written:]
-    buffer.flush()
+    """Write all of ``text`` to stdout (:func:`otprior._output.write_stdout`): a closed pipe raises
+    ``BrokenPipeError``, a closed or failing stdout :class:`~otprior._output.OutputError`."""
+    write_stdout(text)
 
 
 # --- argument types: each refuses a bad value with a message argparse prefixes with the flag ------
@@ -1054,7 +1048,7 @@ def _cmd_study(args):
 
 
 def _progress_line(*parts):
-    print(*parts, file=sys.stderr, flush=True)
+    write_stderr_line(_printable(" ".join(str(p) for p in parts)))
 
 
 def _add_study(command):
@@ -1180,23 +1174,29 @@ def _unrecognized(args, extra) -> str:
 
 
 def _silence_stdout():
-    try:
-        fd = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(fd, sys.stdout.fileno())
-        os.close(fd)
-    except (OSError, ValueError, AttributeError):
-        pass
+    silence("stdout")
+
+
+#: Exit status when standard output is closed or cannot be written (``>&-``, ``> /dev/full``).
+EXIT_OUTPUT_FAILED = 2
 
 
 def main(argv=None) -> int:
-    """Run the command; return its exit status (0, 2 for bad input, 1 for a defect, 141 on a closed pipe)."""
+    """Run the command; return its exit status (0, 2 for bad input or an output that cannot be written,
+    1 for a defect, 141 on a closed pipe)."""
     args = None
     try:
         argv = _join_expression_values(_with_default_encoding(list(sys.argv[1:] if argv is None else argv)))
         try:
             args, extra = _parser().parse_known_args(argv)
         except SystemExit as exc:  # --help, --version (0) and argparse's one-line errors (2)
-            return exc.code if isinstance(exc.code, int) else 2
+            code = exc.code if isinstance(exc.code, int) else 2
+            if code == 0 and sys.stdout is not None:
+                try:
+                    sys.stdout.flush()
+                except (OSError, ValueError) as err:
+                    raise OutputError("stdout", getattr(err, "strerror", None) or str(err)) from None
+            return code
         if extra:
             raise UsageError(_unrecognized(args, extra))
         payload, lines = args.func(args)
@@ -1205,6 +1205,10 @@ def main(argv=None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+    except OutputError as exc:
+        _silence_stdout()
+        _write_error(str(exc))
+        return EXIT_OUTPUT_FAILED
     except KeyboardInterrupt:
         return 130
     except (DomainError, UsageError, PrecisionError, ConvergenceError, FileFormatError) as exc:
@@ -1216,7 +1220,7 @@ def main(argv=None) -> int:
     except Exception as exc:
         if os.environ.get("OTPRIOR_DEBUG"):
             raise
-        sys.stderr.write(f"otprior: internal error: {_one_line(f'{type(exc).__name__}: {exc}')} (OTPRIOR_DEBUG=1 shows the traceback)\n")
+        write_stderr_line(f"otprior: internal error: {_one_line(f'{type(exc).__name__}: {exc}')} (OTPRIOR_DEBUG=1 shows the traceback)")
         return 1
 
 

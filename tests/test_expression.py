@@ -71,7 +71,8 @@ def test_refused_with_a_domain_error(text, tmp_path):
     ],
 )
 def test_grammar_builds_the_same_tree(text, expected):
-    assert sp.simplify(parse_bias(text) - expected) == 0
+    # the distance symbol is positive (a distance): the reference is written in d and moved to it
+    assert sp.simplify(parse_bias(text) - expected.subs(d, sp.Symbol("d", positive=True))) == 0
 
 
 @pytest.mark.parametrize("text", ["-d**d**d", "-2*log(d+1)+sin(exp(d))", "-1.5*log(1+d) + sin(d)"])
@@ -112,7 +113,7 @@ def test_any_text_is_parsed_or_refused_quickly(text):
     except DomainError as exc:
         assert exc.parameter in ("expr", "symbol")
     else:
-        assert expr.free_symbols <= {d}
+        assert {str(s) for s in expr.free_symbols} <= {"d"}
     assert time.monotonic() - start < 1.0
 
 
