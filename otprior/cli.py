@@ -633,7 +633,8 @@ def _masses(args, name, enc):
     count = enc.heads or 1
     # the work, checked before the per-head instances are built: each row is a mass computation and a
     # printed line, weighed as MASS_ROW_WEIGHT items against the item cap (10^4 rows at the default cap)
-    flag = "--n" if not enc.heads else ("--heads" if name == "alibi" else "heads (per-head values)")
+    flag = "--n" if not enc.heads else ("--heads" if name == "alibi" and getattr(args, "slope", None) is None
+                                        else "--slope" if name == "alibi" else "heads (per-head values)")
     limits.check_count(len(lengths) * count * MASS_ROW_WEIGHT, flag,
                        f"{count} heads x {len(lengths)} lengths, at most {limits.current().max_items // MASS_ROW_WEIGHT} rows")
     heads = enc.per_head()
