@@ -19,7 +19,8 @@ Grammar (Python syntax, checked node by node on :mod:`ast`'s tree; anything else
    ``B(a**e) <= (floor|e| + 1) B(a) + B(e)`` for a numeric exponent ``e`` (sympy expands an
    integer power of a product, ``(d/N)**k = d**k/N**k``, and takes ``floor|e|`` powers of a
    rational base), ``B(exp(a)) <= (floor(s) + 1) B(a)`` when ``a`` holds a logarithm
-   (``exp(c log x)`` is ``x**c``, ``s`` bounding the product of the literals' magnitudes),
+   (``exp(c log x)`` is ``x**c``, ``s`` bounding the product of the magnitudes of the literals
+   outside the logarithms, and of their inverses),
    must stay within :data:`MAX_CONSTANT_BITS`. ``((1 + 1/N)**100)**100`` with a 299-digit
    ``N`` is refused here, before any number is built.
 2. **sympy, in a child process** (:func:`run_budgeted`, :data:`PARSE_TIME_BUDGET` seconds and
@@ -287,7 +288,8 @@ def _static_node(node, text, symbol, depth):
                 bits = (math.floor(a.scale) + 1) * a.bits
         fns = {"log": math.log, "exp": math.exp, "sqrt": math.sqrt, "sin": math.sin, "cos": math.cos, "abs": abs}
         value = _float_op(fns[name], a.value) if a.const else None
-        return _Facts(a.const, value, bits, a.has_log or name == "log", a.scale)
+        # the argument of a logarithm is no coefficient of it: exp(c log x) = x**c takes c from outside
+        return _Facts(a.const, value, bits, a.has_log or name == "log", 1.0 if name == "log" else a.scale)
     _refuse(text, f"{type(node).__name__} is not part of the grammar")
 
 
