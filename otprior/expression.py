@@ -126,13 +126,13 @@ def parse_bias(text, symbol: str = "d", *, time_budget=PARSE_TIME_BUDGET, memory
     """
     tree = _check_text(text, symbol)
     del tree  # the child parses the text again: only plain data crosses the process boundary
+    sp = import_sympy()  # imported here, before the fork, so that no child imports it again
     try:
         status, *rest = run_budgeted(_parse_child, text, symbol, time_budget=time_budget, memory_budget=memory_budget)
     except BudgetExceeded as exc:
         _refuse(text, f"sympy did not build and check it within the parse budget: {exc.reason}")
     if status == "refused":
         raise DomainError(*rest)
-    sp = import_sympy()
     d = sp.Symbol(symbol, positive=True)
     out = _rebuild(rest[0], d)
     _remember(out, d)
