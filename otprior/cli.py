@@ -64,9 +64,12 @@ Files
 Expressions
     ``bias --expr`` is handed to :class:`otprior.encodings.Bias`, which parses it with
     :func:`otprior.expression.parse_bias` (a whitelist grammar, never evaluated; limits on
-    length, depth, nodes, exponents and constants) and decides it under ``--time-budget``
-    seconds and ``--memory-budget`` bytes (the library's defaults), answering "undecided"
-    with the reason when either runs out.
+    alphabet, length, depth, nodes, exponents, constants and the size of every exact number,
+    checked on the text before sympy runs; sympy then builds and checks the tree in a child
+    process within the parse budget, 10 s and 256 MiB, a refusal when it runs out) and decides
+    it under ``--time-budget`` seconds and ``--memory-budget`` bytes (the library's defaults),
+    answering "undecided" with the reason when either runs out. Every child ends with the
+    command.
 
 Resource caps
     Lengths, counts, files and the memory they imply are checked against the caps of
