@@ -55,6 +55,7 @@ __all__ = [
     "write_stdout",
     "write_stderr_line",
     "silence",
+    "guarded_stderr",
     "OutputError",
 ]
 
@@ -347,3 +348,59 @@ def write_file_safely(path, write, *, name: str = "plot") -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+class _GuardedStream:
+    """A text stream that stops writing, instead of raising, once its file is closed or full."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._dead = stream is None
+
+    def _fail(self):
+        self._dead = True
+        try:
+            fd = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(fd, self._stream.fileno())
+            finally:
+                os.close(fd)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def write(self, text):
+        if not self._dead:
+            try:
+                return self._stream.write(text)
+            except (OSError, ValueError):
+                self._fail()
+        return len(text)
+
+    def flush(self):
+        if not self._dead:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError):
+                self._fail()
+
+    def isatty(self):
+        try:
+            return not self._dead and self._stream.isatty()
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def guarded_stderr():
+    """Within the block, ``sys.stderr`` never raises: a closed (``2>&-``) or full (``2> /dev/full``)
+    standard error swallows what is written to it (progress bars, warnings, log lines)."""
+    previous = sys.stderr
+    sys.stderr = _GuardedStream(previous)
+    try:
+        yield
+    finally:
+        if isinstance(sys.stderr, _GuardedStream):
+            sys.stderr = previous

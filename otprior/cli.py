@@ -98,6 +98,7 @@ from ._output import (
     OutputError,
     check_folder,
     check_new_file,
+    guarded_stderr,
     one_line,
     silence,
     staged_folder,
@@ -1203,7 +1204,8 @@ def main(argv=None) -> int:
             return code
         if extra:
             raise UsageError(_unrecognized(args, extra))
-        payload, lines = args.func(args)
+        with guarded_stderr():  # progress lines and warnings on a closed or full stderr are dropped, not raised
+            payload, lines = args.func(args)
         _emit(payload, lines, args.json)
         return 0
     except BrokenPipeError:

@@ -212,3 +212,24 @@ def test_fuzz_of_hostile_expressions_under_a_cap(tmp_path):
     assert report["outcomes"]["parsed"] > 0 and report["outcomes"]["refused"] > 0, report
     print(f"\n{len(texts)} hostile expressions: {report['outcomes']}, largest {report['seconds']:.2f} s, "
           f"{report['peak'] / 2**20:.0f} MiB peak")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_command_writing_to_a_full_stderr_is_not_stopped_by_it(monkeypatch):
+    """Progress lines and warnings go to stderr during a command; a full (or closed) stderr drops them."""
+    import io
+
+    from otprior._output import guarded_stderr
+
+    full = open("/dev/full", "w")  # noqa: SIM115  (closed below)
+    try:
+        for stream in (full, None):
+            monkeypatch.setattr(sys, "stderr", stream)
+            with guarded_stderr():
+                sys.stderr.write("progress " * 10_000)
+                sys.stderr.flush()
+                print("a log line", file=sys.stderr, flush=True)
+            assert sys.stderr is stream
+    finally:
+        monkeypatch.setattr(sys, "stderr", io.StringIO())
+        full.close()
