@@ -25,8 +25,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-#: Address space of the subprocesses (the interpreter with numpy, scipy and sympy maps about 0.5 GiB).
-AS_CAP = 1536 << 20
+#: Address space of the subprocesses: the interpreter with numpy, scipy, flint and sympy maps about
+#: 0.3 GiB, so 512 MiB leaves the command and its budgeted children (which inherit the cap) 200 MiB.
+AS_CAP = 512 << 20
 #: What every case may take: wall-clock seconds and peak resident bytes (per process).
 SECONDS = 30.0
 PEAK_BYTES = 500 << 20
