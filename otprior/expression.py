@@ -130,7 +130,7 @@ def parse_bias(text, symbol: str = "d", *, time_budget=PARSE_TIME_BUDGET, memory
     try:
         status, *rest = run_budgeted(_parse_child, text, symbol, time_budget=time_budget, memory_budget=memory_budget)
     except BudgetExceeded as exc:
-        _refuse(text, f"sympy did not build and check it within the parse budget: {exc.reason}")
+        _refuse(text, f"an expression sympy builds and checks within the parse budget of {time_budget:g} s; {exc.reason}")
     if status == "refused":
         raise DomainError(*rest)
     d = sp.Symbol(symbol, positive=True)
