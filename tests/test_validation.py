@@ -244,6 +244,11 @@ def test_a_huge_integer_is_described_by_its_size():
             raise RuntimeError("no")
 
     assert describe_value(Hostile()) == "<a Hostile that cannot be shown>"
+    import json
+
+    from otprior._json import to_strict_json
+
+    assert json.loads(json.dumps(to_strict_json({"n": 2**100000, "m": 10**50}))) == {"n": describe_value(2**100000), "m": 10**50}
     assert check_int(Decimal("123456789012345678901234567890"), "n") == 123456789012345678901234567890
     assert check_int(Decimal("1e20"), "n") == 10**20
     with pytest.raises(DomainError):
