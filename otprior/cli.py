@@ -148,6 +148,13 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)  # a prefix of a flag is not the flag (--f is not --forgetting-f-max)
         super().__init__(*args, **kwargs)
 
+    def _print_message(self, message, file=None):
+        # --help and --version through the one output layer: a closed or full stdout is an OutputError
+        if message and (file is None or file is sys.stdout):
+            write_stdout(message)
+            return
+        super()._print_message(message, file)
+
     def error(self, message):  # argparse's own errors: one line, status 2
         message = message[len("argument ") :] if message.startswith("argument ") else message
         unknown = re.match(r"ENCODING: invalid choice: (.*?) \(choose from", message)
@@ -1195,13 +1202,7 @@ def main(argv=None) -> int:
         try:
             args, extra = _parser().parse_known_args(argv)
         except SystemExit as exc:  # --help, --version (0) and argparse's one-line errors (2)
-            code = exc.code if isinstance(exc.code, int) else 2
-            if code == 0 and sys.stdout is not None:
-                try:
-                    sys.stdout.flush()
-                except (OSError, ValueError) as err:
-                    raise OutputError("stdout", getattr(err, "strerror", None) or str(err)) from None
-            return code
+            return exc.code if isinstance(exc.code, int) else 2
         if extra:
             raise UsageError(_unrecognized(args, extra))
         with guarded_stderr():  # progress lines and warnings on a closed or full stderr are dropped, not raised

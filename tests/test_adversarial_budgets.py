@@ -65,6 +65,8 @@ STREAMS = {
     # name: (argv, what is done to the streams before the command starts, expected status)
     "stdout closed": (["prior", "--rho", "0.5", "--n", "8"], "close1", 2),
     "stdout full": (["prior", "--rho", "0.5", "--n", "8", "--json"], "full1", 2),
+    "help to a full stdout": (["--help"], "full1", 2),
+    "version to a closed stdout": (["--version"], "close1", 2),
     "stdout and stderr closed": (["prior", "--rho", "0.5", "--n", "8"], "close12", 2),
     "stderr full, bad input": (["prior", "--rho", "2", "--n", "8"], "full2", 2),
     "stderr closed, bad input": (["prior", "--rho", "2", "--n", "8"], "close2", 2),
@@ -111,7 +113,8 @@ def test_a_full_stdout_ends_with_status_two_and_one_line(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_closed_stdout_and_closed_or_full_stderr_end_quietly_with_status_two(tmp_path):
-    _run_streams(["stdout closed", "stdout and stderr closed", "stderr full, bad input", "stderr closed, bad input"], tmp_path)
+    _run_streams(["stdout closed", "stdout and stderr closed", "stderr full, bad input", "stderr closed, bad input",
+                  "help to a full stdout", "version to a closed stdout"], tmp_path)
 
 
 # --- slow: the long max and the fuzz of expression texts --------------------------------------------
