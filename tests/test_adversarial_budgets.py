@@ -237,3 +237,20 @@ def test_a_command_writing_to_a_full_stderr_is_not_stopped_by_it(monkeypatch):
     finally:
         monkeypatch.setattr(sys, "stderr", io.StringIO())
         full.close()
+
+
+def test_a_model_type_holding_escape_sequences_reaches_no_terminal(tmp_path, capsys):
+    """A config's ``model_type`` that clears the screen and sets the title is printed escaped."""
+    torch = pytest.importorskip("torch")
+    safetensors = pytest.importorskip("safetensors.torch")
+    from otprior import cli
+
+    safetensors.save_file({"transformer.h.0.self_attention.query_key_value.weight": torch.zeros(12, 4)}, str(tmp_path / "model.safetensors"))
+    hostile = "\x1b]0;owned\x07\x1b[2J\x9b31mbloom"
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": hostile, "n_head": 2, "n_layer": 1, "hidden_size": 4}))
+    code = cli.main(["checkpoint", str(tmp_path), "--scheme", "alibi", "--num-heads", "2"])
+    out, err = capsys.readouterr()
+    assert code in (0, 2) and "Traceback" not in err, err
+    assert not _controls(out) and not _controls(err), (out + err)[:500]
+    if code == 0 and "owned" in out:
+        assert "\\x1b]0;owned\\x07\\x1b[2J\\x9b31m" in out
