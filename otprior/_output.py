@@ -1,4 +1,4 @@
-"""Output that lose nothing of the user's and cannot harm the terminal: folders, files, streams.
+"""Output that loses nothing of the user's and cannot harm the terminal: folders, files, streams.
 
 Streams
     Every line otprior prints passes :func:`terminal_safe`: control characters that a
