@@ -14,8 +14,9 @@ Grammar (Python syntax, checked node by node on :mod:`ast`'s tree; anything else
    tokenizer and parser (:func:`ast.parse`), at most :data:`MAX_NODES` nodes and
    :data:`MAX_DEPTH` levels, integer literals within 1000 bits and float literals within
    :data:`MAX_CONSTANT`, numeric exponents within :data:`MAX_EXPONENT`, and a bound on the size
-   of every exact number sympy could form: a bound ``B`` on the bits of any exact rational in
-   a subtree, ``B(a op b) <= B(a) + B(b) + 1`` for ``+ - * /`` and n-ary ``min``/``max``,
+   of every exact number sympy could form: a bound ``B`` on the bits of the numerator and of the
+   denominator of any exact rational in a subtree (``p1/q1 + p2/q2 = (p1 q2 + p2 q1)/(q1 q2)``, so)
+   ``B(a op b) <= B(a) + B(b) + 1`` for ``+ - * /`` and n-ary ``min``/``max``,
    ``B(a**e) <= (floor|e| + 1) B(a) + B(e)`` for a numeric exponent ``e`` (sympy expands an
    integer power of a product, ``(d/N)**k = d**k/N**k``, and takes ``floor|e|`` powers of a
    rational base), ``B(exp(a)) <= (floor(s) + 1) B(a)`` when ``a`` holds a logarithm
@@ -75,7 +76,7 @@ MAX_NODES = 400
 MAX_EXPONENT = 100.0
 MAX_CONSTANT = 1e300
 MAX_INTEGER_BITS = 1000  # integer literals: about 1e301
-MAX_CONSTANT_BITS = 8192  # bits of any exact rational sympy may form (2467 digits: printable)
+MAX_CONSTANT_BITS = 8192  # bits of the numerator, and of the denominator, of any exact rational sympy may form (2467 digits: printable)
 PARSE_TIME_BUDGET = 10.0  # seconds for building and checking a parsed expression
 PARSE_MEMORY_BUDGET = 256 << 20  # bytes of address space the parse may add
 CHECKED_DISTANCES = 65  # a bias is evaluated at d = 0, 1, ..., 64 (check_bias_values)
