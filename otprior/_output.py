@@ -111,20 +111,20 @@ def silence(stream_name: str) -> None:
     """Point the descriptor of ``sys.stdout`` or ``sys.stderr`` at ``/dev/null`` (after a failure),
     and drop what its buffer holds, so that no later flush fails."""
     stream = getattr(sys, stream_name, None)
-    fileno = {"stdout": 1, "stderr": 2}[stream_name]
+    if stream is None:  # closed at start-up: nothing is buffered, nothing will be flushed
+        return
     try:
         fd = os.open(os.devnull, os.O_WRONLY)
         try:
-            os.dup2(fd, stream.fileno() if stream is not None else fileno)
+            os.dup2(fd, stream.fileno())
         finally:
             os.close(fd)
     except (OSError, ValueError, AttributeError):
         pass
-    if stream is not None:
-        try:
-            stream.flush()  # now into /dev/null: the buffer empties
-        except (OSError, ValueError, AttributeError):
-            pass
+    try:
+        stream.flush()  # now into /dev/null: the buffer empties
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def write_stdout(text: str) -> None:
