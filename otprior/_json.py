@@ -10,22 +10,27 @@ from __future__ import annotations
 import math
 import os
 
+from ._validation import describe_value
+
 __all__ = ["to_strict_json"]
 
 _NONFINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+_MAX_INT_BITS = 13_000  # about 3900 decimal digits
 
 
 def to_strict_json(value):
     """``value`` as plain JSON data: dicts, lists, strings, finite numbers, booleans, null.
 
-    Non-finite floats become the strings ``"Infinity"``, ``"-Infinity"``, ``"NaN"``;
+    Non-finite floats become the strings ``"Infinity"``, ``"-Infinity"``, ``"NaN"``; an integer
+    of more than about 3900 digits the string that describes its size;
     numpy scalars and arrays, mpmath numbers, paths and objects with ``as_dict`` are
     converted; anything else becomes its ``str``.
     """
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
-        return value
+        # Python writes no integer of more than 4300 digits as text: a bigger one is described by its size
+        return value if value.bit_length() <= _MAX_INT_BITS else describe_value(value)
     if isinstance(value, float):
         if math.isnan(value):
             return "NaN"

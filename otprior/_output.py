@@ -1,4 +1,18 @@
-"""Output folders that lose nothing of the user's.
+"""Output that loses nothing of the user's and cannot harm the terminal: folders, files, streams.
+
+Streams
+    Every line otprior prints passes :func:`terminal_safe`: control characters that a
+    terminal would obey (escape sequences that clear the screen or set the title, carriage
+    returns, bells, the C1 controls, bidirectional overrides), from a file (a checkpoint's
+    ``model_type``) or from the user, are written as visible escapes (``\\x1b``); text that is
+    not valid UTF-8 is written with backslash escapes. :func:`write_stdout` writes a command's
+    output and raises :class:`OutputError` when standard output is closed (``>&-``) or fails
+    (``> /dev/full``), a broken pipe excepted (``BrokenPipeError``, the reader left);
+    :func:`write_stderr_line` writes one line of diagnostics and never raises. After a
+    failure the stream's descriptor is pointed at ``/dev/null`` (:func:`silence`), so that
+    the interpreter's last flush cannot fail again and print a traceback.
+
+Folders
 
 A command that writes several files (the report, a checkpoint's figures) writes them into
 one folder, ``out``, under three rules:
@@ -21,17 +35,146 @@ before a long computation); :func:`staged_folder` is the context manager that wr
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
 from ._validation import DomainError
 
-__all__ = ["check_folder", "staged_folder", "check_new_file", "write_file_safely"]
+__all__ = [
+    "check_folder",
+    "staged_folder",
+    "check_new_file",
+    "write_file_safely",
+    "terminal_safe",
+    "one_line",
+    "write_stdout",
+    "write_stderr_line",
+    "silence",
+    "guarded_stderr",
+    "OutputError",
+]
+
+# C0 controls but tab and newline, DEL, C1 controls (0x9b is an 8-bit CSI), and the Unicode
+# format characters that reorder or hide text (bidirectional embeddings, overrides, isolates)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+_CONTROL_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def _escape(match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_safe(text, *, newlines: bool = True) -> str:
+    """``text`` with every character a terminal would act on written as a visible escape.
+
+    Escaped: the C0 controls except tab and (when ``newlines``) newline, DEL, the C1 controls
+    and the bidirectional format characters, as ``\\xNN`` / ``\\uNNNN``; lone surrogates
+    (bytes that were not UTF-8 in a file name) as backslash escapes. Printable text, accented
+    letters included, is unchanged.
+
+    Examples
+    --------
+    >>> terminal_safe("model_type \x1b]0;owned\x07")
+    'model_type \\\\x1b]0;owned\\\\x07'
+    """
+    text = str(text)
+    text = (_CONTROL if newlines else _CONTROL_LINE).sub(_escape, text)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def one_line(message, limit: int = 2000) -> str:
+    """``message`` on one terminal-safe line: runs of blanks and line breaks become one space,
+    other controls are escaped (:func:`terminal_safe`), and the middle of a line longer than
+    ``limit`` characters is cut."""
+    line = terminal_safe(re.sub("[ \t\n\r\v\f]+", " ", str(message)).strip(), newlines=False)
+    if len(line) > limit:
+        line = line[: limit // 2] + " ... " + line[-limit // 2 :]
+    return line
+
+
+class OutputError(Exception):
+    """Standard output (``stream``) is closed or cannot be written (``reason``); a broken pipe is not this."""
+
+    def __init__(self, stream: str, reason: str):
+        super().__init__(f"{stream}: the output cannot be written ({reason})")
+        self.stream = stream
+        self.reason = reason
+
+
+def silence(stream_name: str) -> None:
+    """Point the descriptor of ``sys.stdout`` or ``sys.stderr`` at ``/dev/null`` (after a failure),
+    and drop what its buffer holds, so that no later flush fails."""
+    stream = getattr(sys, stream_name, None)
+    if stream is None:  # closed at start-up: nothing is buffered, nothing will be flushed
+        return
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(fd, stream.fileno())
+        finally:
+            os.close(fd)
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        stream.flush()  # now into /dev/null: the buffer empties
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def write_stdout(text: str) -> None:
+    """Write all of ``text`` (made :func:`terminal_safe` by the caller) to ``sys.stdout``.
+
+    A closed pipe raises ``BrokenPipeError``; a closed or failing standard output raises
+    :class:`OutputError`. With an unbuffered stdout (``PYTHONUNBUFFERED``, ``python -u``)
+    Python's text layer drops what a partial write to a pipe leaves over, so the bytes are
+    written in a loop.
+    """
+    stream = sys.stdout
+    if stream is None:  # the interpreter started with descriptor 1 closed
+        raise OutputError("stdout", "standard output is closed")
+    try:
+        buffer = getattr(stream, "buffer", None)
+        if buffer is None:  # an in-memory stream
+            stream.write(text)
+            stream.flush()
+            return
+        stream.flush()
+        data = memoryview(text.encode(stream.encoding or "utf-8", "backslashreplace"))
+        while data:
+            written = buffer.write(data)
+            if written is None:  # a non-blocking stream that is full
+                continue
+            data = data[written:]
+        buffer.flush()
+    except BrokenPipeError:
+        raise
+    except (OSError, ValueError) as exc:  # ValueError: the stream was closed from Python
+        raise OutputError("stdout", getattr(exc, "strerror", None) or str(exc) or type(exc).__name__) from None
+
+
+def write_stderr_line(line: str) -> bool:
+    """Write ``line`` and a newline to ``sys.stderr``; ``False`` (never an exception) when it cannot."""
+    stream = sys.stderr
+    if stream is None:
+        return False
+    try:
+        stream.write(line + "\n")
+        stream.flush()
+        return True
+    except (OSError, ValueError, AttributeError):
+        silence("stderr")
+        return False
 
 _STAGING_PREFIX = ".otprior-staging-"
+
+
+# --- folders and files ---------------------------------------------------------------------------
 
 
 def _as_path(out, name: str) -> Path:
@@ -205,3 +348,59 @@ def write_file_safely(path, write, *, name: str = "plot") -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+class _GuardedStream:
+    """A text stream that stops writing, instead of raising, once its file is closed or full."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._dead = stream is None
+
+    def _fail(self):
+        self._dead = True
+        try:
+            fd = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(fd, self._stream.fileno())
+            finally:
+                os.close(fd)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def write(self, text):
+        if not self._dead:
+            try:
+                return self._stream.write(text)
+            except (OSError, ValueError):
+                self._fail()
+        return len(text)
+
+    def flush(self):
+        if not self._dead:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError):
+                self._fail()
+
+    def isatty(self):
+        try:
+            return not self._dead and self._stream.isatty()
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def guarded_stderr():
+    """Within the block, ``sys.stderr`` never raises: a closed (``2>&-``) or full (``2> /dev/full``)
+    standard error swallows what is written to it (progress bars, warnings, log lines)."""
+    previous = sys.stderr
+    sys.stderr = _GuardedStream(previous)
+    try:
+        yield
+    finally:
+        if isinstance(sys.stderr, _GuardedStream):
+            sys.stderr = previous

@@ -16,14 +16,61 @@ import numpy as np
 __all__ = ["DomainError", "ConvergenceError", "PrecisionError", "FileFormatError"]
 
 
+#: Largest number of decimal digits an error message writes out; bigger integers are described by
+#: their bit length (Python refuses to write integers of more than 4300 digits as text).
+MAX_SHOWN_DIGITS = 1000
+#: Longest ``repr`` of a value an error message holds (the middle of a longer one is cut).
+MAX_SHOWN_CHARS = 1000
+#: Largest integer (in decimal digits) the checks convert exactly; a bigger one is refused by its size.
+MAX_INT_DIGITS = 4000
+
+
+def describe_value(value) -> str:
+    """``repr(value)`` for an error message, safe for any value.
+
+    Integers of more than :data:`MAX_SHOWN_DIGITS` digits are described by their bit length
+    (``repr`` of an integer beyond 4300 digits raises ``ValueError``); a ``repr`` that fails
+    (a hostile object, a container of huge integers) is replaced by the type's name; one
+    longer than :data:`MAX_SHOWN_CHARS` characters is cut in the middle.
+
+    Examples
+    --------
+    >>> describe_value(2**100000)
+    'an integer of 100001 bits (about 10^30103)'
+    >>> describe_value(0.5)
+    '0.5'
+    """
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
+        try:
+            bits = int(value).bit_length()
+        except Exception:
+            bits = 0
+        if bits > MAX_SHOWN_DIGITS * 3.33:
+            sign = "-" if value < 0 else ""
+            return f"{sign}an integer of {bits} bits (about {sign}10^{int(bits * 0.30102999566398120)})"
+    try:
+        shown = repr(value)
+    except Exception:  # a repr that raises (integers past Python's digit limit inside a container, hostile objects)
+        return f"<a {type(value).__name__} that cannot be shown>"
+    if not isinstance(shown, str):
+        return f"<a {type(value).__name__} that cannot be shown>"
+    if len(shown) > MAX_SHOWN_CHARS:
+        shown = shown[: MAX_SHOWN_CHARS // 2] + " ... " + shown[-MAX_SHOWN_CHARS // 2 :]
+    return shown
+
+
 class DomainError(ValueError):
-    """A parameter lies outside its valid domain."""
+    """A parameter lies outside its valid domain.
+
+    The message is ``name=<value> is outside the valid domain: <domain>``, the value written
+    by :func:`describe_value` (safe for integers of any size and for any object).
+    """
 
     def __init__(self, name: str, value, domain: str):
         self.parameter = name
         self.value = value
         self.domain = domain
-        super().__init__(f"{name}={value!r} is outside the valid domain: {domain}")
+        super().__init__(f"{name}={describe_value(value)} is outside the valid domain: {domain}")
 
 
 class FileFormatError(ValueError):
@@ -58,29 +105,50 @@ def check_int(value, name: str, *, minimum: int = 1, maximum=None) -> int:
     Accepted: ``int`` and ``np.integer``; a ``Fraction`` with denominator 1; an integral
     ``Decimal``; an integral float (taken as the exact integer it represents, so ``1e300`` is
     ``int(1e300)``, slightly above ``10**300``). Booleans (``np.bool_`` too), complex numbers,
-    strings and non-integral values are refused.
+    strings and non-integral values are refused; so is an integer of more than
+    :data:`MAX_INT_DIGITS` digits (``Decimal('1e999999')`` is refused by its exponent, without
+    building the integer).
     """
-    upper = "" if maximum is None else f", at most {maximum}"
-    domain = f"an integer at least {minimum}{upper}"
+    upper = "" if maximum is None else f", at most {describe_value(maximum)}"
+    domain = f"an integer at least {describe_value(minimum)}{upper}"
     out = _exact_int(value)
     if out is None:
         raise DomainError(name, value, domain)
+    if out is _HUGE:
+        raise DomainError(name, value, f"{domain} (and of at most {MAX_INT_DIGITS} digits)")
     if out < minimum or (maximum is not None and out > maximum):
         raise DomainError(name, value, domain)
     return out
 
 
+_HUGE = object()  # _exact_int: an integer of more than MAX_INT_DIGITS digits
+_MAX_INT_BITS = int(MAX_INT_DIGITS * 3.3219280948873626) + 1
+
+
 def _exact_int(value):
-    """``value`` as the exact Python ``int`` it equals, or ``None`` when it is not an integer."""
+    """``value`` as the exact Python ``int`` it equals, ``None`` when it is not an integer,
+    or ``_HUGE`` for an integer of more than :data:`MAX_INT_DIGITS` digits."""
     if isinstance(value, (bool, np.bool_, str, bytes, complex, np.complexfloating)) or value is None:
         return None
     if isinstance(value, numbers.Integral):
-        return int(value)
+        out = int(value)
+        return _HUGE if out.bit_length() > _MAX_INT_BITS else out
     if isinstance(value, numbers.Rational):
-        return int(value.numerator) if value.denominator == 1 else None
-    if isinstance(value, decimal.Decimal):
-        if not value.is_finite() or value != value.to_integral_value():
+        if value.denominator != 1:
             return None
+        out = int(value.numerator)
+        return _HUGE if out.bit_length() > _MAX_INT_BITS else out
+    if isinstance(value, decimal.Decimal):
+        if not value.is_finite():
+            return None
+        if value.adjusted() >= MAX_INT_DIGITS:  # its exponent says it: no integer is built
+            return _HUGE
+        if value.adjusted() < 0:  # |value| < 1: an integer only if zero
+            return 0 if value.is_zero() else None
+        with decimal.localcontext() as ctx:
+            ctx.prec = MAX_INT_DIGITS + 10
+            if value != value.to_integral_value():
+                return None
         return int(value)
     if isinstance(value, (float, np.floating)):
         v = float(value)
@@ -166,9 +234,10 @@ MACHINE_EPSILON = float(np.finfo(float).eps)  # 2^-52: the spacing of doubles at
 def real_array(value, name: str, domain: str) -> np.ndarray:
     """``value`` as a float array, refusing (``DomainError``) what a plain ``np.asarray(value, float)``
     would truncate or choke on: complex entries (their imaginary part would be dropped), booleans,
-    text, dicts, ragged nesting and integers too large for a double. Finiteness is the caller's check.
+    text, dicts, ragged nesting and integers too large for a double, and memoryviews (whose items may
+    be raw bytes: ``memoryview(b"abc")`` is not the numbers 97, 98, 99). Finiteness is the caller's check.
     """
-    if isinstance(value, (str, bytes, dict, bool, np.bool_)) or value is None:
+    if isinstance(value, (str, bytes, bytearray, memoryview, dict, bool, np.bool_)) or value is None:
         raise DomainError(name, value, domain)
     try:
         raw = np.asarray(value)

@@ -43,7 +43,10 @@ Errors
     abbreviated (``--f`` is not ``--forgetting-f-max``). Anything else is a defect of
     otprior: one line, exit status 1 (``OTPRIOR_DEBUG=1`` shows the traceback). When the
     reader of the output goes away (``otprior ... | head -1``) the command stops quietly
-    with status 141, as a process ended by SIGPIPE.
+    with status 141, as a process ended by SIGPIPE; when standard output is closed or
+    cannot be written (``>&-``, ``> /dev/full``) it ends with status 2 and one line on
+    stderr (nothing when stderr is closed too), never a traceback. Control characters in
+    anything printed (a file's fields, a user's text) are escaped (:mod:`otprior._output`).
 
 JSON
     ``--json`` prints strict JSON (RFC 8259): the non-finite numbers that IEEE doubles
@@ -61,9 +64,12 @@ Files
 Expressions
     ``bias --expr`` is handed to :class:`otprior.encodings.Bias`, which parses it with
     :func:`otprior.expression.parse_bias` (a whitelist grammar, never evaluated; limits on
-    length, depth, nodes, exponents and constants) and decides it under ``--time-budget``
-    seconds and ``--memory-budget`` bytes (the library's defaults), answering "undecided"
-    with the reason when either runs out.
+    alphabet, length, depth, nodes, exponents, constants and the size of every exact number,
+    checked on the text before sympy runs; sympy then builds and checks the tree in a child
+    process within the parse budget, 10 s and 256 MiB, a refusal when it runs out) and decides
+    it under ``--time-budget`` seconds and ``--memory-budget`` bytes (the library's defaults),
+    answering "undecided" with the reason when either runs out. Every child ends with the
+    command.
 
 Resource caps
     Lengths, counts, files and the memory they imply are checked against the caps of
@@ -90,7 +96,19 @@ from pathlib import Path
 
 from . import limits
 from ._json import to_strict_json
-from ._output import check_folder, check_new_file, staged_folder, write_file_safely
+from ._output import (
+    OutputError,
+    check_folder,
+    check_new_file,
+    guarded_stderr,
+    one_line,
+    silence,
+    staged_folder,
+    terminal_safe,
+    write_file_safely,
+    write_stderr_line,
+    write_stdout,
+)
 from ._validation import ConvergenceError, DomainError, FileFormatError, PrecisionError
 
 __all__ = [
@@ -156,6 +174,13 @@ class _Parser(argparse.ArgumentParser):
         finally:
             seen.pop(id(self), None)
 
+    def _print_message(self, message, file=None):
+        # --help and --version through the one output layer: a closed or full stdout is an OutputError
+        if message and (file is None or file is sys.stdout):
+            write_stdout(message)
+            return
+        super()._print_message(message, file)
+
     def error(self, message):  # argparse's own errors: one line, status 2
         message = message[len("argument ") :] if message.startswith("argument ") else message
         if message.startswith("the following arguments are required"):
@@ -178,20 +203,16 @@ class UsageError(Exception):
 
 
 def _printable(text: str) -> str:
-    # file names may hold bytes that are not UTF-8 (surrogate escapes): show them escaped
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    # control characters from files and users (escape sequences) and bytes that are not UTF-8: escaped
+    return terminal_safe(text)
 
 
 def _one_line(message: str, limit: int = 2000) -> str:
-    line = _printable(" ".join(str(message).split()))
-    if len(line) > limit:
-        line = line[: limit // 2] + " ... " + line[-limit // 2 :]
-    return line
+    return one_line(message, limit)
 
 
 def _write_error(message: str) -> None:
-    sys.stderr.write(f"otprior: error: {_one_line(message)}\n")
-    sys.stderr.flush()
+    write_stderr_line(f"otprior: error: {_one_line(message)}")
 
 
 def _emit(payload, lines, as_json):
@@ -203,25 +224,9 @@ def _emit(payload, lines, as_json):
 
 
 def _write_out(text: str) -> None:
-    """Write all of ``text`` to stdout; a closed pipe raises ``BrokenPipeError``.
-
-    With an unbuffered stdout (``PYTHONUNBUFFERED``, ``python -u``) Python's text layer
-    drops what a partial write to a pipe leaves over, so the bytes are written in a loop.
-    """
-    stream = sys.stdout
-    buffer = getattr(stream, "buffer", None)
-    if buffer is None:  # an in-memory stream
-        stream.write(text)
-        stream.flush()
-        return
-    stream.flush()
-    data = memoryview(text.encode(stream.encoding or "utf-8", "backslashreplace"))
-    while data:
-        written = buffer.write(data)
-        if written is None:  # a non-blocking stream that is full
-            continue
-        data = data[written:]
-    buffer.flush()
+    """Write all of ``text`` to stdout (:func:`otprior._output.write_stdout`): a closed pipe raises
+    ``BrokenPipeError``, a closed or failing stdout :class:`~otprior._output.OutputError`."""
+    write_stdout(text)
 
 
 # --- argument types: each refuses a bad value with a message argparse prefixes with the flag ------
@@ -673,7 +678,8 @@ def _masses(args, name, enc):
     count = enc.heads or 1
     # the work, checked before the per-head instances are built: each row is a mass computation and a
     # printed line, weighed as MASS_ROW_WEIGHT items against the item cap (10^4 rows at the default cap)
-    flag = "--n" if not enc.heads else ("--heads" if name == "alibi" else "heads (per-head values)")
+    flag = "--n" if not enc.heads else ("--heads" if name == "alibi" and getattr(args, "slope", None) is None
+                                        else "--slope" if name == "alibi" else "heads (per-head values)")
     limits.check_count(len(lengths) * count * MASS_ROW_WEIGHT, flag,
                        f"{count} heads x {len(lengths)} lengths, at most {limits.current().max_items // MASS_ROW_WEIGHT} rows")
     heads = enc.per_head()
@@ -1096,7 +1102,7 @@ def _cmd_study(args):
 
 
 def _progress_line(*parts):
-    print(*parts, file=sys.stderr, flush=True)
+    write_stderr_line(_printable(" ".join(str(p) for p in parts)))
 
 
 def _add_study(command):
@@ -1233,16 +1239,16 @@ def _unrecognized(args, extra) -> str:
 
 
 def _silence_stdout():
-    try:
-        fd = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(fd, sys.stdout.fileno())
-        os.close(fd)
-    except (OSError, ValueError, AttributeError):
-        pass
+    silence("stdout")
+
+
+#: Exit status when standard output is closed or cannot be written (``>&-``, ``> /dev/full``).
+EXIT_OUTPUT_FAILED = 2
 
 
 def main(argv=None) -> int:
-    """Run the command; return its exit status (0, 2 for bad input, 1 for a defect, 141 on a closed pipe)."""
+    """Run the command; return its exit status (0, 2 for bad input or an output that cannot be written,
+    1 for a defect, 141 on a closed pipe)."""
     args = None
     try:
         argv = _join_expression_values(_with_default_encoding(list(sys.argv[1:] if argv is None else argv)))
@@ -1252,12 +1258,17 @@ def main(argv=None) -> int:
             return exc.code if isinstance(exc.code, int) else 2
         if extra:
             raise UsageError(_unrecognized(args, extra))
-        payload, lines = args.func(args)
+        with guarded_stderr():  # progress lines and warnings on a closed or full stderr are dropped, not raised
+            payload, lines = args.func(args)
         _emit(payload, lines, args.json)
         return 0
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+    except OutputError as exc:
+        _silence_stdout()
+        _write_error(str(exc))
+        return EXIT_OUTPUT_FAILED
     except KeyboardInterrupt:
         return 130
     except (DomainError, UsageError, PrecisionError, ConvergenceError, FileFormatError) as exc:
@@ -1269,7 +1280,7 @@ def main(argv=None) -> int:
     except Exception as exc:
         if os.environ.get("OTPRIOR_DEBUG"):
             raise
-        sys.stderr.write(f"otprior: internal error: {_one_line(f'{type(exc).__name__}: {exc}')} (OTPRIOR_DEBUG=1 shows the traceback)\n")
+        write_stderr_line(f"otprior: internal error: {_one_line(f'{type(exc).__name__}: {exc}')} (OTPRIOR_DEBUG=1 shows the traceback)")
         return 1
 
 

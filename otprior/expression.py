@@ -1,4 +1,4 @@
-"""Untrusted bias expressions: parsed with a whitelist grammar, never evaluated; decided under a budget.
+"""Untrusted bias expressions: parsed with a whitelist grammar, never evaluated; built under a budget.
 
 Grammar (Python syntax, checked node by node on :mod:`ast`'s tree; anything else is refused)::
 
@@ -7,14 +7,35 @@ Grammar (Python syntax, checked node by node on :mod:`ast`'s tree; anything else
     NAME   := the distance symbol (default d) | pi | E
     FUNC   := log exp sqrt sin cos abs (one argument) | min max (two or more)
 
-The sympy tree is built from the grammar's nodes alone (``sympify`` and ``eval`` are never
-called on the text). Limits: :data:`MAX_LENGTH` characters, :data:`MAX_DEPTH` nesting,
-:data:`MAX_NODES` nodes, numeric exponents within :data:`MAX_EXPONENT` in absolute value, and
-constants within :data:`MAX_CONSTANT`.
+:func:`parse_bias` works in two stages.
 
-:func:`run_budgeted` runs a computation (sympy's limits and convergence tests) in a child
-process with a wall-clock budget and an address-space cap, and reports when either ends,
-so that no expression blocks its caller or exhausts its memory.
+1. **The text, in the calling process, without sympy**: at most :data:`MAX_LENGTH` characters
+   of the grammar's alphabet (letters, digits, ``_ . + - * / ^ ( ) ,`` and blanks), Python's
+   tokenizer and parser (:func:`ast.parse`), at most :data:`MAX_NODES` nodes and
+   :data:`MAX_DEPTH` levels, integer literals within 1000 bits and float literals within
+   :data:`MAX_CONSTANT`, numeric exponents within :data:`MAX_EXPONENT`, and a bound on the size
+   of every exact number sympy could form: a bound ``B`` on the bits of the numerator and of the
+   denominator of any exact rational in a subtree (``p1/q1 + p2/q2 = (p1 q2 + p2 q1)/(q1 q2)``, so)
+   ``B(a op b) <= B(a) + B(b) + 1`` for ``+ - * /`` and n-ary ``min``/``max``,
+   ``B(a**e) <= (floor|e| + 1) B(a) + B(e)`` for a numeric exponent ``e`` (sympy expands an
+   integer power of a product, ``(d/N)**k = d**k/N**k``, and takes ``floor|e|`` powers of a
+   rational base), ``B(exp(a)) <= (floor(s) + 1) B(a)`` when ``a`` holds a logarithm
+   (``exp(c log x)`` is ``x**c``, ``s`` bounding the product of the magnitudes of the literals
+   outside the logarithms, and of their inverses),
+   must stay within :data:`MAX_CONSTANT_BITS`. ``((1 + 1/N)**100)**100`` with a 299-digit
+   ``N`` is refused here, before any number is built.
+2. **sympy, in a child process** (:func:`run_budgeted`, :data:`PARSE_TIME_BUDGET` seconds and
+   :data:`PARSE_MEMORY_BUDGET` bytes): the tree is built from the grammar's nodes alone
+   (``sympify`` and ``eval`` are never called on the text) in a positive distance symbol,
+   checked (:func:`check_bias_values`) and sent back as plain data, from which the caller's
+   process rebuilds the same sympy tree without evaluating it again (``evaluate=False``). A
+   computation that runs out of its budget is a refusal (``DomainError`` naming ``expr``).
+
+:func:`run_budgeted` runs a computation (sympy's limits and convergence tests, the parse) in a
+child process with a wall-clock budget and an address-space cap, and reports when either ends,
+so that no expression blocks its caller or exhausts its memory. The child dies with its parent
+(``PR_SET_PDEATHSIG`` on Linux, a watch on the parent's process id elsewhere, and a CPU-time
+limit as a backstop).
 """
 
 from __future__ import annotations
@@ -22,6 +43,9 @@ from __future__ import annotations
 import ast
 import math
 import os
+import signal
+import sys
+import threading
 import time
 import warnings
 
@@ -39,6 +63,9 @@ __all__ = [
     "MAX_NODES",
     "MAX_EXPONENT",
     "MAX_CONSTANT",
+    "MAX_CONSTANT_BITS",
+    "PARSE_TIME_BUDGET",
+    "PARSE_MEMORY_BUDGET",
     "DEFAULT_TIME_BUDGET",
     "DEFAULT_MEMORY_BUDGET",
 ]
@@ -48,6 +75,10 @@ MAX_DEPTH = 40
 MAX_NODES = 400
 MAX_EXPONENT = 100.0
 MAX_CONSTANT = 1e300
+MAX_INTEGER_BITS = 1000  # integer literals: about 1e301
+MAX_CONSTANT_BITS = 8192  # bits of the numerator, and of the denominator, of any exact rational sympy may form (2467 digits: printable)
+PARSE_TIME_BUDGET = 10.0  # seconds for building and checking a parsed expression
+PARSE_MEMORY_BUDGET = 256 << 20  # bytes of address space the parse may add
 CHECKED_DISTANCES = 65  # a bias is evaluated at d = 0, 1, ..., 64 (check_bias_values)
 DEFAULT_TIME_BUDGET = 5.0  # seconds
 DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of address space a budgeted computation may add
@@ -56,6 +87,9 @@ DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of address space a budgeted computation
 _UNARY_FUNCS = {"log": "log", "exp": "exp", "sqrt": "sqrt", "sin": "sin", "cos": "cos", "abs": "Abs"}
 _NARY_FUNCS = {"min": "Min", "max": "Max"}
 _CONSTANTS = {"pi": "pi", "E": "E"}
+_ALPHABET = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.+-*/^(), \t\r\n")
+_CHECKED = {}  # (expression, symbol) -> True: checked by check_bias_values (bounded, see _remember)
+_CHECKED_MAX = 512
 
 
 def import_sympy():
@@ -74,14 +108,40 @@ def _refuse(text, why):
     raise DomainError("expr", text if len(text) <= 80 else text[:77] + "...", f"an expression of the bias grammar ({why})")
 
 
-def parse_bias(text, symbol: str = "d"):
-    """Parse ``text`` into a sympy expression in ``Symbol(symbol)``, or refuse it (``DomainError``).
+def parse_bias(text, symbol: str = "d", *, time_budget=PARSE_TIME_BUDGET, memory_budget=PARSE_MEMORY_BUDGET):
+    """Parse ``text`` into a sympy expression in ``Symbol(symbol, positive=True)``, or refuse it (``DomainError``).
+
+    The text is checked in this process without sympy (alphabet, length, parser, nodes,
+    depth, sizes of literals, exponents and of every exact number, see the module notes);
+    sympy builds and checks the tree in a child process within ``time_budget`` seconds and
+    ``memory_budget`` bytes of added address space. Every refusal, a budget that runs out
+    included, is a :class:`~otprior.DomainError` naming ``expr``.
+
+    The distance symbol is positive (a distance; the verdicts take ``d -> oo``), so sympy
+    applies the rules valid for ``d > 0`` (``sqrt(d**2) = d``, ``abs(d) = d``).
 
     Examples
     --------
     >>> parse_bias("-1.5*log(1 + d)")
     -1.5*log(d + 1)
     """
+    tree = _check_text(text, symbol)
+    del tree  # the child parses the text again: only plain data crosses the process boundary
+    sp = import_sympy()  # imported here, before the fork, so that no child imports it again
+    try:
+        status, *rest = run_budgeted(_parse_child, text, symbol, time_budget=time_budget, memory_budget=memory_budget)
+    except BudgetExceeded as exc:
+        _refuse(text, f"an expression sympy builds and checks within the parse budget of {time_budget:g} s; {exc.reason}")
+    if status == "refused":
+        raise DomainError(*rest)
+    d = sp.Symbol(symbol, positive=True)
+    out = _rebuild(rest[0], d)
+    _remember(out, d)
+    return out
+
+
+def _check_text(text, symbol):
+    """The checks of stage 1 (module notes), in this process and without sympy; the :mod:`ast` tree."""
     if not isinstance(text, str):
         raise DomainError("expr", text, "a string")
     if not isinstance(symbol, str) or not symbol.isidentifier() or symbol in _UNARY_FUNCS or symbol in _NARY_FUNCS or symbol in _CONSTANTS:
@@ -90,6 +150,9 @@ def parse_bias(text, symbol: str = "d"):
         _refuse(text, f"at most {MAX_LENGTH} characters")
     if not text.strip():
         _refuse(text, "it is empty")
+    bad = next((ch for ch in text if ch not in _ALPHABET), None)
+    if bad is not None:
+        _refuse(text, f"character {ascii(bad)} is not in the grammar's alphabet (letters, digits, _ . + - * / ^ ( ) , and blanks)")
     try:
         tree = ast.parse(text.replace("^", "**").strip(), mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
@@ -97,15 +160,214 @@ def parse_bias(text, symbol: str = "d"):
     count = sum(1 for _ in ast.walk(tree))
     if count > MAX_NODES:
         _refuse(text, f"at most {MAX_NODES} nodes")
-    sp = import_sympy()
+    _static(tree.body, text, symbol, 0)
+    return tree
 
-    d = sp.Symbol(symbol)
-    out = _build(tree.body, text, d, symbol, 0)
-    check_bias_values(out, d, text)
+
+class _Facts:
+    """What stage 1 knows of a subtree: a constant (no distance symbol)?, its value as a float
+    (``None`` when not known), a bound on the bits of any exact rational sympy may form from it,
+    whether it holds a logarithm, and a bound on the product of its literals' magnitudes."""
+
+    __slots__ = ("const", "value", "bits", "has_log", "scale")
+
+    def __init__(self, const, value, bits, has_log=False, scale=1.0):
+        self.const, self.value, self.bits, self.has_log, self.scale = const, value, bits, has_log, scale
+
+
+def _times(a, b):
+    out = a * b
+    return out if math.isfinite(out) else math.inf
+
+
+def _static(node, text, symbol, depth):
+    """Stage 1 over ``node``: refuse what sympy must not be asked to build; the node's :class:`_Facts`."""
+    if depth > MAX_DEPTH:
+        _refuse(text, f"nesting at most {MAX_DEPTH} deep")
+    out = _static_node(node, text, symbol, depth)
+    if out.bits > MAX_CONSTANT_BITS:
+        _refuse(text, f"exact numbers within {MAX_CONSTANT_BITS} bits (one could reach about {_digits_of_bits(out.bits)})")
+    if out.const and out.value is not None and not (math.isfinite(out.value) and abs(out.value) <= MAX_CONSTANT):
+        _refuse(text, f"constants within {MAX_CONSTANT:g}")
     return out
 
 
-def check_bias_values(expr, symbol, text=None):
+def _digits_of_bits(bits) -> str:
+    return f"{bits:,} bits" if bits < 10**9 else f"2^{bits.bit_length() - 1} bits"
+
+
+def _float_op(fn, *args):
+    if any(a is None for a in args):
+        return None
+    try:
+        out = fn(*args)
+    except (ValueError, ZeroDivisionError, TypeError):
+        return None
+    except OverflowError:
+        return math.inf
+    if isinstance(out, complex):
+        return None
+    return float(out)
+
+
+def _static_node(node, text, symbol, depth):
+    rec = lambda n: _static(n, text, symbol, depth + 1)  # noqa: E731
+    if isinstance(node, ast.Constant):
+        v = node.value
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            _refuse(text, f"constant {_short_repr(v)} is not a real number")
+        if isinstance(v, int):
+            if v.bit_length() > MAX_INTEGER_BITS:
+                _refuse(text, f"constants within {MAX_CONSTANT:g} (an integer of {v.bit_length()} bits)")
+            value, bits = float(v), max(v.bit_length(), 1)
+        else:
+            if not math.isfinite(v) or abs(v) > MAX_CONSTANT:
+                _refuse(text, f"constants within {MAX_CONSTANT:g}")
+            value, bits = v, 53
+        scale = 1.0 if value == 0 else max(abs(value), 1.0 / abs(value))
+        return _Facts(True, value, bits, False, scale)
+    if isinstance(node, ast.Name):
+        if node.id == symbol:
+            return _Facts(False, None, 0)
+        if node.id in _CONSTANTS:
+            return _Facts(True, math.pi if node.id == "pi" else math.e, 0, False, 4.0)
+        _refuse(text, f"unknown name {_short_repr(node.id)}; the distance is {symbol!r}")
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        a = rec(node.operand)
+        value = None if a.value is None else (-a.value if isinstance(node.op, ast.USub) else a.value)
+        return _Facts(a.const, value, a.bits, a.has_log, a.scale)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)):
+        a, b = rec(node.left), rec(node.right)
+        const, has_log, scale = a.const and b.const, a.has_log or b.has_log, _times(a.scale, b.scale)
+        if not isinstance(node.op, ast.Pow):
+            fn = {ast.Add: lambda x, y: x + y, ast.Sub: lambda x, y: x - y, ast.Mult: lambda x, y: x * y, ast.Div: lambda x, y: x / y}
+            value = _float_op(fn[type(node.op)], a.value, b.value) if const else None
+            return _Facts(const, value, a.bits + b.bits + 1, has_log, scale)
+        if not b.const:  # a symbolic exponent: sympy keeps the power as it is
+            return _Facts(False, None, a.bits + b.bits + 1, has_log, scale)
+        e = b.value
+        if e is None or not math.isfinite(e):
+            _refuse(text, f"numeric exponents real and within {MAX_EXPONENT:g}")
+        if abs(e) > MAX_EXPONENT:
+            _refuse(text, f"numeric exponents within {MAX_EXPONENT:g}")
+        if a.const and a.value is not None:
+            base = abs(a.value)
+            if base != 0 and base != 1 and abs(e) * abs(math.log10(base)) > math.log10(MAX_CONSTANT):
+                _refuse(text, f"constants within {MAX_CONSTANT:g}")
+            if base == 0 and e < 0:
+                _refuse(text, "division by zero")
+        value = _float_op(math.pow, a.value, e) if a.const else None
+        return _Facts(a.const, value, (math.floor(abs(e)) + 1) * a.bits + b.bits, has_log, scale)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        name = node.func.id
+        if name not in _UNARY_FUNCS and name not in _NARY_FUNCS:
+            _refuse(text, f"unknown function {_short_repr(name)}; allowed: {', '.join(list(_UNARY_FUNCS) + list(_NARY_FUNCS))}")
+        if any(isinstance(x, ast.Starred) for x in node.args):
+            _refuse(text, "no starred arguments")
+        if name in _UNARY_FUNCS and len(node.args) != 1:
+            _refuse(text, f"{name} takes one argument")
+        if name in _NARY_FUNCS and len(node.args) < 2:
+            _refuse(text, f"{name} takes two or more arguments")
+        args = [rec(x) for x in node.args]
+        if name in _NARY_FUNCS:
+            values = [x.value for x in args]
+            value = None if None in values else (max if name == "max" else min)(values)
+            scale = 1.0
+            for x in args:
+                scale = _times(scale, x.scale)
+            return _Facts(all(x.const for x in args), value, sum(x.bits for x in args) + len(args),
+                          any(x.has_log for x in args), scale)
+        a = args[0]
+        bits = a.bits
+        if name == "exp":
+            if a.const and a.value is not None and a.value > 690:
+                _refuse(text, f"constants within {MAX_CONSTANT:g}")
+            if a.has_log:
+                # exp(c log x) is x**c in sympy: a power, under the exponent rules
+                if a.scale > MAX_EXPONENT:
+                    _refuse(text, f"numeric exponents within {MAX_EXPONENT:g} (exp of a logarithm is a power)")
+                bits = (math.floor(a.scale) + 1) * a.bits
+        fns = {"log": math.log, "exp": math.exp, "sqrt": math.sqrt, "sin": math.sin, "cos": math.cos, "abs": abs}
+        value = _float_op(fns[name], a.value) if a.const else None
+        # the argument of a logarithm is no coefficient of it: exp(c log x) = x**c takes c from outside
+        return _Facts(a.const, value, bits, a.has_log or name == "log", 1.0 if name == "log" else a.scale)
+    _refuse(text, f"{type(node).__name__} is not part of the grammar")
+
+
+def _short_repr(value) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+def _parse_child(text, symbol):
+    """Stage 2, in the budgeted child: sympy's tree, checked, as plain data (or the refusal's fields)."""
+    try:
+        sp = import_sympy()
+        d = sp.Symbol(symbol, positive=True)
+        tree = ast.parse(text.replace("^", "**").strip(), mode="eval")
+        out = _build(tree.body, text, d, symbol, 0)
+        _check_values(out, d, text)
+        return ("ok", _serialise(out, d, text))
+    except DomainError as exc:
+        return ("refused", exc.parameter, exc.value, exc.domain)
+
+
+def _node_classes():
+    sp = import_sympy()
+    return {"Add": sp.Add, "Mul": sp.Mul, "Pow": sp.Pow, "log": sp.log, "exp": sp.exp, "sin": sp.sin,
+            "cos": sp.cos, "Abs": sp.Abs, "Min": sp.Min, "Max": sp.Max}
+
+
+def _serialise(e, d, text):
+    """A sympy tree of the grammar's node kinds as nested tuples of names and Python numbers."""
+    sp = import_sympy()
+    if e == d:
+        return ("d",)
+    if e.is_Integer:
+        return ("I", int(e))
+    if e.is_Rational:
+        return ("Q", int(e.p), int(e.q))
+    if e.is_Float:
+        return ("F", tuple(e._mpf_), int(e._prec))
+    if e is sp.pi or e is sp.E:
+        return (str(e),)
+    for name, cls in _node_classes().items():
+        if type(e) is cls:
+            return (name, tuple(_serialise(a, d, text) for a in e.args))
+    _refuse(text, f"sympy rewrote it with {type(e).__name__}, which is not part of the grammar")
+
+
+def _rebuild(node, d):
+    """The sympy tree that :func:`_serialise` describes, built without evaluating it again."""
+    sp = import_sympy()
+    tag = node[0]
+    if tag == "d":
+        return d
+    if tag == "I":
+        return sp.Integer(node[1])
+    if tag == "Q":
+        return sp.Rational(node[1], node[2])
+    if tag == "F":
+        return sp.Float._new(tuple(node[1]), node[2])
+    if tag == "pi":
+        return sp.pi
+    if tag == "E":
+        return sp.E
+    cls = _node_classes()[tag]
+    return cls(*[_rebuild(a, d) for a in node[1]], evaluate=False)
+
+
+def _remember(expr, symbol):
+    """Record that ``expr`` in ``symbol`` passed :func:`check_bias_values` (a bounded table)."""
+    while len(_CHECKED) >= _CHECKED_MAX:
+        try:
+            _CHECKED.pop(next(iter(_CHECKED)))
+        except (StopIteration, KeyError, RuntimeError):
+            break
+    _CHECKED[(expr, symbol)] = True
+
+
+def check_bias_values(expr, symbol, text=None, *, time_budget=DEFAULT_TIME_BUDGET, memory_budget=PARSE_MEMORY_BUDGET):
     """Refuse (``DomainError`` naming ``expr``) a bias that is not real and finite at the integers ``d >= 0``.
 
     Checked:
@@ -119,9 +381,39 @@ def check_bias_values(expr, symbol, text=None):
        an infinity at 1024 bits is refused; so is a value whose imaginary part excludes 0
        (``log(3 - d)``, ``sqrt(d - 2)``).
 
+    The check runs in a budgeted child process (:func:`run_budgeted`, ``time_budget`` seconds,
+    ``memory_budget`` bytes); one that does not end within it is a refusal. An expression
+    :func:`parse_bias` returned was checked there already and is not checked again.
+
     Distances beyond 64 are not checked here: a pole or a complex value there is found when the
     bias is evaluated (``Bias.bias`` refuses complex values) or left to the verdict's budget.
     """
+    sp = import_sympy()
+    sym = symbol if isinstance(symbol, sp.Basic) else sp.Symbol(str(symbol))
+    try:
+        if _CHECKED.get((expr, sym)):
+            return
+    except TypeError:  # unhashable: checked below
+        pass
+    try:
+        refusal = run_budgeted(_check_child, expr, sym, text, time_budget=time_budget, memory_budget=memory_budget)
+    except BudgetExceeded as exc:
+        _refuse(str(expr) if text is None else text, f"a bias whose values at d = 0..{CHECKED_DISTANCES - 1} are checked within the budget: {exc.reason}")
+    if refusal is not None:
+        raise DomainError(*refusal)
+    _remember(expr, sym)
+
+
+def _check_child(expr, sym, text):
+    try:
+        _check_values(expr, sym, text)
+    except DomainError as exc:
+        return (exc.parameter, exc.value, exc.domain)
+    return None
+
+
+def _check_values(expr, symbol, text=None):
+    """The checks of :func:`check_bias_values`, in this process."""
     sp = import_sympy()
     shown = str(expr) if text is None else text
     if expr.has(sp.I, sp.zoo, sp.nan, sp.oo, -sp.oo):
@@ -334,13 +626,58 @@ def _address_space() -> int:
         return 0
 
 
-def _child(conn, fn, args, memory):
+def _die_with_parent(parent_pid, seconds):
+    """Make this (child) process end when its parent does, and after ``seconds`` of CPU time at most.
+
+    Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, so a parent ended by any signal (SIGTERM,
+    SIGKILL) takes the child with it. Elsewhere, or if that call fails: a daemon thread that
+    polls the parent's process id. Either way, a CPU-time limit (``RLIMIT_CPU``) a little above
+    the budget ends the child should both fail.
+    """
+    watched = False
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            watched = libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError, TypeError, ValueError):
+            watched = False
+    if os.getppid() != parent_pid:  # the parent ended before the watch was set
+        os._exit(1)
+    if not watched:
+
+        def watch():
+            while True:
+                time.sleep(0.25)
+                if os.getppid() != parent_pid:
+                    os._exit(1)
+
+        threading.Thread(target=watch, name="otprior-parent-watch", daemon=True).start()
+    try:
+        import resource
+
+        soft = int(math.ceil(seconds)) + 2
+        old_soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        if hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
+def _child(conn, fn, args, memory, parent_pid, seconds):
+    _die_with_parent(parent_pid, seconds)
     try:
         import resource
 
         if memory is not None:
             cap = _address_space() + memory
-            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+            soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+            if hard != resource.RLIM_INFINITY:
+                cap = min(cap, hard)
+            if soft == resource.RLIM_INFINITY or cap < soft:
+                resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
     except (ImportError, ValueError, OSError):
         pass
     try:
@@ -348,7 +685,10 @@ def _child(conn, fn, args, memory):
     except MemoryError:
         result = ("memory", None)
     except BaseException as exc:  # reported to the parent as data, never re-raised here
-        result = ("error", f"{type(exc).__name__}: {exc}"[:500])
+        try:
+            result = ("error", f"{type(exc).__name__}: {exc}"[:500])
+        except Exception:
+            result = ("error", type(exc).__name__)
     try:
         conn.send(result)
     except Exception:
@@ -363,7 +703,9 @@ def run_budgeted(fn, *args, time_budget=DEFAULT_TIME_BUDGET, memory_budget=DEFAU
     Returns the result (it must be picklable). Raises :class:`BudgetExceeded` when the time
     runs out (the child is killed), when the memory cap is hit, or when ``fn`` fails (the
     error's text is in ``reason``). A fork is used where the platform has one (so ``fn`` and
-    ``args`` need not be picklable); elsewhere a fresh interpreter.
+    ``args`` need not be picklable); elsewhere a fresh interpreter. The child ends with its
+    parent (:func:`_die_with_parent`): a parent stopped by a signal leaves no computation
+    running, and a parent interrupted inside this call kills the child before it returns.
     """
     import multiprocessing as mp
 
@@ -375,7 +717,7 @@ def run_budgeted(fn, *args, time_budget=DEFAULT_TIME_BUDGET, memory_budget=DEFAU
     except ValueError:
         ctx = mp.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, fn, args, memory_budget), daemon=True)
+    proc = ctx.Process(target=_child, args=(send, fn, args, memory_budget, os.getpid(), time_budget), daemon=True)
     start = time.monotonic()
     proc.start()
     send.close()

@@ -19,7 +19,7 @@ import math
 import numpy as np
 from scipy.special import gammaincinv, gammaln
 
-from ._validation import DomainError, PrecisionError, check_rho
+from ._validation import DomainError, PrecisionError, check_rho, real_array
 
 _LOG_TINY = math.log(np.finfo(float).tiny)
 
@@ -32,7 +32,8 @@ def log_normaliser(q: float) -> float:
 
 
 def _delta(delta) -> np.ndarray:
-    arr = np.asarray(delta, dtype=float)
+    # booleans, text, complex values and integers beyond a double are refused, not converted
+    arr = real_array(delta, "delta", "finite real numbers in [0, 1]")
     if not np.all(np.isfinite(arr)) or np.any((arr < 0.0) | (arr > 1.0)):
         bad = arr[~(np.isfinite(arr) & (arr >= 0.0) & (arr <= 1.0))].ravel()[0]
         raise DomainError("delta", float(bad), "finite real numbers in [0, 1]")
@@ -52,7 +53,7 @@ def scale_invariant_cdf(delta, rho):
     Parameters
     ----------
     delta : array_like
-        Distance fractions ``d / t`` in [0, 1].
+        Distance fractions ``d / t`` in [0, 1] (booleans, complex values and text are refused).
     rho : float
         Balancing strength in [0, 1).
 

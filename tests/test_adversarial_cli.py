@@ -368,14 +368,23 @@ _RUNNER = textwrap.dedent(
     from otprior import cli
     if sys.argv[2] == "torch":
         import otprior.torch  # imported before the clock starts: the import is not the refusal
+    def peak():
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+
     results = []
     for argv in json.loads(sys.stdin.read()):
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")  # the peak resident set (VmHWM) starts again from the current one
         out, err = io.StringIO(), io.StringIO()
         start = time.perf_counter()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = cli.main(argv)
         results.append({"argv": argv, "code": code, "out": out.getvalue(), "err": err.getvalue(),
-                        "seconds": time.perf_counter() - start})
+                        "seconds": time.perf_counter() - start, "peak": peak(),
+                        # the budgeted children (expression parses, verdicts) this process waited for
+                        "children_peak": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024})
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"results": results, "peak_bytes": peak}))
     """
@@ -440,10 +449,54 @@ def _check_bombs(report, cap):
     assert report["peak_bytes"] < cap
 
 
+NINES = "9" * 299
+#: The second surface (class, argv, the flag its one line must name): expressions whose exact numbers
+#: sympy would build without bound, caps that counted one head for 49,000 per-head values, and control
+#: characters in values. Each must end in one line on stderr, status 2, within SECOND_SURFACE_SECONDS
+#: and SECOND_SURFACE_PEAK bytes of resident memory (this process and its budgeted children).
+SECOND_SURFACE = [
+    ("expression size", ["classify", "bias", "--expr", f"((1+1/{NINES})**100)**100"], "--expr"),
+    ("expression size", ["classify", "bias", "--expr", f"(1+1/{NINES})**100*d"], "--expr"),
+    ("expression size", ["classify", "bias", "--expr", f"(d/{NINES})**100"], "--expr"),
+    ("expression size", ["classify", "bias", "--expr", "exp(101*log(d+3))"], "--expr"),
+    ("expression size", ["classify", "bias", "--expr", "exp(" * 30 + "d" + ")" * 30], "--expr"),
+    ("expression size", ["classify", "bias", "--expr", "max(" + ",".join(["9" * 300 + "*d"] * 27) + ")"], "--expr"),
+    ("expression size", ["mass", "bias", "--expr", f"(1+1/{NINES})**100*d", "--window", "4", "--n", "64"], "--expr"),
+    ("head count", ["mass", "alibi", "--slope", ",".join(["1"] * 49_000), "--window", "4", "--n", *[str(64 + k) for k in range(200)]], "--slope"),
+    ("head count", ["mass", "log-distance", "--alpha", ",".join(["2"] * 49_000), "--window", "4", "--n", *[str(64 + k) for k in range(200)]], "heads"),
+    ("head count", ["mass", "kerple-log", "--r1", ",".join(["1"] * 49_000), "--r2", "0.5", "--window", "4", "--n", *[str(64 + k) for k in range(200)]], "heads"),
+    ("control characters", ["classify", "bias", "--expr", "-log(d+1)\x1b]0;owned\x07"], "--expr"),
+    ("control characters", ["classify", "bias", "--expr", "-log(d+1)\u202e"], "--expr"),
+    ("control characters", ["prior", "--rho", "\x1b[2J\x1b[H0.5", "--n", "8"], "--rho"),
+    ("control characters", ["mass", "alibi", "--slope", "\x9b31m", "--window", "4", "--n", "64"], "--slope"),
+]
+SECOND_SURFACE_SECONDS = 30.0
+SECOND_SURFACE_PEAK = 500 << 20
+_TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _check_second_surface(results):
+    worst = {}
+    for (kind, _, flag), r in zip(SECOND_SURFACE, results, strict=True):
+        assert r["code"] == 2 and r["out"] == "" and "Traceback" not in r["err"], r
+        assert r["err"].count("\n") == 1 and r["err"].startswith("otprior: error: "), r["err"][:500]
+        assert flag in r["err"] and not _TERMINAL_CONTROLS.search(r["err"]), (flag, r["err"][:300])
+        assert r["seconds"] < SECOND_SURFACE_SECONDS, r["seconds"]
+        assert r["peak"] < SECOND_SURFACE_PEAK and r["children_peak"] < SECOND_SURFACE_PEAK, (r["peak"], r["children_peak"])
+        seconds, peak = worst.get(kind, (0.0, 0))
+        worst[kind] = (max(seconds, r["seconds"]), max(peak, r["peak"], r["children_peak"]))
+    return worst
+
+
 def test_memory_bombs_refused_under_a_cap(tmp_path):
-    report = run_capped(BOMBS, AS_CAP, tmp_path)
+    report = run_capped(BOMBS + [argv for _, argv, _ in SECOND_SURFACE], AS_CAP, tmp_path)
+    second = report["results"][len(BOMBS):]
+    report["results"] = report["results"][: len(BOMBS)]
     _check_bombs(report, AS_CAP)
+    worst = _check_second_surface(second)
     assert not any(tmp_path.iterdir())  # nothing was written, no payload ran
+    print("\n" + "\n".join(f"{k}: {sum(a[0] == k for a in SECOND_SURFACE)} attacks, largest {s:.2f} s, {p / 2**20:.0f} MiB peak"
+                            for k, (s, p) in worst.items()))
 
 
 def test_torch_bombs_refused_under_a_cap(files, tmp_path):

@@ -200,3 +200,95 @@ def test_cli_expression_may_start_with_a_minus(capsys):
     separate = capsys.readouterr().out
     assert main(["classify", "bias", "--expr=-2*log(d+1)"]) == 0
     assert capsys.readouterr().out == separate and "BOUNDED" in separate
+
+
+# --- huge and odd values: refused fast, naming the parameter, whatever their size --------------------
+
+HUGE = [2**100000, -(2**100000), Decimal("1e999999"), Decimal("-1e999999"), Fraction(2**100000, 3)]
+
+
+@pytest.mark.parametrize("value", HUGE, ids=["2^100000", "-2^100000", "Decimal 1e999999", "-Decimal 1e999999", "Fraction"])
+def test_huge_numbers_are_refused_fast_and_named(value):
+    """Python writes no integer of more than 4300 digits as text and ``int(Decimal('1e999999'))`` takes a
+    minute: both are refused by their size, and the message names the parameter."""
+    cases = [
+        ("n", lambda v: otprior.ot_prior(v, 0.5)),
+        ("n", lambda v: window_mass(4, v, 1.5)),
+        ("window", lambda v: window_mass(v, 100, 1.5)),
+        ("alpha", lambda v: window_mass(4, 100, v)),
+        ("heads", lambda v: E.ALiBi(heads=v)),
+        ("delta", lambda v: otprior.scale_invariant_cdf(v, 0.5)),
+        ("rho", lambda v: otprior.scale_invariant_cdf(0.5, v)),
+        ("max_distance", lambda v: E.get("t5", max_distance=v)),
+    ]
+    for name, call in cases:
+        start = time.process_time()
+        with pytest.raises(DomainError) as info:
+            call(value)
+        assert info.value.parameter == name, (name, str(info.value)[:200])
+        assert str(info.value).startswith(f"{name}=") and len(str(info.value)) < 2000
+        assert time.process_time() - start < 0.5, name
+
+
+def test_a_huge_integer_is_described_by_its_size():
+    from otprior._validation import describe_value
+
+    assert describe_value(2**100000) == "an integer of 100001 bits (about 10^30103)"
+    assert describe_value(-(2**100000)).startswith("-an integer of 100001 bits")
+    assert describe_value([2**100000]) == "<a list that cannot be shown>"
+    assert describe_value(10**400) == repr(10**400)  # up to 1000 digits: written out
+    assert len(describe_value("x" * 10**6)) < 1100
+
+    class Hostile:
+        def __repr__(self):
+            raise RuntimeError("no")
+
+    assert describe_value(Hostile()) == "<a Hostile that cannot be shown>"
+    import json
+
+    from otprior._json import to_strict_json
+
+    assert json.loads(json.dumps(to_strict_json({"n": 2**100000, "m": 10**50}))) == {"n": describe_value(2**100000), "m": 10**50}
+    assert check_int(Decimal("123456789012345678901234567890"), "n") == 123456789012345678901234567890
+    assert check_int(Decimal("1e20"), "n") == 10**20
+    with pytest.raises(DomainError):
+        check_int(Decimal("1.5e-999999"), "n")
+    assert check_int(Decimal("0E-999999"), "n", minimum=0) == 0
+
+
+@pytest.mark.parametrize("value", [True, False, np.bool_(True), np.array([True, False]), "0.5", 0.5 + 0j, [0.5, 1j]])
+def test_the_scale_invariant_prior_refuses_what_is_not_a_real_fraction(value):
+    """Booleans are documented as refused; ``scale_invariant_cdf(True, .)`` returned 1.0."""
+    for fn in (otprior.scale_invariant_cdf, otprior.scale_invariant_density):
+        with pytest.raises(DomainError) as info:
+            fn(value, 0.5)
+        assert info.value.parameter == "delta"
+
+
+def test_zero_d_arrays_are_one_head_and_memoryviews_are_refused():
+    """A 0-d array is a scalar everywhere (one head, as ``check_real`` reads it); a memoryview, whose items
+    may be raw bytes, is refused as per-head values and as lengths."""
+    for enc, single in [
+        (E.get("log-distance", alpha=np.array(1.5)), E.get("log-distance", alpha=1.5)),
+        (E.ALiBi(np.array(0.5)), E.ALiBi(0.5)),
+        (E.get("kerple-log", r1=np.array(1.0), r2=np.array(0.5)), E.get("kerple-log", r1=1.0, r2=0.5)),
+    ]:
+        assert enc.heads is None and enc.per_head() is None and enc == single
+    for call, name in [
+        (lambda: E.get("log-distance", alpha=memoryview(b"abc")), "alpha"),
+        (lambda: E.ALiBi(memoryview(np.array([0.5, 0.25]))), "slope"),
+        (lambda: E.get("kerple-log", r1=memoryview(b"\x01\x02"), r2=0.5), "r1"),
+        (lambda: E.ALiBi(0.5).window_mass(4, memoryview(b"abc")), "n"),
+        (lambda: otprior.scale_invariant_cdf(memoryview(b"\x00"), 0.5), "delta"),
+    ]:
+        with pytest.raises(DomainError) as info:
+            call()
+        assert info.value.parameter == name
+
+
+def test_alibi_counts_its_heads_from_the_slopes():
+    """The caps count heads through ``heads``: given slopes, it is their number (it was None)."""
+    enc = E.ALiBi((0.5, 0.25, 0.125))
+    assert enc.heads == 3 and len(enc.per_head()) == 3 and all(h.heads is None for h in enc.per_head())
+    assert E.ALiBi((0.5,)).heads is None and E.ALiBi(heads=4).heads == 4
+    assert E.ALiBi((0.5, 0.25), heads=2) == E.ALiBi((0.5, 0.25))

@@ -47,7 +47,7 @@ def check_lengths(n):
     """``n`` as validated integers: returns ``(values, shape)``; ``shape`` is None for a scalar."""
     if isinstance(n, (numbers.Number, np.generic)) and not isinstance(n, (bool, np.bool_)):
         return [check_int(n, "n")], None
-    if isinstance(n, (str, bytes, bool, np.bool_)) or n is None:
+    if isinstance(n, (str, bytes, bytearray, memoryview, bool, np.bool_)) or n is None:  # a memoryview may hold raw bytes
         raise DomainError("n", n, "an integer >= 1 or an array of them")
     arr = np.asarray(n, dtype=object)
     check_allocation(8 * arr.size, "n", f"array of {arr.size} lengths")
@@ -318,7 +318,15 @@ def nonneg(value, name):
 
 
 def per_head_values(value, name, check):
-    """A scalar, or one value per head (a sequence / array) stored as a tuple."""
+    """A scalar, or one value per head (a list, tuple or array of at least one dimension) stored as a tuple.
+
+    A 0-d array is a scalar (one head), as ``check_real`` reads it. A ``memoryview`` is refused:
+    its items may be raw bytes (``memoryview(b"abc")`` would read as three heads 97, 98, 99).
+    """
+    if isinstance(value, memoryview):
+        raise DomainError(name, value, "a number, or a list, tuple or array of numbers (one per head); not a memoryview")
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return check(value, name)
     if isinstance(value, (list, tuple, np.ndarray)) or (hasattr(value, "shape") and getattr(value, "ndim", 0) > 0):
         arr = np.asarray(value, dtype=object).ravel()
         if arr.size == 0:

@@ -122,6 +122,9 @@ class ALiBi(Encoding):
                     raise DomainError("heads", self.heads, "the number of slopes given (or omit the slopes)")
         if isinstance(self.slope, tuple) and len(self.slope) == 1 and self.heads is None:
             object.__setattr__(self, "slope", self.slope[0])
+        if isinstance(self.slope, tuple):
+            # the head count is the number of slopes: every cap that counts heads sees the real count
+            object.__setattr__(self, "heads", len(self.slope))
         object.__setattr__(self, "logit_bound", nonneg(self.logit_bound, "logit_bound"))
 
     @staticmethod
