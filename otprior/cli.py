@@ -1035,7 +1035,8 @@ def _cmd_study(args):
     from . import study
 
     _input_path(args.plan, "plan")
-    kw = {"resume": not args.fresh, "dry_run": args.dry_run, "max_runs": args.max_runs, "time_budget_s": args.budget}
+    kw = {"resume": not args.fresh, "dry_run": args.dry_run, "max_runs": args.max_runs, "time_budget_s": args.budget,
+          "spread": args.spread}
     out = None if args.out is None else str(args.out)
     if args.out is not None and not args.dry_run:
         out = str(check_folder(args.out, force=True, name="out"))
@@ -1044,6 +1045,10 @@ def _cmd_study(args):
     if args.dry_run:
         mem = result.get("memory", {})
         lines.append(f"dry run: nothing trained; memory estimate {mem}")
+        lines.append(f"data: {result['data_bytes_available']} bytes in {result['data_files']} files; optimiser reach "
+                     f"{result['optimiser_reach']:.3g} (largest move of one raw parameter)")
+        lines.append("plan as validated (every default filled in):")
+        lines.append(json.dumps(result["plan"], indent=1))
         return result, lines
     lines.append(f"done: {result['done']} of {result['runs']}")
     for d in result.get("decisions", []):
@@ -1067,7 +1072,10 @@ def _add_study(command):
     s.add_argument("--fresh", action="store_true", help="refuse a results folder that already holds runs instead of resuming")
     s.add_argument("--dry-run", action="store_true", help="validate the plan and list its runs; train nothing")
     s.add_argument("--max-runs", type=_int_type(1, 1_000_000), help="stop after this many new runs")
-    s.add_argument("--budget", type=_real_type(1.0, 1e7), help="start no new run after this many seconds")
+    s.add_argument("--budget", type=_real_type(1.0, 1e7), help="start no new run after this many seconds; a run in progress "
+                   "stops at its next state save (rerun the same command to resume)")
+    s.add_argument("--spread", action="store_true", help="under torchrun: deal whole runs out to the processes instead of "
+                   "data-parallel training (e.g. torchrun --standalone --nproc_per_node 2 -m otprior study PLAN --spread)")
     s.add_argument("--json", action="store_true", help=_JSON_HELP)
 
 
