@@ -206,6 +206,13 @@ def _shown(value):
     return value
 
 
+def _printable(text, field):
+    """Refuse control characters (escape sequences would reach the terminal and the tables)."""
+    bad = [c for c in text if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0]
+    if bad:
+        raise PlanError(field, f"text with the control character {bad[0]!r}", "printable text")
+
+
 def _posint(value, field, top=None):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (top is not None and value > top):
         raise PlanError(field, _shown(value), "a positive integer" + ("" if top is None else f" at most {top}"))
@@ -374,8 +381,9 @@ def validate_plan(plan: dict, *, machine: bool = False) -> dict:
                 raise PlanError(f"{table}.{str(key)[:60]}", value[key], f"one of {sorted(keys)}")
     meta = plan.setdefault("plan", {})
     safe_name(meta.get("name", "plan"), "plan.name", PlanError)
-    if not isinstance(meta.get("description", ""), str):
-        raise PlanError("plan.description", "...", "a string")
+    if not isinstance(meta.get("description", ""), str) or len(meta.get("description", "")) > 4000:
+        raise PlanError("plan.description", "...", "a string of at most 4000 characters")
+    _printable(meta.get("description", ""), "plan.description")
     res = plan.setdefault("resources", {})
     if res.setdefault("device", "cpu") not in ("cpu", "cuda"):
         raise PlanError("resources.device", res.get("device"), "'cpu' or 'cuda'")
@@ -513,6 +521,7 @@ def validate_plan(plan: dict, *, machine: bool = False) -> dict:
         for key in ("claim", "statistic"):
             if not isinstance(_need(h, key, where), str) or not h[key].strip() or len(h[key]) > 2000:
                 raise PlanError(f"{where}.{key}", "...", "a non-empty statement of at most 2000 characters")
+            _printable(h[key], f"{where}.{key}")
         kind = _need(h, "kind", where)
         if kind not in HYPOTHESIS_KINDS:
             raise PlanError(f"{where}.kind", kind, f"one of {', '.join(HYPOTHESIS_KINDS)}")

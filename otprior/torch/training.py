@@ -69,7 +69,10 @@ def distributed_context():
     import torch.distributed as dist
 
     if dist.is_available() and not dist.is_initialized() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        import datetime
+
+        # a study spreading runs waits at a barrier for the slowest process: hours, not the default 30 minutes
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo", timeout=datetime.timedelta(hours=12))
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
