@@ -1067,7 +1067,7 @@ def _add_study(command):
                 description="Run every training and evaluation a plan file states, write results after each run "
                 "(with the plan's SHA-256), resume where a previous call stopped, and decide each hypothesis by its "
                 "preregistered rule: supported / not supported / not run, with its interval.")
-    s.add_argument("plan", type=_path_type, help="the plan file (.toml or .json), e.g. plans/cpu-toy.toml")
+    s.add_argument("plan", type=_path_type, help="the plan file (.toml or .json), e.g. plans/cpu-130k.toml")
     s.add_argument("--out", type=_path_type, help="results folder (default study-<plan name>); an existing one is resumed")
     s.add_argument("--fresh", action="store_true", help="refuse a results folder that already holds runs instead of resuming")
     s.add_argument("--dry-run", action="store_true", help="validate the plan and list its runs; train nothing")

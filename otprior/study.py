@@ -467,6 +467,8 @@ def validate_plan(plan: dict, *, machine: bool = False) -> dict:
             _seed(s, f"{where}.seeds[{j}]")
         if len(set(seeds)) != len(seeds):
             raise PlanError(f"{where}.seeds", seeds, "distinct seeds")
+        if scheme == "causal-ot":
+            _need(arm, "ot_rho", where)  # it decides what the arm is: no default
         if "ot_rho" in arm and (scheme != "causal-ot" or isinstance(arm["ot_rho"], bool)
                                 or not (isinstance(arm["ot_rho"], (int, float)) and 0 <= arm["ot_rho"] < 1)):
             raise PlanError(f"{where}.ot_rho", arm["ot_rho"], "a number in [0, 1) on a causal-ot arm")

@@ -62,6 +62,7 @@ BAD = [
     (lambda p: p.update(extras={}), "extras"),
     # values that decide outcomes have no default
     (lambda p: p["arms"][2].pop("init_above_floor"), "arms[2].init_above_floor"),
+    (lambda p: p["arms"][1].pop("ot_rho"), "arms[1].ot_rho"),
     (lambda p: p["arms"][2].pop("alpha_margin"), "arms[2].alpha_margin"),
     (lambda p: p["arms"][3]["margin"].pop("score_bound"), "arms[3].margin"),
     # a boundary statistic fixed by the start: the threshold cannot be reached in 2 steps
@@ -104,7 +105,7 @@ def test_memory_estimate_grows_with_the_model():
     assert b["train_bytes"] > a["train_bytes"]
 
 
-@pytest.mark.parametrize("name", ["cpu-130k", "gpu-25m", "gpu-100m"])
+@pytest.mark.parametrize("name", ["cpu-130k", "cpu-toy", "gpu-25m", "gpu-100m"])
 def test_shipped_plans_validate(name):
     raw, digest = load_plan(ROOT / "plans" / f"{name}.toml")
     plan = validate_plan(raw)  # the GPU plans are checked offline here; --dry-run on their machine checks the device

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -162,6 +163,7 @@ def execute_run(run: dict, plan: dict, data, *, checkpoint_dir=None, state_dir=N
         "scheme": cfg.scheme,
         "seed": int(run["seed"]),
         "train_length": L,
+        "config": asdict(cfg),  # every model setting, defaults included
         "parameters": model.num_parameters(),
         "train_seconds": seconds,
         "seconds_per_step": seconds / int(tr["steps"]),
