@@ -1255,6 +1255,9 @@ def run_study(plan_path, out_dir=None, *, resume=True, dry_run=False, max_runs=N
         raise PlanError("out", str(out), f"a folder that can be created ({exc.strerror or exc})") from None
     if out.is_symlink() or not out.is_dir():
         raise PlanError("out", str(out), "a folder (not a link to one)")
+    for sub in ("checkpoints", "partial"):
+        if (out / sub).is_symlink() or ((out / sub).exists() and not (out / sub).is_dir()):
+            raise PlanError("out", str(out), f"a folder whose {sub}/ is a folder (not a link or a file)")
     from .torch.training import distributed_context
 
     rank, world = distributed_context()

@@ -251,6 +251,12 @@ def test_study_replaces_planted_links_and_records_failures(tmp_path, monkeypatch
     assert record["provenance"]["threads"] == 1 and "torch" in record["provenance"]
     decisions = strict((out / "hypotheses.json").read_text())["decisions"]
     assert decisions[0]["outcome"] == "undecided" and result["finished"]
+    # a link planted as the checkpoints folder is refused before anything is written through it
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "checkpoints").symlink_to(tmp_path)
+    with pytest.raises(PlanError, match="checkpoints"):
+        run_study(_one_run_plan(), other, figures=False, log=lambda s: None)
     # a plan's name cannot lead outside the current folder: the default folder is study-<name> here
     monkeypatch.chdir(tmp_path)
     run_study(_one_run_plan(), figures=False, log=lambda s: None)

@@ -298,11 +298,15 @@ def save_model(model: ReferenceModel, path) -> Path:
     """Save parameters as safetensors and the config as JSON beside them (``path.json``)."""
     from safetensors.torch import save_file
 
+    from .._output import write_file_safely
+
     path = Path(path).with_suffix(".safetensors")
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
-    save_file(state, str(path))
-    path.with_suffix(".json").write_text(json.dumps(asdict(model.cfg), indent=2))
+    # through temporary names and os.replace: a link planted at either name is replaced, not followed
+    write_file_safely(path, lambda tmp: save_file(state, str(tmp)), name="path")
+    text = json.dumps(asdict(model.cfg), indent=2)
+    write_file_safely(path.with_suffix(".json"), lambda tmp: tmp.write_text(text), name="path")
     return path
 
 
