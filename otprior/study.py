@@ -53,8 +53,8 @@ Hypothesis kinds and their decision rules
     Per checkpoint, the fraction of heads with trained ``alpha - 1 <= near``; supported
     when the interval over checkpoints lies at or above ``fraction``. The plan is refused
     when the starting exponent cannot reach the threshold within the optimiser's reach
-    (``lr`` times the sum of the schedule, the largest move of Adam), so the statistic
-    is not fixed by the start.
+    (``lr`` times the sum of the schedule: Adam's move at steps of typical size,
+    :func:`optimiser_reach`), so the statistic is not fixed by the start.
 ``margin`` (rule ``growth_within_tol``)
     The arm trains with ``alpha >= 1 + margin_for(W, (L, n_max), tol, score_bound=B)``;
     per checkpoint the largest measured growth of attention mass beyond ``W`` (last query)
@@ -309,11 +309,15 @@ def estimate_memory(plan: dict) -> dict:
 
 
 def optimiser_reach(lr: float, steps: int) -> float:
-    """The largest total move of one parameter under the trainer's AdamW and cosine schedule.
+    """The total move of one parameter under the trainer's AdamW and cosine schedule, at steps
+    of typical size.
 
-    Adam's step is at most about ``lr_t`` per coordinate (its update is ``lr_t m / sqrt(v)``
-    with ``|m| <= sqrt(v)`` for a steady gradient), so the parameter moves at most
-    ``sum_t lr_t = lr sum_t (1 + cos(pi t / steps)) / 2``.
+    Adam's effective step is ``lr_t m_hat / sqrt(v_hat)``, of magnitude about ``lr_t`` or
+    less in the common case (Kingma & Ba 2015, section 2.1); its worst case is
+    ``lr_t (1 - beta1) / sqrt(1 - beta2)``, 3.16 ``lr_t`` for ``beta = (0.9, 0.999)``, reached
+    only by a gradient that was long near zero and then jumps. The reach used here is
+    ``sum_t lr_t = lr sum_t (1 + cos(pi t / steps)) / 2``: a plan passes the boundary check
+    only when steps of typical size can carry a head across the threshold.
     """
     t = np.arange(int(steps))
     return float(lr * np.sum(0.5 * (1 + np.cos(np.pi * t / steps))))
