@@ -1206,7 +1206,7 @@ def run_study(plan_path, out_dir=None, *, resume=True, dry_run=False, max_runs=N
         separator): ``results.jsonl`` (one strict-JSON line per run, with the plan hash and
         the provenance, rewritten atomically after every run), ``plan.json`` (the plan with
         every default filled in), ``hypotheses.md`` / ``.json``, the figures,
-        ``checkpoints/`` and ``partial/`` (the mid-run training states). Links planted at
+        ``checkpoints/`` and ``partial/<plan hash>/`` (the mid-run training states, kept apart per plan). Links planted at
         those names are replaced, never followed; the folder is locked while the study writes.
     resume : bool
         Skip runs already in ``results.jsonl`` and resume a run from its partial state
@@ -1314,7 +1314,7 @@ def _run_locked(plan, digest, runs, mem, machine, out, resume, max_runs, time_bu
                 stopped = True
                 break
             if run["kind"] == "train":
-                record = execute_run(run, plan, data, checkpoint_dir=out / "checkpoints", state_dir=out / "partial",
+                record = execute_run(run, plan, data, checkpoint_dir=out / "checkpoints", state_dir=out / "partial" / digest[:16],
                                      data_parallel=not spread, deadline=deadline)
                 if record is None:  # stopped at a state save by the time budget: resumes mid-run
                     log(f"time budget {budget} s reached inside {run['id']}; its state is saved (rerun to resume)")
