@@ -43,7 +43,8 @@ def load_data(data_spec: dict, files=None, *, val_fraction=0.1) -> StudyData:
 
     ``files``: ``(path, size)`` pairs from :func:`otprior.study.corpus_files` (default:
     computed here). Each file is read as a regular file with a bounded read; the first
-    ``max_bytes`` bytes of their concatenation are the corpus, split 90/10. When the plan pins
+    ``max_bytes`` bytes of their concatenation are the corpus; every tenth block of 64 KiB (smaller for
+    a small corpus: at least four validation blocks) is the validation split (``val_fraction = 0.1``), the rest the training split. When the plan pins
     ``data.sha256``, other bytes (another interpreter's standard library, an edited file) are
     refused with the field named.
     """
@@ -69,8 +70,13 @@ def load_data(data_spec: dict, files=None, *, val_fraction=0.1) -> StudyData:
         raise PlanError("data.sha256", pinned, f"the SHA-256 of the data read here ({digest}; other files or another "
                         "Python's standard library hold other bytes)")
     arr = np.frombuffer(blob, dtype=np.uint8)
-    split = int(len(arr) * (1 - val_fraction))
-    out = StudyData((torch.from_numpy(arr[:split].copy()), torch.from_numpy(arr[split:].copy())))
+    # validation: every tenth block of 64 KiB, so both splits sample the whole corpus (the last
+    # tenth of the sorted standard library is mostly generated codec tables)
+    every = max(2, int(round(1 / val_fraction)))
+    block = max(1024, min(1 << 16, len(arr) // (4 * every)))  # at least four validation blocks
+    index = np.arange(len(arr)) // block
+    is_val = index % every == every - 1
+    out = StudyData((torch.from_numpy(arr[~is_val].copy()), torch.from_numpy(arr[is_val].copy())))
     out.sha256, out.nbytes, out.files = digest, len(blob), [p for p, _ in files][: len(chunks)]
     return out
 
