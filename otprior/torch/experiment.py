@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .._validation import ConvergenceError, DomainError
 from .intervention import intervene
 from .model import ModelConfig, load_model, save_model
 from .train import measure_distant_mass
@@ -134,8 +135,9 @@ def execute_run(run: dict, plan: dict, data, *, checkpoint_dir=None, state_dir=N
         ``loss`` (per evaluation length: per-sequence losses beyond the training length;
         at the training length itself: over all positions), training seconds and steps,
         the final training loss, the exponents and their trajectory (log-distance), the
-        intervention rows and the distant-mass growth when asked. A run whose training
-        loss or evaluation losses are not finite is recorded as ``{"failed": reason}``.
+        intervention rows and the distant-mass growth when asked. A run that diverges (a
+        non-finite training or evaluation loss, OT attention scores beyond their range, an OT
+        fixed point that does not converge) is recorded as ``{"failed": reason}``.
     """
     tr, ev = plan["training"], plan["evaluation"]
     device = plan["resources"].get("device", "cpu")
@@ -155,8 +157,12 @@ def execute_run(run: dict, plan: dict, data, *, checkpoint_dir=None, state_dir=N
                        seed=int(run["seed"]), device=device, bf16=bool(tr.get("bf16", False)) and device == "cuda",
                        trace=trace, trace_every=int(tr.get("trace_every", 10)), log=log, data_parallel=data_parallel,
                        state_path=state_path, save_every_s=float(tr.get("checkpoint_every_s", 300)), stop=stop)
-    except NonFiniteLoss as exc:
-        return _failed(run, str(exc))
+    except (NonFiniteLoss, ConvergenceError) as exc:
+        return _failed(run, f"{type(exc).__name__}: {exc}")
+    except DomainError as exc:
+        if exc.parameter != "scores":  # only a diverging run's attention scores are a result, not an error
+            raise
+        return _failed(run, f"diverged: {exc}")
     if result is None:
         return None
     seconds = result.seconds
@@ -176,34 +182,41 @@ def execute_run(run: dict, plan: dict, data, *, checkpoint_dir=None, state_dir=N
         "final_train_loss": float(np.mean(result.losses[-10:])),
         "loss": {},
     }
-    kw = dict(sequences=int(ev["sequences"]), batch_size=int(ev["batch_size"]), seed=int(ev.get("seed", 1234)), device=device)
-    record["loss"][str(L)] = evaluate_sequences(model, data[1], L, start=0, **kw).tolist()
-    for n in ev["lengths"]:
-        record["loss"][str(n)] = evaluate_sequences(model, data[1], int(n), start=L, **kw).tolist()
-    if not all(np.all(np.isfinite(v)) for v in record["loss"].values()):
-        return _failed(run, "non-finite evaluation loss")
-    if cfg.scheme == "log-distance":
-        record["alpha"] = _alphas(model)
-        record["alpha_margin"] = cfg.alpha_margin
-        record["alpha_init"] = cfg.alpha_init
-        if trace is not None:
-            record["alpha_trace"] = [[step, values] for step, values in result.trace]
-    if "intervention" in measure:
-        spec = measure["intervention"]
-        record["intervention"] = intervene(model, data[1], eval_length=int(spec["eval_length"]), shifts=tuple(spec["shifts"]),
-                                           sequences=int(ev["sequences"]), batch_size=int(ev["batch_size"]), device=device,
-                                           level=float(plan["statistics"]["level"]),
-                                           resamples=int(plan["statistics"]["resamples"]), seed=int(ev.get("seed", 1234)))
-    if "distant_mass" in measure:
-        W = int(measure["distant_mass"]["window"])
-        n_max = int(max(ev["lengths"]))
-        seqs = min(int(ev["sequences"]), 16)
-        short = measure_distant_mass(model, data[1], L, W, sequences=seqs)
-        long = measure_distant_mass(model, data[1], n_max, W, sequences=seqs)
-        record["distant_mass"] = {"window": W, "lengths": [L, n_max], "at_train_length": short["measured"].tolist(),
-                                  "at_longest": long["measured"].tolist(),
-                                  "growth": (long["measured"] - short["measured"]).tolist(),
-                                  "content_bound": np.maximum(short["content_bound"], long["content_bound"]).tolist()}
+    try:
+        kw = dict(sequences=int(ev["sequences"]), batch_size=int(ev["batch_size"]), seed=int(ev.get("seed", 1234)), device=device)
+        record["loss"][str(L)] = evaluate_sequences(model, data[1], L, start=0, **kw).tolist()
+        for n in ev["lengths"]:
+            record["loss"][str(n)] = evaluate_sequences(model, data[1], int(n), start=L, **kw).tolist()
+        if not all(np.all(np.isfinite(v)) for v in record["loss"].values()):
+            raise NonFiniteLoss("non-finite evaluation loss")
+        if cfg.scheme == "log-distance":
+            record["alpha"] = _alphas(model)
+            record["alpha_margin"] = cfg.alpha_margin
+            record["alpha_init"] = cfg.alpha_init
+            if trace is not None:
+                record["alpha_trace"] = [[step, values] for step, values in result.trace]
+        if "intervention" in measure:
+            spec = measure["intervention"]
+            record["intervention"] = intervene(model, data[1], eval_length=int(spec["eval_length"]), shifts=tuple(spec["shifts"]),
+                                               sequences=int(ev["sequences"]), batch_size=int(ev["batch_size"]), device=device,
+                                               level=float(plan["statistics"]["level"]),
+                                               resamples=int(plan["statistics"]["resamples"]), seed=int(ev.get("seed", 1234)))
+        if "distant_mass" in measure:
+            W = int(measure["distant_mass"]["window"])
+            n_max = int(max(ev["lengths"]))
+            seqs = min(int(ev["sequences"]), 16)
+            short = measure_distant_mass(model, data[1], L, W, sequences=seqs)
+            long = measure_distant_mass(model, data[1], n_max, W, sequences=seqs)
+            record["distant_mass"] = {"window": W, "lengths": [L, n_max], "at_train_length": short["measured"].tolist(),
+                                      "at_longest": long["measured"].tolist(),
+                                      "growth": (long["measured"] - short["measured"]).tolist(),
+                                      "content_bound": np.maximum(short["content_bound"], long["content_bound"]).tolist()}
+    except (NonFiniteLoss, ConvergenceError) as exc:
+        return _failed(run, f"evaluation: {type(exc).__name__}: {exc}")
+    except DomainError as exc:
+        if exc.parameter != "scores":
+            raise
+        return _failed(run, f"evaluation diverged: {exc}")
     if checkpoint_dir is not None and rank == 0:
         record["checkpoint"] = str(save_model(model, Path(checkpoint_dir) / run["id"].replace("/", "-")))
     if state_path is not None and rank == 0 and state_path.exists() and not state_path.is_symlink():
