@@ -1046,7 +1046,7 @@ def _cmd_study(args):
         mem = result.get("memory", {})
         lines.append(f"dry run: nothing trained; memory estimate {mem}")
         lines.append(f"data: {result['data_bytes_available']} bytes in {result['data_files']} files; optimiser reach "
-                     f"{result['optimiser_reach']:.3g} (largest move of one raw parameter)")
+                     f"{result['optimiser_reach']:.3g} (move of one raw parameter at steps of typical size)")
         lines.append("plan as validated (every default filled in):")
         lines.append(json.dumps(result["plan"], indent=1))
         return result, lines
