@@ -633,7 +633,30 @@ def check_machine(plan: dict) -> dict:
     total = sum(size for _, size in files)
     if total < data["max_bytes"]:
         raise PlanError("data.max_bytes", data["max_bytes"], f"at most the {total} bytes the data files hold")
+    train_bytes, val_bytes = split_sizes(data["max_bytes"])
+    longest = max(plan["evaluation"]["lengths"])
+    if val_bytes <= longest + 1:
+        raise PlanError("data.max_bytes", data["max_bytes"], f"enough data for a validation split longer than the "
+                        f"evaluation length {longest} (it holds {val_bytes} bytes)")
+    if train_bytes <= max(plan["training"]["train_lengths"]) + 1:
+        raise PlanError("data.max_bytes", data["max_bytes"], "enough data for training windows")
     return {"files": files, "bytes": total}
+
+
+def split_sizes(nbytes: int, every: int = 10) -> tuple:
+    """``(train, validation)`` sizes of the study's split of ``nbytes`` bytes: every
+    ``every``-th block of ``block = max(1024, min(65536, nbytes // (4 every)))`` bytes is
+    validation (:func:`otprior.torch.experiment.load_data` splits this way)."""
+    block = split_block(nbytes, every)
+    val = 0
+    for b in range(every - 1, -(-nbytes // block), every):
+        val += min(block, nbytes - b * block)
+    return nbytes - val, val
+
+
+def split_block(nbytes: int, every: int = 10) -> int:
+    """The block size of the study's train/validation split (:func:`split_sizes`)."""
+    return max(1024, min(1 << 16, nbytes // (4 * every)))
 
 
 def _check_reach(arm, near, lr, steps, Ls, n_max, field):

@@ -78,6 +78,7 @@ BAD = [
     (lambda p: p["data"].update(paths=["/no/such/file.txt"]), "data.paths[0]"),
     (lambda p: p["data"].update(paths=["/dev/zero"]), "data.paths[0]"),
     (lambda p: p["data"].update(max_bytes=10**12), "data.max_bytes"),
+    (lambda p: (p["data"].update(max_bytes=10_000), p["evaluation"].update(lengths=[2000])), "data.max_bytes"),
     (lambda p: p["evaluation"].update(seed=-1), "evaluation.seed"),
     (lambda p: p["hypotheses"][0].update(id="H1\x1b[2J"), "hypotheses[0].id"),
     (lambda p: p["hypotheses"][0].update(claim="ot \x1b]0;title\x07 wins"), "hypotheses[0].claim"),

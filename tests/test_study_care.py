@@ -96,6 +96,16 @@ def test_a_folder_has_one_writer(tmp_path):
         pass
 
 
+def test_split_sizes_match_the_split_made():
+    pytest.importorskip("torch")
+    from otprior.study import split_sizes
+    from otprior.torch.experiment import load_data
+
+    for nbytes in (12_345, 200_000):
+        train, val = load_data({"max_bytes": nbytes})
+        assert (len(train), len(val)) == split_sizes(nbytes) and len(val) > 0
+
+
 def test_cuda_without_a_gpu_is_refused_by_validation():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():

@@ -50,7 +50,7 @@ def load_data(data_spec: dict, files=None, *, val_fraction=0.1) -> StudyData:
     refused with the field named.
     """
     from .._files import read_regular
-    from ..study import PlanError, corpus_files
+    from ..study import PlanError, corpus_files, split_block
 
     max_bytes = int(data_spec.get("max_bytes", 2_000_000))
     files = corpus_files(data_spec) if files is None else files
@@ -74,7 +74,7 @@ def load_data(data_spec: dict, files=None, *, val_fraction=0.1) -> StudyData:
     # validation: every tenth block of 64 KiB, so both splits sample the whole corpus (the last
     # tenth of the sorted standard library is mostly generated codec tables)
     every = max(2, int(round(1 / val_fraction)))
-    block = max(1024, min(1 << 16, len(arr) // (4 * every)))  # at least four validation blocks
+    block = split_block(len(arr), every)  # at least four validation blocks when the corpus allows
     index = np.arange(len(arr)) // block
     is_val = index % every == every - 1
     out = StudyData((torch.from_numpy(arr[~is_val].copy()), torch.from_numpy(arr[is_val].copy())))
