@@ -1041,6 +1041,8 @@ def _cmd_study(args):
     if args.out is not None and not args.dry_run:
         out = str(check_folder(args.out, force=True, name="out"))
     result = study.run_study(str(args.plan), out, log=(lambda *_: None) if args.json else _progress_line, **kw)
+    if args.spread and os.environ.get("RANK", "0") not in ("", "0"):
+        return result, []  # under torchrun, process 0 prints the summary
     lines = [f"plan {result['plan_sha256'][:12]}: {result['runs']} runs"]
     if args.dry_run:
         mem = result.get("memory", {})

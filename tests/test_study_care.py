@@ -261,6 +261,16 @@ def test_study_replaces_planted_links_and_records_failures(tmp_path, monkeypatch
     assert record["provenance"]["threads"] == 1 and "torch" in record["provenance"]
     decisions = strict((out / "hypotheses.json").read_text())["decisions"]
     assert decisions[0]["outcome"] == "undecided" and result["finished"]
+    # OT scores leaving their range in training: a failed run too, not a crashed study
+    from otprior._validation import DomainError
+
+    def scores_out_of_range(*args, **kwargs):
+        raise DomainError("scores", "spread 700.0", "a spread of lower-triangle scores at most 600.0")
+
+    monkeypatch.setattr(experiment, "train", scores_out_of_range)
+    run_study(_one_run_plan(), tmp_path / "diverged", figures=False, log=lambda s: None)
+    (record,) = [strict(line) for line in (tmp_path / "diverged" / "results.jsonl").read_text().splitlines()]
+    assert record["failed"].startswith("diverged")
     # a link planted as the checkpoints folder is refused before anything is written through it
     other = tmp_path / "other"
     other.mkdir()
