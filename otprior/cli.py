@@ -1036,7 +1036,7 @@ def _cmd_study(args):
 
     _input_path(args.plan, "plan")
     kw = {"resume": not args.fresh, "dry_run": args.dry_run, "max_runs": args.max_runs, "time_budget_s": args.budget,
-          "spread": args.spread}
+          "spread": args.spread, "time_steps": args.time_steps}
     out = None if args.out is None else str(args.out)
     if args.out is not None and not args.dry_run:
         out = str(check_folder(args.out, force=True, name="out"))
@@ -1049,6 +1049,11 @@ def _cmd_study(args):
         lines.append(f"dry run: nothing trained; memory estimate {mem}")
         lines.append(f"data: {result['data_bytes_available']} bytes in {result['data_files']} files; optimiser reach "
                      f"{result['optimiser_reach']:.3g} (move of one raw parameter at steps of typical size)")
+        est = result.get("time_estimate")
+        if est:
+            total = est["total_seconds"]
+            lines.append(f"time estimate here ({est['threads']} thread(s) per process): {total / 3600:.2f} h in one "
+                         f"process, {total / 7200:.2f} h spread over two")
         lines.append("plan as validated (every default filled in):")
         lines.append(json.dumps(result["plan"], indent=1))
         return result, lines
@@ -1076,6 +1081,8 @@ def _add_study(command):
     s.add_argument("--max-runs", type=_int_type(1, 1_000_000), help="stop after this many new runs")
     s.add_argument("--budget", type=_real_type(1.0, 1e7), help="start no new run after this many seconds; a run in progress "
                    "stops at its next state save (rerun the same command to resume)")
+    s.add_argument("--time-steps", type=_int_type(1, 1000), help="with --dry-run: time this many training steps of "
+                   "every arm and length here and extrapolate the study's time")
     s.add_argument("--spread", action="store_true", help="under torchrun: deal whole runs out to the processes instead of "
                    "data-parallel training (e.g. torchrun --standalone --nproc_per_node 2 -m otprior study PLAN --spread)")
     s.add_argument("--json", action="store_true", help=_JSON_HELP)

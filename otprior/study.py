@@ -1216,7 +1216,7 @@ def _dumps_line(record):
 
 
 def run_study(plan_path, out_dir=None, *, resume=True, dry_run=False, max_runs=None, time_budget_s=None, figures=True,
-              spread=False, log=print) -> dict:
+              spread=False, time_steps=None, log=print) -> dict:
     """Run a preregistered study plan and decide its hypotheses.
 
     Parameters
@@ -1245,6 +1245,10 @@ def run_study(plan_path, out_dir=None, *, resume=True, dry_run=False, max_runs=N
         state save once it is exceeded (default: the plan's ``resources.time_budget_s``).
     figures : bool
         Draw the figures (PNG and PDF) after the decisions.
+    time_steps : int, optional
+        With ``dry_run``: time this many training steps and one evaluation batch of every
+        (scheme, training length) here and extrapolate to every run
+        (:func:`otprior.torch.experiment.estimate_time`); the result's ``time_estimate``.
     spread : bool
         Under ``torchrun`` with several processes: ``False`` trains every run with
         DistributedDataParallel over all processes; ``True`` deals whole runs out to the
@@ -1267,9 +1271,16 @@ def run_study(plan_path, out_dir=None, *, resume=True, dry_run=False, max_runs=N
     runs = expand_runs(plan)
     mem = estimate_memory(plan)
     if dry_run:
-        return {"plan_sha256": digest, "runs": len(runs), "run_ids": [r["id"] for r in runs], "memory": mem,
-                "data_bytes_available": machine["bytes"], "data_files": len(machine["files"]), "plan": plan,
-                "optimiser_reach": optimiser_reach(plan["training"]["lr"], plan["training"]["steps"])}
+        result = {"plan_sha256": digest, "runs": len(runs), "run_ids": [r["id"] for r in runs], "memory": mem,
+                  "data_bytes_available": machine["bytes"], "data_files": len(machine["files"]), "plan": plan,
+                  "optimiser_reach": optimiser_reach(plan["training"]["lr"], plan["training"]["steps"])}
+        if time_steps:
+            from .torch.experiment import estimate_time, load_data, setup_threads
+
+            setup_threads(plan["resources"]["threads"])
+            result["time_estimate"] = estimate_time(plan, runs, load_data(plan["data"], machine["files"]),
+                                                    steps=int(time_steps), log=log)
+        return result
     out = Path(out_dir) if out_dir is not None else Path(f"study-{plan['plan'].get('name', 'plan')}")
     if "\x00" in str(out):
         raise PlanError("out", str(out).replace("\x00", "\\x00"), "a folder path without NUL characters")

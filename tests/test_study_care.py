@@ -281,3 +281,18 @@ def test_study_replaces_planted_links_and_records_failures(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     run_study(_one_run_plan(), figures=False, log=lambda s: None)
     assert (tmp_path / "study-tiny" / "results.jsonl").is_file()
+
+
+def test_time_estimate_covers_every_run():
+    pytest.importorskip("torch")
+    from otprior.study import expand_runs
+
+    plan = tiny_plan()
+    plan["hypotheses"].append({"id": "H2", "claim": "cost", "kind": "loss_and_cost", "treatment": "ld", "control": "ot",
+                               "statistic": "x", "decision": {"rule": "interval_below_zero_and_cost_ratio",
+                                                              "max_cost_ratio": 0.5, "cost_steps": 2}})
+    result = run_study(plan, dry_run=True, time_steps=1, log=lambda s: None)
+    est = result["time_estimate"]
+    expected = {r["id"] for r in expand_runs(validate_plan(plan)) if r["kind"] in ("train", "cost")}
+    assert set(est["run_seconds"]) == expected and any(i.startswith("cost/") for i in expected)
+    assert est["total_seconds"] == pytest.approx(sum(est["run_seconds"].values())) and est["total_seconds"] > 0

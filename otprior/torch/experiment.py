@@ -25,7 +25,7 @@ from .train import measure_distant_mass
 from .training import NonFiniteLoss, choose_threads, distributed_context, evaluate_sequences, sample_batch, train
 
 __all__ = ["load_data", "execute_run", "setup_threads", "ngram_record", "ngram_losses", "measure_cost", "count_work",
-           "run_provenance", "StudyData"]
+           "run_provenance", "estimate_time", "StudyData"]
 
 
 def setup_threads(requested="auto") -> int:
@@ -388,3 +388,70 @@ def measure_cost(run: dict, plan: dict, data, rec_t: dict, rec_c: dict, *, check
             "treatment": rec_t["id"], "control": rec_c["id"], "steps": int(run["steps"]), "batch_size": B,
             "work_treatment": work[0], "work_control": work[1], "flops_ratio": float(ratio),
             "median_step_seconds": med, "time_ratio": med[0] / med[1], "threads": torch.get_num_threads()}
+
+
+# ---------------------------------------------------------------- time estimate
+
+
+def estimate_time(plan: dict, runs: list, data, *, steps: int = 3, log=None) -> dict:
+    """Time a few training steps and one evaluation batch of every (scheme, training length) of a
+    plan on this machine, at the threads set now, and extrapolate to every run.
+
+    Per training run: ``steps`` (plan) times the median of ``steps`` timed steps (after one
+    untimed warm-up step), plus the evaluation of ``sequences`` windows at the training length
+    and at each evaluation length (one batch timed, scaled), plus two more evaluations at the
+    intervention's length per shift when the run measures it. Cost runs: ``cost_steps`` steps of
+    both models. Returns ``{"run_seconds": {id: s}, "total_seconds": s, "threads": n}``; divide
+    the total by the number of processes that spread the runs. An estimate: it is as loaded as
+    the machine is while it runs.
+    """
+    tr, ev = plan["training"], plan["evaluation"]
+    step_s, eval_s = {}, {}
+    gen = torch.Generator().manual_seed(0)
+    B, Be = int(tr["batch_size"]), int(ev["batch_size"])
+    for run in runs:
+        if run["kind"] != "train":
+            continue
+        cfg = ModelConfig(**run["config"])
+        key = (cfg.scheme, cfg.train_length)
+        if key in step_s:
+            continue
+        from .model import ReferenceModel
+
+        torch.manual_seed(0)
+        model = ReferenceModel(cfg)
+        opt = torch.optim.AdamW(model.parameters(), lr=float(tr["lr"]))
+        times = []
+        for i in range(int(steps) + 1):
+            batch = sample_batch(data[0], cfg.train_length, B, gen)
+            t = time.perf_counter()
+            loss = model.loss(batch)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if i:
+                times.append(time.perf_counter() - t)
+        step_s[key] = float(np.median(times))
+        model.eval()
+        for n in [cfg.train_length, *ev["lengths"]]:
+            if (key, n) not in eval_s:
+                t = time.perf_counter()
+                evaluate_sequences(model, data[1], int(n), sequences=Be, batch_size=Be)
+                eval_s[(key, n)] = (time.perf_counter() - t) * int(ev["sequences"]) / Be
+        if log is not None:
+            log(f"{cfg.scheme} at L = {cfg.train_length}: {1e3 * step_s[key]:.1f} ms per step")
+    out = {}
+    by_id = {r["id"]: r for r in runs}
+    for run in runs:
+        if run["kind"] == "train":
+            key = (run["config"]["scheme"], run["train_length"])
+            s = int(tr["steps"]) * step_s[key] + sum(eval_s[(key, n)] for n in [run["train_length"], *ev["lengths"]])
+            spec = run["measure"].get("intervention")
+            if spec:
+                s += (1 + len(spec["shifts"])) * eval_s[(key, spec["eval_length"])]  # base and each shift
+            out[run["id"]] = s
+        elif run["kind"] == "cost":
+            t, c = by_id[run["treatment"]], by_id[run["control"]]
+            out[run["id"]] = (int(run["steps"]) + 1) * (step_s[(t["config"]["scheme"], t["train_length"])]
+                                                        + step_s[(c["config"]["scheme"], c["train_length"])])
+    return {"run_seconds": out, "total_seconds": float(sum(out.values())), "threads": torch.get_num_threads()}
