@@ -55,13 +55,15 @@ Hypothesis kinds and their decision rules
     when the starting exponent cannot reach the threshold within the optimiser's reach
     (``lr`` times the sum of the schedule: Adam's move at steps of typical size,
     :func:`optimiser_reach`), so the statistic is not fixed by the start.
-``margin`` (rule ``growth_within_tol``)
+``margin`` (rule ``growth_within_tol``; optional ``min_binding``)
     The arm trains with ``alpha >= 1 + margin_for(W, (L, n_max), tol, score_bound=B)``;
     per checkpoint the largest measured growth of attention mass beyond ``W`` (last query)
     from the training length to the longest evaluation length; supported when the interval
     over checkpoints lies at or below ``tol``. Reported beside: how many heads ended within
     ``0.05`` of the floor (the margin binds) and how many had measured content spread above
-    ``B`` (where the guarantee does not apply).
+    ``B`` (where the guarantee does not apply). With ``min_binding``, a study in which a
+    smaller fraction of heads ended within ``0.05`` of the floor says ``not tested``: the
+    margin did not constrain training, so the growth says nothing about it.
 ``prediction`` (rule ``beats_baselines``; ``arms``, ``fit_seeds``, ``test_seeds``, ``score_bound``)
     For every checkpoint of the arms and every evaluation length ``n``, the loss growth
     ``y = loss(n) - loss(L)`` (beyond ``L`` at ``n``, all positions at ``L``) is predicted
@@ -570,6 +572,10 @@ def validate_plan(plan: dict, *, machine: bool = False) -> dict:
                 raise PlanError(f"{where}.decision.fraction", f, "a number in (0, 1]")
             _check_reach(arm_by[h["arm"]], near, lr, tr["steps"], Ls, n_max, f"{where}.near")
         if kind == "margin":
+            if "min_binding" in decision:
+                mb = decision["min_binding"]
+                if isinstance(mb, bool) or not isinstance(mb, (int, float)) or not 0 <= mb <= 1:
+                    raise PlanError(f"{where}.decision.min_binding", mb, "a fraction in [0, 1]")
             if "margin" not in arm_by[h["arm"]]:
                 raise PlanError(f"{where}.arm", h["arm"], "an arm trained with margin = {window, tol, score_bound}")
             if "control" in h and h["control"] not in arm_by:
@@ -996,6 +1002,16 @@ def decide(plan: dict, records: list, runs: list | None = None) -> list:
                     detail += f"; control arm {h['control']}: {e2:.4f} [{l2:.4f}, {h2:.4f}]"
                 row["detail"] = detail
                 ok = hi <= tol
+                need = float(h["decision"].get("min_binding", 0.0))
+                has_alpha = [r for r in recs if "alpha" in r]
+                if need > 0 and has_alpha:
+                    share = binding / sum(np.size(r["alpha"]) for r in has_alpha)
+                    row["binding_fraction"] = share
+                    if share < need:  # the margin did not constrain training: H6 was not tested
+                        row["detail"] = (f"the margin bound on a fraction {share:.3g} of heads, below the preregistered "
+                                         f"{need}: not tested; " + detail)
+                        row["not_tested"] = True
+                        ok = None
         elif kind == "prediction":
             res = _decide_prediction(h, plan, arms, level, resamples)
             if res is not None:
@@ -1008,6 +1024,8 @@ def decide(plan: dict, records: list, runs: list | None = None) -> list:
                 ok = res["interval"] is not None and res["interval"][1] < 0
         if ok is not None:
             row["outcome"] = "supported" if ok else "not supported"
+        elif row.get("not_tested"):
+            row["outcome"] = "not tested"
         if bad:
             row["provisional"] = row["outcome"]
             row["outcome"] = "undecided"

@@ -226,6 +226,15 @@ def test_decisions_follow_the_rules():
     failed = {"id": "ot/L12/seed0", "kind": "train", "arm": "ot", "train_length": 12, "seed": 0, "failed": "non-finite loss"}
     d = {x["id"]: x for x in decide(plan, better[:3] + [failed] + ld + margin)}
     assert d["H1"]["outcome"] == "undecided" and "failed" in d["H1"]["detail"]
+    # H6 with min_binding: heads far above the floor mean the margin was not tested
+    raw = tiny_plan()
+    raw["hypotheses"][3]["decision"]["min_binding"] = 0.5
+    plan6 = validate_plan(raw)
+    for alpha_minus_floor, outcome in ((0.5, "not tested"), (0.01, "supported")):
+        m = [_record("margin", L, s, base, distant_mass={"growth": [[0.01, 0.02]]}, alpha_margin=0.3,
+                     alpha=[[1.3 + alpha_minus_floor, 1.3 + alpha_minus_floor]]) for L in (8, 12) for s in (0, 1)]
+        d = {x["id"]: x for x in decide(plan6, better + ld + m)}
+        assert d["H6"]["outcome"] == outcome
     assert {x["outcome"] for x in decide(plan, [])} == {"not run"}
 
 
