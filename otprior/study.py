@@ -257,8 +257,11 @@ def corpus_files(data_spec: dict) -> list:
         named = [(f"data.paths[{i}]", Path(p)) for i, p in enumerate(paths)]
     else:
         root = Path(sysconfig.get_paths()["stdlib"])
-        found = sorted(p for p in root.rglob("*.py") if "site-packages" not in p.parts and "test" not in p.parts)
-        named = [("data", p) for p in found]
+        found = []
+        for folder, dirs, names in os.walk(root, followlinks=True):
+            dirs[:] = [d for d in dirs if d not in ("site-packages", "test")]  # pruned, not walked and filtered
+            found.extend(Path(folder) / n for n in names if n.endswith(".py"))
+        named = [("data", p) for p in sorted(found)]
     out, total = [], 0
     for field, p in named:
         size = regular_size(p, field, error=PlanError)
@@ -428,16 +431,23 @@ def validate_plan(plan: dict, *, machine: bool = False) -> dict:
     _posint(_need(tr, "batch_size", "training"), "training.batch_size", 1 << 16)
     lr = _posnum(_need(tr, "lr", "training"), "training.lr", 1.0)
     Ls = _int_list(_need(tr, "train_lengths", "training"), "training.train_lengths", _MAX_LENGTH)
+    if len(set(Ls)) != len(Ls):
+        raise PlanError("training.train_lengths", Ls, "distinct lengths")
     _posint(tr.setdefault("trace_every", 10), "training.trace_every", _MAX_COUNT)
+    if tr["steps"] // tr["trace_every"] > 100_000:
+        raise PlanError("training.trace_every", tr["trace_every"], f"at least steps / 100000 = {tr['steps'] // 100_000} "
+                        "(at most 100000 traced points per run)")
     _posnum(tr.setdefault("checkpoint_every_s", 300), "training.checkpoint_every_s", 1e6)
     if not isinstance(tr.setdefault("bf16", False), bool):
         raise PlanError("training.bf16", tr["bf16"], "true or false")
     ev = _need(plan, "evaluation", "plan")
     ns = _int_list(_need(ev, "lengths", "evaluation"), "evaluation.lengths", _MAX_LENGTH)
+    if len(set(ns)) != len(ns) or len(ns) > 16:
+        raise PlanError("evaluation.lengths", ns, "at most 16 distinct lengths")
     for i, n in enumerate(ns):
         if n <= max(Ls):
             raise PlanError(f"evaluation.lengths[{i}]", n, f"a length above every training length (largest {max(Ls)})")
-    _posint(_need(ev, "sequences", "evaluation"), "evaluation.sequences", 1 << 20)
+    _posint(_need(ev, "sequences", "evaluation"), "evaluation.sequences", 1 << 16)
     if ev["sequences"] < 2:
         raise PlanError("evaluation.sequences", ev["sequences"], "at least 2 (the bootstrap's units)")
     _posint(ev.setdefault("batch_size", 8), "evaluation.batch_size", 1 << 16)
@@ -513,6 +523,9 @@ def validate_plan(plan: dict, *, machine: bool = False) -> dict:
                 except DomainError as exc:
                     raise PlanError(f"{where}.margin", spec, f"a margin margin_for can give at L = {L} ({exc})") from None
     arm_by = {a["name"]: a for a in arms}
+    total_runs = sum(len(a["seeds"]) for a in arms) * len(Ls)
+    if total_runs > 100_000:
+        raise PlanError("arms", f"{total_runs} runs", "a plan of at most 100000 training runs")
     hyps = _need(plan, "hypotheses", "plan")
     if not isinstance(hyps, list) or not hyps or len(hyps) > 64:
         raise PlanError("hypotheses", "...", "a non-empty list of at most 64 hypotheses")
@@ -639,6 +652,17 @@ def check_machine(plan: dict) -> dict:
     total = sum(size for _, size in files)
     if total < data["max_bytes"]:
         raise PlanError("data.max_bytes", data["max_bytes"], f"at most the {total} bytes the data files hold")
+    if "sha256" in data:  # the pin is checked here too, so a dry run refuses other data
+        h, need = hashlib.sha256(), data["max_bytes"]
+        for i, (path, _) in enumerate(files):
+            chunk = read_regular(path, need, f"data.paths[{i}]" if data.get("paths") else "data", prefix=True, error=PlanError)
+            h.update(chunk)
+            need -= len(chunk)
+            if need <= 0:
+                break
+        if h.hexdigest() != data["sha256"]:
+            raise PlanError("data.sha256", data["sha256"], f"the SHA-256 of the data read here ({h.hexdigest()}; other "
+                            "files or another Python's standard library hold other bytes)")
     train_bytes, val_bytes = split_sizes(data["max_bytes"])
     longest = max(plan["evaluation"]["lengths"])
     if val_bytes <= longest + 1:

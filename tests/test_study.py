@@ -80,6 +80,11 @@ BAD = [
     (lambda p: p["data"].update(max_bytes=10**12), "data.max_bytes"),
     (lambda p: (p["data"].update(max_bytes=10_000), p["evaluation"].update(lengths=[2000])), "data.max_bytes"),
     (lambda p: p["evaluation"].update(seed=-1), "evaluation.seed"),
+    (lambda p: p["data"].update(sha256="0" * 64), "data.sha256"),
+    (lambda p: p["training"].update(train_lengths=[8, 8]), "training.train_lengths"),
+    (lambda p: p["training"].update(steps=10**7, trace_every=1), "training.trace_every"),
+    (lambda p: (p.update(arms=[dict(a, seeds=list(range(1000))) for a in p["arms"][:3]], hypotheses=p["hypotheses"][:1]),
+                p["training"].update(train_lengths=list(range(8, 72))), p["evaluation"].update(lengths=[100])), "arms"),
     (lambda p: p["hypotheses"][0].update(id="H1\x1b[2J"), "hypotheses[0].id"),
     (lambda p: p["hypotheses"][0].update(claim="ot \x1b]0;title\x07 wins"), "hypotheses[0].claim"),
 ]
