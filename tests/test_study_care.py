@@ -296,3 +296,45 @@ def test_time_estimate_covers_every_run():
     expected = {r["id"] for r in expand_runs(validate_plan(plan)) if r["kind"] in ("train", "cost")}
     assert set(est["run_seconds"]) == expected and any(i.startswith("cost/") for i in expected)
     assert est["total_seconds"] == pytest.approx(sum(est["run_seconds"].values())) and est["total_seconds"] > 0
+
+
+KILLED = """
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from test_study_care import _one_run_plan
+from otprior.study import run_study
+
+plan = _one_run_plan()
+plan["training"].update(steps=400, checkpoint_every_s=0.05)
+run_study(plan, sys.argv[1], figures=False, log=lambda s: None)
+"""
+
+
+@pytest.mark.slow
+def test_a_study_killed_mid_run_resumes_to_the_same_result(tmp_path):
+    import signal
+    import subprocess
+    import time
+
+    pytest.importorskip("torch")
+    script = tmp_path / "study.py"
+    script.write_text(KILLED)
+    out = tmp_path / "killed"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, str(script), str(out), str(Path(__file__).resolve().parent)], env=env)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(out.glob("partial/*/*.pt")):
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / "results.jsonl").exists() or "ld/L8" not in (out / "results.jsonl").read_text()
+    plan = _one_run_plan()
+    plan["training"].update(steps=400, checkpoint_every_s=0.05)
+    run_study(plan, out, figures=False, log=lambda s: None)  # resumes the killed run from its state
+    run_study(plan, tmp_path / "whole", figures=False, log=lambda s: None)
+    (a,) = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    (b,) = [json.loads(x) for x in (tmp_path / "whole" / "results.jsonl").read_text().splitlines()]
+    for key in ("loss", "alpha", "alpha_trace", "final_train_loss"):
+        assert a[key] == b[key], key
