@@ -1400,11 +1400,14 @@ def _run_locked(plan, digest, runs, mem, machine, out, resume, max_runs, time_bu
                 record = ngram_record(run, plan, data)
             else:
                 have = {r["id"]: r for r in records}
-                if run["treatment"] not in have or run["control"] not in have or "failed" in have[run["treatment"]] \
-                        or "failed" in have[run["control"]]:
-                    continue
-                record = measure_cost(run, plan, data, have[run["treatment"]], have[run["control"]],
-                                      checkpoint_dir=out / "checkpoints")
+                if run["treatment"] not in have or run["control"] not in have:
+                    continue  # its training runs are not done yet
+                if "failed" in have[run["treatment"]] or "failed" in have[run["control"]]:
+                    record = {"id": run["id"], "kind": "cost", "arm": "cost", "seed": run["seed"],
+                              "train_length": run["train_length"], "failed": "a training run it compares failed"}
+                else:
+                    record = measure_cost(run, plan, data, have[run["treatment"]], have[run["control"]],
+                                          checkpoint_dir=out / "checkpoints")
             record["plan_sha256"] = digest
             record["provenance"] = prov
             ran += 1
