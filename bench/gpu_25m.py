@@ -1,8 +1,10 @@
 """The paper's sizes on a GPU: run a preregistered plan (``plans/gpu-25m.toml`` or ``plans/gpu-100m.toml``) in pieces.
 
-Each call trains until ``--budget`` seconds have passed (no new run starts after that),
-writing every finished run to ``OUT/results.jsonl`` with the plan's hash; the next call
-with the same ``--out`` resumes where this one stopped. The decisions table and figures
+Each call trains until ``--budget`` seconds have passed (no new run starts after that, and a
+run in progress stops at its next training-state save), writing every finished run to
+``OUT/results.jsonl`` with the plan's hash; the next call with the same ``--out`` resumes
+where this one stopped, mid-run included. The same as
+``otprior study PLAN --out OUT --budget SECONDS``. The decisions table and figures
 are rewritten at the end of every call.
 
 Run (GPU): ``PYTHONPATH=. python bench/gpu_25m.py --plan plans/gpu-25m.toml --out $OUT --budget 420``.
@@ -29,13 +31,19 @@ def tiny_version(plan: dict) -> dict:
     plan["training"].update(steps=2, batch_size=2, train_lengths=[8, 12, 16], trace_every=1, bf16=False)
     plan["evaluation"].update(lengths=[32], sequences=2, batch_size=2)
     plan["statistics"]["resamples"] = 100
+    plan["training"]["checkpoint_every_s"] = 1
+    near = {h["arm"]: h["near"] for h in plan["hypotheses"] if h["kind"] == "boundary"}
     for arm in plan["arms"]:
-        arm["seeds"] = arm["seeds"][:2]
+        arm["seeds"] = arm["seeds"][: 4 if arm["scheme"] == "log-distance" else 2]
         if "margin" in arm:
             arm["margin"]["window"] = 4
+        if arm["name"] in near:  # two steps reach no threshold: start just above it
+            arm["init_above_floor"] = near[arm["name"]] - arm["alpha_margin"] + 1e-4
     for h in plan["hypotheses"]:
         if "eval_length" in h:
             h["eval_length"] = 32
+        if h["kind"] == "prediction":
+            h.update(fit_seeds=[0, 1], test_seeds=[2, 3])
     return plan
 
 

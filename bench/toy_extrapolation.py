@@ -5,7 +5,7 @@ then the intervention of the paper on every log-distance checkpoint.
 RoPE is evaluated beyond its training length with YaRN at scale ``n / L`` (the
 evaluation-time extension), and the number of threads follows the machine's idle cores.
 The preregistered version of this comparison, with intervals and decision rules, is
-``plans/cpu-toy.toml`` (:func:`otprior.study.run_study`).
+``plans/cpu-130k.toml`` (:func:`otprior.study.run_study`).
 
 Run: ``python bench/toy_extrapolation.py [--steps 400] [--seeds 3] [--out toy_results] [--threads auto]``
 (about two minutes on two idle cores). Writes ``results.json``, ``extrapolation.png`` and the

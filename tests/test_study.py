@@ -27,8 +27,9 @@ def tiny_plan():
         "arms": [
             {"name": "softmax", "scheme": "nope", "seeds": [0]},
             {"name": "ot", "scheme": "causal-ot", "ot_rho": 0.5, "seeds": [0]},
-            {"name": "ld", "scheme": "log-distance", "seeds": [0, 1]},
-            {"name": "margin", "scheme": "log-distance", "margin": {"window": 4, "tol": 0.05}, "seeds": [0, 1]},
+            {"name": "ld", "scheme": "log-distance", "alpha_margin": 0.05, "init_above_floor": 0.2005, "seeds": [0, 1]},
+            {"name": "margin", "scheme": "log-distance", "margin": {"window": 4, "tol": 0.05, "score_bound": 0.0},
+             "init_above_floor": 0.02, "seeds": [0, 1]},
         ],
         "hypotheses": [
             {"id": "H1", "claim": "ot beats softmax", "kind": "loss_difference", "treatment": "ot", "control": "softmax",
@@ -59,17 +60,45 @@ BAD = [
     (lambda p: p["hypotheses"][1].update(decision={"rule": "interval_below_zero"}), "hypotheses[1].decision.rule"),
     (lambda p: p["arms"][3]["margin"].update(window=8), "arms[3].margin.window"),
     (lambda p: p.update(extras={}), "extras"),
+    # values that decide outcomes have no default
+    (lambda p: p["arms"][2].pop("init_above_floor"), "arms[2].init_above_floor"),
+    (lambda p: p["arms"][1].pop("ot_rho"), "arms[1].ot_rho"),
+    (lambda p: p["arms"][2].pop("alpha_margin"), "arms[2].alpha_margin"),
+    (lambda p: p["arms"][3]["margin"].pop("score_bound"), "arms[3].margin"),
+    # a boundary statistic fixed by the start: the threshold cannot be reached in 2 steps
+    (lambda p: p["hypotheses"][2].update(near=1.5), "hypotheses[2].near"),
+    # hostile values (each refused before any work, naming the field)
+    (lambda p: p["arms"][0].update(seeds=[2**70]), "arms[0].seeds[0]"),
+    (lambda p: p["arms"][0].update(seeds=[10**5000]), "arms[0].seeds[0]"),
+    (lambda p: p["arms"][0].update(name="soft\x00max"), "arms[0].name"),
+    (lambda p: p["arms"][0].update(name=".."), "arms[0].name"),
+    (lambda p: p["plan"].update(name="x/../../escaped"), "plan.name"),
+    (lambda p: p["resources"].update(threads=10**9), "resources.threads"),
+    (lambda p: p["training"].update(lr=1e308), "training.lr"),
+    (lambda p: p["data"].update(paths=["/no/such/file.txt"]), "data.paths[0]"),
+    (lambda p: p["data"].update(paths=["/dev/zero"]), "data.paths[0]"),
+    (lambda p: p["data"].update(max_bytes=10**12), "data.max_bytes"),
+    (lambda p: (p["data"].update(max_bytes=10_000), p["evaluation"].update(lengths=[2000])), "data.max_bytes"),
+    (lambda p: p["evaluation"].update(seed=-1), "evaluation.seed"),
+    (lambda p: p["data"].update(sha256="0" * 64), "data.sha256"),
+    (lambda p: p["training"].update(train_lengths=[8, 8]), "training.train_lengths"),
+    (lambda p: p["training"].update(steps=10**7, trace_every=1), "training.trace_every"),
+    (lambda p: (p.update(arms=[dict(a, seeds=list(range(1000))) for a in p["arms"][:3]], hypotheses=p["hypotheses"][:1]),
+                p["training"].update(train_lengths=list(range(8, 72))), p["evaluation"].update(lengths=[100])), "arms"),
+    (lambda p: p["hypotheses"][0].update(id="H1\x1b[2J"), "hypotheses[0].id"),
+    (lambda p: p["hypotheses"][0].update(claim="ot \x1b]0;title\x07 wins"), "hypotheses[0].claim"),
 ]
 
 
 @pytest.mark.parametrize("edit, field", BAD, ids=[f for _, f in BAD])
-def test_bad_plans_are_refused_before_training(edit, field, tmp_path):
+def test_bad_plans_are_refused_before_training(edit, field, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     out = tmp_path / "out"
     with pytest.raises(PlanError) as info:
         run_study(_broken(edit), out)
     message = str(info.value)
     assert message.startswith(field + "=") and "\n" not in message
-    assert not out.exists()  # nothing was written, nothing trained
+    assert not out.exists() and list(tmp_path.iterdir()) == []  # nothing was written, nothing trained
 
 
 def test_memory_estimate_grows_with_the_model():
@@ -82,21 +111,30 @@ def test_memory_estimate_grows_with_the_model():
     assert b["train_bytes"] > a["train_bytes"]
 
 
-@pytest.mark.parametrize("name", ["cpu-toy", "gpu-25m", "gpu-100m"])
+@pytest.mark.parametrize("name", ["cpu-130k", "cpu-toy", "gpu-25m", "gpu-100m"])
 def test_shipped_plans_validate(name):
-    plan = run_study(ROOT / "plans" / f"{name}.toml", dry_run=True)
-    assert plan["runs"] > 0 and len(plan["plan_sha256"]) == 64
+    raw, digest = load_plan(ROOT / "plans" / f"{name}.toml")
+    plan = validate_plan(raw)  # the GPU plans are checked offline here; --dry-run on their machine checks the device
+    assert len(expand_runs(plan)) > 0 and len(digest) == 64
+    # every log-distance arm states its start and floor; every margin its content bound
+    for arm in plan["arms"]:
+        if arm["scheme"] == "log-distance":
+            assert "init_above_floor" in raw["arms"][plan["arms"].index(arm)]
+            assert "alpha_margin" in arm or "score_bound" in arm["margin"]
 
 
-def test_cpu_toy_plan_covers_every_hypothesis():
-    from otprior.study import HYPOTHESIS_KINDS, load_plan
+def test_cpu_plan_covers_every_hypothesis():
+    from otprior.study import HYPOTHESIS_KINDS
 
-    raw, _ = load_plan(ROOT / "plans" / "cpu-toy.toml")
+    raw, _ = load_plan(ROOT / "plans" / "cpu-130k.toml")
     plan = validate_plan(raw)
     assert {h["kind"] for h in plan["hypotheses"]} == set(HYPOTHESIS_KINDS)
     assert len(plan["training"]["train_lengths"]) == 3
+    runs = expand_runs(plan)
     arm = next(h["arm"] for h in plan["hypotheses"] if h["kind"] == "intervention")
-    assert sum(r["arm"] == arm for r in expand_runs(plan)) >= 30
+    assert sum(r.get("arm") == arm for r in runs) >= 30
+    assert all(len(a["seeds"]) >= 5 for a in plan["arms"])
+    assert {r["id"] for r in runs if r["kind"] == "ngram"} == {"ngram/order2", "ngram/order4"}
 
 
 def test_study_records_the_hash_and_resumes(tmp_path):
@@ -158,7 +196,8 @@ def test_tiny_study_runs_resumes_and_decides(tmp_path):
 
 
 def _record(arm, L, seed, losses, **extra):
-    return dict({"arm": arm, "train_length": L, "seed": seed, "loss": {"20": list(losses)}, "seconds_per_step": 1.0}, **extra)
+    return dict({"id": f"{arm}/L{L}/seed{seed}", "kind": "train", "arm": arm, "train_length": L, "seed": seed,
+                 "loss": {"20": list(losses), str(L): list(losses)}, "seconds_per_step": 1.0}, **extra)
 
 
 def test_decisions_follow_the_rules():
@@ -174,6 +213,7 @@ def test_decisions_follow_the_rules():
                                              "loss_change": -0.01, "predicted_loss_direction": -1}]))
     margin = [_record("margin", L, s, base, distant_mass={"growth": [[0.01, 0.02]]}) for L in (8, 12) for s in (0, 1)]
     d = {x["id"]: x for x in decide(plan, better + ld + margin)}
+    # a constant difference: every resample of runs and windows gives -0.1
     assert d["H1"]["outcome"] == "supported" and d["H1"]["interval"][1] == pytest.approx(-0.1)
     assert d["H4"]["outcome"] == "supported" and d["H4"]["sign_test_p"] == pytest.approx(0.5**4)
     assert d["H5"]["outcome"] == "supported" and d["H5"]["estimate"] == pytest.approx(0.5)
@@ -183,7 +223,23 @@ def test_decisions_follow_the_rules():
     d = {x["id"]: x for x in decide(plan, better[:2] + worse + ld)}
     assert d["H1"]["outcome"] == "not supported" and d["H1"]["interval"][0] > 0
     assert d["H4"]["outcome"] == "not supported"
-    assert d["H6"]["outcome"] == "not run"
+    assert d["H6"]["outcome"] == "incomplete" and d["H6"]["estimate"] is None  # its control ran, it did not
+    # half the ld runs missing: the hypotheses on them say so instead of deciding
+    d = {x["id"]: x for x in decide(plan, better + ld[:2] + margin)}
+    assert d["H5"]["outcome"] == "incomplete" and d["H5"]["provisional"] == "supported"
+    # a failed run: undecided, never decided from what is left
+    failed = {"id": "ot/L12/seed0", "kind": "train", "arm": "ot", "train_length": 12, "seed": 0, "failed": "non-finite loss"}
+    d = {x["id"]: x for x in decide(plan, better[:3] + [failed] + ld + margin)}
+    assert d["H1"]["outcome"] == "undecided" and "failed" in d["H1"]["detail"]
+    # H6 with min_binding: heads far above the floor mean the margin was not tested
+    raw = tiny_plan()
+    raw["hypotheses"][3]["decision"]["min_binding"] = 0.5
+    plan6 = validate_plan(raw)
+    for alpha_minus_floor, outcome in ((0.5, "not tested"), (0.01, "supported")):
+        m = [_record("margin", L, s, base, distant_mass={"growth": [[0.01, 0.02]]}, alpha_margin=0.3,
+                     alpha=[[1.3 + alpha_minus_floor, 1.3 + alpha_minus_floor]]) for L in (8, 12) for s in (0, 1)]
+        d = {x["id"]: x for x in decide(plan6, better + ld + m)}
+        assert d["H6"]["outcome"] == outcome
     assert {x["outcome"] for x in decide(plan, [])} == {"not run"}
 
 
@@ -216,11 +272,11 @@ def test_study_command_dry_run_and_bad_plans(tmp_path):
     import sys
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    ok = subprocess.run([sys.executable, "-m", "otprior", "study", str(ROOT / "plans" / "cpu-toy.toml"), "--dry-run", "--json"],
+    ok = subprocess.run([sys.executable, "-m", "otprior", "study", str(ROOT / "plans" / "cpu-130k.toml"), "--dry-run", "--json"],
                         capture_output=True, text=True, env=env, timeout=120)
     assert ok.returncode == 0, ok.stderr
     payload = json.loads(ok.stdout)
-    _, digest = load_plan(ROOT / "plans" / "cpu-toy.toml")
+    _, digest = load_plan(ROOT / "plans" / "cpu-130k.toml")
     assert payload["plan_sha256"] == digest and payload["runs"] == len(payload["run_ids"]) > 0
     bad = tiny_plan()
     bad["arms"][0]["scheme"] = "no-such-scheme"

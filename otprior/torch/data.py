@@ -20,9 +20,11 @@ def byte_corpus(paths=None, *, max_bytes=4_000_000, val_fraction=0.1):
     if paths is None:
         root = Path(sysconfig.get_paths()["stdlib"])
         paths = sorted(p for p in root.rglob("*.py") if "site-packages" not in p.parts and "test" not in p.parts)
+    from .._files import read_regular
+
     chunks, total = [], 0
     for p in paths:
-        data = Path(p).read_bytes()
+        data = read_regular(p, max(int(max_bytes) - total, 0), "data", prefix=True)
         chunks.append(data)
         total += len(data)
         if total >= max_bytes:

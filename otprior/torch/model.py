@@ -2,7 +2,7 @@
 
 Schemes: ``nope``, ``rope`` (YaRN scaling at evaluation via ``yarn_scale``), ``alibi``,
 ``kerple-log``, ``cable``, ``log-distance`` (exponent ``alpha = 1 + margin + softplus(raw)``
-per head) and ``causal-ot`` (the operator of :func:`otprior.causal_ot_attention`, converged to
+per head, every head starting at ``alpha_init``) and ``causal-ot`` (the operator of :func:`otprior.causal_ot_attention`, converged to
 ``ot_tol`` with implicit gradients: :mod:`otprior.torch.ot_attention`).
 
 The log-distance bias can be changed beyond a length ``L`` only (the intervention of the
@@ -39,6 +39,7 @@ class ModelConfig:
     d_ff: int = 256
     dropout: float = 0.0
     alpha_margin: float = 0.05
+    alpha_init: float | None = None
     rope_base: float = 10000.0
     ot_rho: float = 0.5
     ot_tol: float | None = None
@@ -49,6 +50,18 @@ class ModelConfig:
             raise ValueError(f"scheme={self.scheme!r} is outside the valid domain: one of {', '.join(SCHEMES)}")
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
             raise ValueError(f"d_model={self.d_model} must be a multiple of 2 * n_heads={2 * self.n_heads}")
+        if self.alpha_init is not None and not (math.isfinite(self.alpha_init) and self.alpha_init > 1.0 + self.alpha_margin):
+            raise ValueError(f"alpha_init={self.alpha_init!r} is outside the valid domain: a finite number above "
+                             f"1 + alpha_margin = {1.0 + self.alpha_margin}")
+
+    def initial_raw(self) -> float:
+        """The raw parameter that starts every head at ``alpha_init``: the inverse of
+        ``alpha = 1 + margin + softplus(raw)``, ``raw = log(expm1(alpha_init - 1 - margin))``
+        (0, softplus(0) = ln 2, when ``alpha_init`` is not given)."""
+        if self.alpha_init is None:
+            return 0.0
+        x = self.alpha_init - 1.0 - self.alpha_margin
+        return x + math.log(-math.expm1(-x))  # log(expm1(x)) without overflow for large x
 
 
 def _distances(T, device):
@@ -65,7 +78,7 @@ class PositionalBias(nn.Module):
         H = cfg.n_heads
         self.override = None  # (L, alpha') for the intervention on the log-distance bias
         if cfg.scheme == "log-distance":
-            self.alpha_raw = nn.Parameter(torch.zeros(H))
+            self.alpha_raw = nn.Parameter(torch.full((H,), cfg.initial_raw()))
             self.register_buffer("alpha_margin", torch.tensor([cfg.alpha_margin]))
         elif cfg.scheme == "alibi":
             self.register_buffer("slopes", torch.tensor(ALiBi.slopes(H), dtype=torch.float32))
@@ -285,11 +298,15 @@ def save_model(model: ReferenceModel, path) -> Path:
     """Save parameters as safetensors and the config as JSON beside them (``path.json``)."""
     from safetensors.torch import save_file
 
+    from .._output import write_file_safely
+
     path = Path(path).with_suffix(".safetensors")
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
-    save_file(state, str(path))
-    path.with_suffix(".json").write_text(json.dumps(asdict(model.cfg), indent=2))
+    # through temporary names and os.replace: a link planted at either name is replaced, not followed
+    write_file_safely(path, lambda tmp: save_file(state, str(tmp)), name="path")
+    text = json.dumps(asdict(model.cfg), indent=2)
+    write_file_safely(path.with_suffix(".json"), lambda tmp: tmp.write_text(text), name="path")
     return path
 
 

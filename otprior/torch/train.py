@@ -40,20 +40,26 @@ def measure_distant_mass(model, data, length, window, *, sequences=8, seed=4321)
     prediction for every row with that content bound. Only for schemes with a bias
     that depends on distance alone.
     """
+    from ..limits import current
+
     model = model.eval()
     gen = torch.Generator().manual_seed(seed)
     batch = sample_batch(data, length - 1, sequences, gen)
-    maps = model.attention_maps(batch)
-    L, H = len(maps), model.cfg.n_heads
+    L, H = model.cfg.n_layers, model.cfg.n_heads
+    # the maps of every layer of a chunk of sequences are held at once: chunks under the allocation cap
+    chunk = max(1, current().max_bytes // (8 * L * H * length * length))
     measured = np.zeros((L, H))
     bound = np.zeros((L, H))
     band = np.zeros((2, L, H))
-    for layer, (attn, content) in enumerate(maps):
-        last = attn[:, :, -1, :]  # (B, H, T): query = last position
-        far = last[:, :, : length - window].sum(-1)  # keys at distance >= window
-        measured[layer] = far.mean(0).numpy()
-        c = content[:, :, -1, :]
-        bound[layer] = (0.5 * (c.amax(-1) - c.amin(-1))).amax(0).numpy()
+    for lo in range(0, sequences, chunk):
+        part = batch[lo : lo + chunk]
+        for layer, (attn, content) in enumerate(model.attention_maps(part)):
+            last = attn[:, :, -1, :]  # (B, H, T): query = last position
+            far = last[:, :, : length - window].sum(-1)  # keys at distance >= window
+            measured[layer] += far.sum(0).numpy() / sequences
+            c = content[:, :, -1, :]
+            bound[layer] = np.maximum(bound[layer], (0.5 * (c.amax(-1) - c.amin(-1))).amax(0).numpy())
+    for layer in range(L):
         pos = model.blocks[layer].attn.pos
         for h in range(H):
             enc = pos.head_encoding(h, logit_bound=float(bound[layer, h]))
