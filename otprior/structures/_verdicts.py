@@ -44,11 +44,13 @@ def structure_verdict(encoding, structure, B):
 
     if absolute:
         P = absolute[0].max_positions
+        beyond = f"no position beyond {P}" if absolute[0].table == "learned" else "sinusoidal vectors at every position"
+        upto = f" for n <= {P}" if absolute[0].table == "learned" else ""
         return _verdict(
             encoding, structure, B, "undecided", None,
-            f"learned absolute positions (a table of {P}): no term of the logits depends on the distance alone, so there is no "
-            f"relative prior to classify, and no position beyond {P} (Theorem S6). At constant scores the row is uniform, "
-            f"m_n(W) = W/n for n <= {P}; with scores (content and positions) within B of a constant, Theorem 10 bands it.",
+            f"{absolute[0].table} absolute positions (a table of {P}): no term of the logits depends on the distance alone, so "
+            f"there is no relative prior to classify ({beyond}; Theorem S6). At constant scores the row is uniform, "
+            f"m_n(W) = W/n{upto}; with scores (content and positions) within B of a constant, Theorem 10 bands it.",
         )
     if globals_:
         g = globals_[0]

@@ -28,11 +28,14 @@ class AbsolutePositions(Structure):
     name = "absolute"
 
     max_positions: int = param(REQUIRED, doc="size of the learned position table (the longest input the model takes)")
+    table: str = param("learned", doc="learned (nothing beyond the table) or sinusoidal (computed at any position)", choices=("learned", "sinusoidal"))
 
     def __post_init__(self):
         object.__setattr__(self, "max_positions", check_int(self.max_positions, "max_positions"))
+        if self.table not in ("learned", "sinusoidal"):
+            raise DomainError("table", self.table, "learned or sinusoidal")
 
     def visible(self, n):
-        if n > self.max_positions:
+        if n > self.max_positions and self.table == "learned":
             raise DomainError("n", n, f"a length at most max_positions = {self.max_positions} (no learned position beyond the table)")
         return n

@@ -87,6 +87,7 @@ __all__ = [
     "checkpoint_from_model",
     "encoding_for",
     "layer_encoding",
+    "layer_structure",
     "layer_groups",
 ]
 
@@ -123,8 +124,10 @@ _T5_TYPES = ("t5", "mt5", "longt5", "umt5", "switch_transformers", "pop2piano", 
 _ROPE_TYPES = (
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gpt_neox", "gpt_neox_japanese", "gptj",
     "gemma", "gemma2", "gemma3_text", "phi", "phi3", "olmo", "olmo2", "stablelm", "starcoder2", "cohere", "persimmon",
-    "falcon", "internlm2", "deepseek_v2", "deepseek_v3", "granite", "exaone",
+    "falcon", "internlm2", "deepseek_v2", "deepseek_v3", "granite", "exaone", "codegen", "gpt_oss", "llama4_text",
+    "cohere2", "smollm3", "helium", "glm", "olmo3", "minimax", "qwen3_next", "ernie4_5", "arcee", "dots1", "hunyuan_v1_dense",
 )  # fmt: skip
+_IMPLEMENTATIONS = ("transformers", "original")
 _TRAIN_LENGTH_KEYS = ("train_length", "seq_length", "max_seq_len", "max_position_embeddings", "n_positions", "max_sequence_length", "n_ctx")
 _RECORDS = ("training_record.json", "train_record.json")
 
@@ -180,6 +183,21 @@ class Checkpoint:
         The training length found in the config or a training record beside it.
     training_length_source : str
     num_layers, num_heads : int
+    structures : dict
+        ``{(stack, layer): Structure or None}`` (:mod:`otprior.structures`; ``None``: full causal):
+        sliding windows, chunks, soft caps and sinks per layer (``proofs/attention_structure.md``).
+    structure_notes : list of str
+        What was read for the structure, in words.
+    not_modelled : list of (str, str)
+        Config fields that change attention (or name positions) and are not in the prior, with why.
+    implementation : str
+        Whose code the reading models: ``"transformers"`` (the class ``from_pretrained`` runs, the
+        default) or ``"original"`` (the family's own code, where it differs: MPT).
+    layer_encoding_params : dict
+        ``{layer: encoding keywords}`` where a layer's encoding differs from ``encoding_params``
+        (Gemma-3's per-layer-type RoPE).
+    position_limit : int or None
+        The longest input the model's class runs (learned positions, MPT's table), where it has one.
     """
 
     path: Path
@@ -195,6 +213,13 @@ class Checkpoint:
     training_length_source: str = ""
     num_layers: int = 0
     num_heads: int = 0
+    structures: dict = field(default_factory=dict)
+    structure_notes: list = field(default_factory=list)
+    not_modelled: list = field(default_factory=list)
+    implementation: str = "transformers"
+    layer_encoding_params: dict = field(default_factory=dict)
+    position_limit: int | None = None
+    position_limit_source: str = ""
 
 
 # --------------------------------------------------------------------------- files
@@ -508,6 +533,12 @@ class _Source:
         self.read.append((key, int(nbytes)))
         return value
 
+    def restricted(self, keys):
+        """The same files, only ``keys`` visible (a multimodal checkpoint's language model)."""
+        out = _Source({k: self.entries[k] for k in keys}, self.description, self.path, layer_of=self.layer_of)
+        out.read = self.read
+        return out
+
     def layer(self, key, order):
         if key in self.layer_of:
             return self.layer_of[key]
@@ -649,9 +680,13 @@ class _Config:
     def __init__(self, data: dict, where: str):
         self.data = data
         self.where = where
+        self.read = set()  # the top-level keys looked at (the rest are listed as not modelled when they touch attention)
 
     def value(self, names, kind, default=None, data=None):
+        top = data is None
         data = self.data if data is None else data
+        if top:
+            self.read.update(names)
         for name in names:
             if name in data and data[name] is not None:
                 v = data[name]
@@ -676,7 +711,7 @@ class _Config:
 # --------------------------------------------------------------------------- detection
 
 
-def _config_scheme(cfg: _Config, family: str):
+def _config_scheme(cfg: _Config, family: str, implementation: str = "transformers"):
     """``(scheme, encoding_params, note)`` the config alone implies, or ``(None, {}, "")``."""
     c = cfg.data
     if "scheme" in c and "n_heads" in c and "d_model" in c:  # the reference model's ModelConfig
@@ -687,6 +722,12 @@ def _config_scheme(cfg: _Config, family: str):
     if family in _ALIBI_TYPES:
         if family == "mpt":
             attn = cfg.value(["attn_config"], "dict", {})
+            if implementation == "transformers":
+                # transformers' MptModel builds build_mpt_alibi_tensor(num_heads, max_seq_len) with its default
+                # alibi_bias_max = 8 on every layer, whatever attn_config says
+                said = {k: attn[k] for k in ("alibi", "alibi_bias_max") if k in attn}
+                ignored = f"; attn_config {said} ignored by that class (implementation='original' follows it)" if said else ""
+                return "alibi", {"variant": "mpt", "alibi_bias_max": 8.0}, f"MPT ALiBi as transformers' MptModel runs it (alibi_bias_max 8){ignored}"
             if not cfg.value(["alibi"], "bool", True, data=attn):
                 return "nope", {}, "MPT with attn_config.alibi = false: no relative bias (learned absolute positions enter the content)"
             return "alibi", {"variant": "mpt", "alibi_bias_max": float(cfg.value(["alibi_bias_max"], "float", 8.0, data=attn))}, "MPT ALiBi"
@@ -712,7 +753,7 @@ def _config_scheme(cfg: _Config, family: str):
     if cfg.value(["alibi", "use_alibi"], "bool", False) or cfg.value(["position_embedding_type"], "str") == "alibi":
         return "alibi", {"variant": "bloom"}, "the config's alibi setting"
     if family in _ROPE_TYPES or any(k in c for k in ("rope_theta", "rope_parameters", "rope_scaling", "rotary_emb_base")):
-        return "rope", _rope_params(cfg), f"{family or 'config'} RoPE"
+        return "rope", _rope_params(cfg, family=family), f"{family or 'config'} RoPE"
     return None, {}, ""
 
 
@@ -723,11 +764,26 @@ _ROPE_TOP_LEVEL = ("rope_theta", "partial_rotary_factor", "max_position_embeddin
 _KINDS = {int: "int", float: "float", bool: "bool", str: "str", tuple: "numbers"}
 
 
-def _rope_params(cfg: _Config) -> dict:
+_LAYER_TYPE_KEYS = ("full_attention", "sliding_attention", "chunked_attention")
+
+
+def _rope_params(cfg: _Config, layer_type=None, family="") -> dict:
     """The keywords of the registry's RoPE (:func:`otprior.encodings.parameters` ``("rope")``) found in
     the config: ``rope_parameters``/``rope_scaling`` first, then the config itself; ``head_dim``
     from the config or ``hidden_size / num_attention_heads``. Unknown scaling types are refused."""
     merged = {**(cfg.value(["rope_scaling"], "dict") or {}), **(cfg.value(["rope_parameters"], "dict") or {})}
+    if any(k in merged for k in _LAYER_TYPE_KEYS):  # transformers 5: one rope dict per layer type (Gemma-3)
+        chosen = merged.get(layer_type or "full_attention") or merged.get("full_attention") or {}
+        if not isinstance(chosen, dict):
+            raise CheckpointError(f"{cfg.where}: rope_parameters[{layer_type!r}] = {chosen!r} is not an object")
+        merged = dict(chosen)
+    elif layer_type == "sliding_attention" and cfg.value(["rope_local_base_freq"], "float") is not None:
+        # Gemma-3's older configs: the local layers rotate with rope_local_base_freq and no scaling
+        merged = {"rope_type": "default", "rope_theta": cfg.value(["rope_local_base_freq"], "float")}
+    legacy = merged.get("rope_type", merged.get("type"))
+    if legacy == "su" or (legacy == "yarn" and family == "phi3"):
+        merged = {**merged, "rope_type": "longrope"}  # transformers' Phi-3 maps the legacy names to longrope
+        merged.pop("type", None)
     out = {}
     for p in encodings.parameters("rope"):
         if p.name in _ROPE_READ_ELSEWHERE:
@@ -751,6 +807,11 @@ def _rope_params(cfg: _Config) -> dict:
             head_dim = hidden // heads
     if head_dim is not None:
         out["head_dim"] = head_dim
+        rotary_dim = cfg.value(["rotary_dim"], "int")  # GPT-J, CodeGen: the first rotary_dim dimensions rotate
+        if rotary_dim is not None and "partial_rotary_factor" not in out:
+            if rotary_dim > head_dim:
+                raise CheckpointError(f"{cfg.where}: rotary_dim = {rotary_dim} exceeds the head dimension {head_dim}")
+            out["partial_rotary_factor"] = rotary_dim / head_dim
     return out
 
 
@@ -784,7 +845,7 @@ def _compatible(scheme, present):
 # --------------------------------------------------------------------------- loading
 
 
-def load_checkpoint(path, scheme=None, mapping=None, *, num_heads=None) -> Checkpoint:
+def load_checkpoint(path, scheme=None, mapping=None, *, num_heads=None, implementation="transformers") -> Checkpoint:
     """Read the per-layer, per-head positional parameters of a checkpoint.
 
     Parameters
@@ -802,27 +863,36 @@ def load_checkpoint(path, scheme=None, mapping=None, *, num_heads=None) -> Check
     num_heads : int, optional
         The head count where no tensor stores one per head (ALiBi with implied slopes);
         bounded by the hidden size the tensors imply.
+    implementation : {"transformers", "original"}
+        Whose code to model where they differ: transformers' class (what ``from_pretrained`` runs,
+        the default) or the family's original code (MPT's ``alibi_bias_max`` and ``alibi: false``).
 
     Returns
     -------
     Checkpoint
     """
     path = Path(path)
+    if implementation not in _IMPLEMENTATIONS:
+        raise DomainError("implementation", implementation, f"one of {', '.join(_IMPLEMENTATIONS)}")
     if scheme is not None and scheme not in SCHEMES:
         raise DomainError("scheme", scheme, f"one of {', '.join(SCHEMES)}")
     if num_heads is not None and (type(num_heads) is not int or num_heads < 1):
         raise DomainError("num_heads", num_heads, "a positive integer")
     source, config, config_path, record = _open_source(path)
-    return _build(source, config, str(config_path or path), record, scheme, mapping, num_heads)
+    return _build(source, config, str(config_path or path), record, scheme, mapping, num_heads, implementation)
 
 
-def checkpoint_from_state_dict(state_dict, config=None, *, scheme=None, mapping=None, num_heads=None, name="<state dict>") -> Checkpoint:
+def checkpoint_from_state_dict(
+    state_dict, config=None, *, scheme=None, mapping=None, num_heads=None, name="<state dict>", implementation="transformers"
+) -> Checkpoint:
     """:func:`load_checkpoint` for a state dict in memory (a running model's), with its config dict."""
+    if implementation not in _IMPLEMENTATIONS:
+        raise DomainError("implementation", implementation, f"one of {', '.join(_IMPLEMENTATIONS)}")
     entries = _tensor_entries(dict(state_dict), Path(name))
-    return _build(_Source(entries, "state dict in memory", Path(name)), dict(config or {}), name, {}, scheme, mapping, num_heads)
+    return _build(_Source(entries, "state dict in memory", Path(name)), dict(config or {}), name, {}, scheme, mapping, num_heads, implementation)
 
 
-def checkpoint_from_model(model, *, scheme=None, mapping=None, num_heads=None) -> Checkpoint:
+def checkpoint_from_model(model, *, scheme=None, mapping=None, num_heads=None, implementation="transformers") -> Checkpoint:
     """The positional parameters of a model in memory: an :class:`otprior.torch.ReferenceModel`
     or a ``transformers`` model (``model.config``)."""
     from dataclasses import asdict, is_dataclass
@@ -834,7 +904,9 @@ def checkpoint_from_model(model, *, scheme=None, mapping=None, num_heads=None) -
         config = json.loads(json.dumps(model.config.to_dict(), default=str))
     else:
         config = {}
-    return checkpoint_from_state_dict(model.state_dict(), config, scheme=scheme, mapping=mapping, num_heads=num_heads, name=type(model).__name__)
+    return checkpoint_from_state_dict(
+        model.state_dict(), config, scheme=scheme, mapping=mapping, num_heads=num_heads, name=type(model).__name__, implementation=implementation
+    )
 
 
 def _training_length(cfg: _Config, record: dict, encoding_params: dict):
@@ -874,12 +946,50 @@ def _bounded_heads(H, source, where, what):
     return hidden // H
 
 
-def _build(source, config, where, record, scheme, mapping, num_heads) -> Checkpoint:
+def _refuse_family(family, cfg, where):
+    """Families with no relative prior to read: a refusal that says why and what can still be said."""
+    from ._structure import HYBRID_FAMILIES, NO_ATTENTION_FAMILIES
+
+    if family in NO_ATTENTION_FAMILIES:
+        raise CheckpointError(
+            f"{where}: {family} has no attention layers (a state-space / recurrent model): there are no attention rows, "
+            "so no window mass to predict; position enters through the recurrence, which otprior does not analyse"
+        )
+    if family in HYBRID_FAMILIES:
+        raise CheckpointError(
+            f"{where}: {family} mixes attention with state-space layers; its attention layers carry no positional "
+            "encoding (NoPE: at constant content a uniform row, m_n(W) = W/n, diluting by Theorem 11), but position "
+            "reaches them through the state-space layers' outputs, i.e. through the content, which otprior does not "
+            "bound; refused rather than called diluting. What holds: for content within B, Theorem 10's band around W/n"
+        )
+
+
+def _build(source, config, where, record, scheme, mapping, num_heads, implementation="transformers") -> Checkpoint:
+    from ._structure import ABSOLUTE_FAMILIES, text_layout
+
+    outer = config
+    config, family, layout_note = text_layout(config)
     cfg = _Config(config, where)
-    family = cfg.value(["model_type"], "str", "") or ""
+    family = cfg.value(["model_type"], "str", "") or family or ""
+    _refuse_family(family, cfg, where)
+    if layout_note:
+        # the language model's tensors only (the vision tower has layers of its own)
+        lm = [k for k in source.keys if "language_model" in k]
+        if lm:
+            source = source.restricted(lm)
     keys = source.keys
     present, found = _tensor_schemes(keys)
-    config_scheme, enc_params, config_note = _config_scheme(cfg, family)
+    config_scheme, enc_params, config_note = _config_scheme(cfg, family, implementation)
+    absolute = None
+    if family in ABSOLUTE_FAMILIES and mapping is None and config_scheme is None and not present:
+        key, kind = ABSOLUTE_FAMILIES[family]
+        P = cfg.value([key], "int")
+        absolute = (P, key, kind)
+        config_scheme, enc_params = "nope", {}
+        config_note = (
+            f"{family}: {kind} absolute positions ({key} = {P}) added to the input: no relative bias, read as NoPE "
+            "with the 'absolute' structure (no relative prior; nothing beyond the position table)"
+        )
 
     if mapping is not None:
         if scheme is None:
@@ -932,8 +1042,23 @@ def _build(source, config, where, record, scheme, mapping, num_heads) -> Checkpo
     heads, layers, H = _heads(scheme, source, cfg, found, enc_params, num_heads, where)
     enc_params = dict(enc_params)
     if scheme == "rope" and not enc_params:
-        enc_params = _rope_params(cfg)
+        enc_params = _rope_params(cfg, family=family)
+    structure_notes = [layout_note] if layout_note else []
+    if family == "longt5":
+        heads = [h for h in heads if h.stack != "encoder"]
+        kind = cfg.value(["encoder_attention_type"], "str", "local")
+        structure_notes.append(
+            f"LongT5's encoder ({kind} attention: bidirectional blocks of local_radius + 1"
+            + (", with transient-global summary tokens (Theorem S5)" if kind == "transient-global" else "")
+            + ") is not modelled; the decoder's causal T5 self-attention is read"
+        )
+        cfg.read.update(["encoder_attention_type", "local_radius", "global_block_size"])
+    structures, struct_notes, layer_params, limit = _structures_of(cfg, family, source, heads, scheme, enc_params, absolute, where)
+    structure_notes += struct_notes
     train_length, train_source = _training_length(cfg, record, enc_params)
+    from ._structure import not_modelled
+
+    unmodelled = not_modelled(config, cfg.read)
     checkpoint = Checkpoint(
         path=source.path,
         scheme=scheme,
@@ -946,9 +1071,18 @@ def _build(source, config, where, record, scheme, mapping, num_heads) -> Checkpo
         encoding_params=enc_params,
         training_length=train_length,
         training_length_source=train_source,
-        num_layers=layers,
+        num_layers=len({h.layer for h in heads}) if family == "longt5" else layers,
         num_heads=H,
+        structures=structures,
+        structure_notes=structure_notes,
+        not_modelled=unmodelled,
+        implementation=implementation,
+        layer_encoding_params=layer_params,
+        position_limit=limit[0],
+        position_limit_source=limit[1],
     )
+    if outer is not config:
+        checkpoint.config = outer
     for group in layer_groups(heads):
         try:
             layer_encoding(checkpoint, group)  # the registry validates every parameter it is given
@@ -956,6 +1090,96 @@ def _build(source, config, where, record, scheme, mapping, num_heads) -> Checkpo
             h = group[0]
             raise CheckpointError(f"{where}: {(h.stack + ' ') if h.stack else ''}layer {h.layer}: {exc}") from None
     return checkpoint
+
+
+_SINKS = re.compile(r"(?:^|\.)(?:self_attn|attn|attention)\.sinks$")
+
+
+def _structures_of(cfg, family, source, heads, scheme, enc_params, absolute, where):
+    """``(structures, notes, per-layer encoding params, (position limit, its key))`` (module ``_structure``)."""
+    from .. import structures as S
+    from ._structure import position_limit, read_structures
+
+    notes = []
+    limit = position_limit(cfg.data, family)
+    if limit[0] is not None:
+        cfg.read.add(limit[1])
+    stacks = sorted({h.stack for h in heads})
+    out = {}
+    layer_params = {}
+    if absolute is not None:
+        P, key, kind = absolute
+        if P is None:
+            raise CheckpointError(f"{where}: {family}: {kind} absolute positions, but no {key} in the config to bound them")
+        st = S.AbsolutePositions(P, table=kind)
+        cfg.read.update([key, "attention_layers", "attention_types", "window_size", "scale_embedding", "embed_scale"])
+        win = {}
+        if family == "gpt_neo":
+            win, _, n2 = read_structures(cfg.data, family, len({h.layer for h in heads}), {}, where)
+            notes += n2
+        for h in heads:
+            extra = win.get(h.layer)
+            out[(h.stack, h.layer)] = st if extra is None else S.compose(extra, st)
+        beyond = f"nothing is said beyond n = {P}" if kind == "learned" else "the sinusoidal table is computed at any length"
+        notes.append(
+            f"{kind} absolute positions ({key} = {P}): no term of the logits depends on the distance alone, so no relative "
+            f"prior exists and {beyond} (Theorem S6); at constant scores the row is uniform"
+        )
+        return out, notes, layer_params, (P, key) if kind == "learned" else limit
+    if stacks != [""]:
+        return {(h.stack, h.layer): None for h in heads}, notes, layer_params, limit
+    layers = sorted({h.layer for h in heads})
+    sinks = {}
+    for key in source.keys:
+        if _SINKS.search(key):
+            v = np.asarray(source.get(key), dtype=float).reshape(-1)
+            sinks[source.layer(key, -1)] = tuple(v)
+    if sinks:
+        H = max(len(v) for v in sinks.values())
+        if any(len(v) != H for v in sinks.values()) or not set(sinks) <= set(layers):
+            raise CheckpointError(f"{where}: the sinks tensors do not hold one logit per head on known layers; refused")
+    per_layer, used, more = read_structures(cfg.data, family, len(layers), {layers.index(k): v for k, v in sinks.items()}, where)
+    cfg.read.update(used)
+    cfg.read.update(["sliding_window", "use_sliding_window", "sliding_window_pattern", "attention_chunk_size", "layer_types",
+                     "no_rope_layers", "no_rope_layer_interval", "attn_logit_softcapping", "max_window_layers"])  # fmt: skip
+    notes += more
+    for i, layer in enumerate(layers):
+        out[("", layer)] = per_layer.get(i)
+    if scheme == "rope":
+        records, _ = S.layer_structures(cfg.data, len(layers), family) if family != "gpt_neo" else ((), ())
+        rope_dicts = {**(cfg.data.get("rope_scaling") or {}), **(cfg.data.get("rope_parameters") or {})}
+        per_type = any(k in rope_dicts for k in _LAYER_TYPE_KEYS) or cfg.data.get("rope_local_base_freq") is not None
+        for r in records:
+            if per_type:
+                layer_params[layers[r.layer]] = _rope_params(cfg, r.type, family)
+            if not r.rope:
+                layer_params[layers[r.layer]] = {"__nope__": True}
+        if per_type:
+            notes.append("RoPE per layer type: " + "; ".join(
+                f"{t}: theta {p.get('rope_theta', 10000.0):g}, {p.get('rope_type', 'default')}"
+                for t, p in {r.type: layer_params[layers[r.layer]] for r in records}.items()))
+        if any(not r.rope for r in records):
+            notes.append(f"NoPE layers (no_rope_layers): {sum(not r.rope for r in records)} of {len(records)}")
+    return out, notes, layer_params, limit
+
+
+def layer_structure(checkpoint: Checkpoint, heads):
+    """The :mod:`otprior.structures` object of one layer's heads (``None``: full causal attention)."""
+    heads = list(heads)
+    if not heads or len({(h.stack, h.layer) for h in heads}) != 1:
+        raise DomainError("heads", f"{len(heads)} heads", "a non-empty list of heads of one layer")
+    st = checkpoint.structures.get((heads[0].stack, heads[0].layer))
+    if st is None or st.heads is None:
+        return st
+    return st if len(heads) == st.heads else _sinks_for_heads(st, [h.head for h in heads])
+
+
+def _sinks_for_heads(st, index):
+    from .. import structures as S
+
+    parts = [S.AttentionSink(tuple(p.logit[i] for i in index)) if isinstance(p, S.AttentionSink) and isinstance(p.logit, tuple) else p
+             for p in st.parts()]
+    return S.compose(*parts)
 
 
 def layer_groups(heads):
@@ -1071,7 +1295,7 @@ def _heads(scheme, source, cfg, found, enc_params, num_heads, where):
     elif scheme == "fire":
         heads = _fire(source, found, where)
     elif scheme in ("rope", "nope", "cable", "causal-ot"):
-        H = num_heads or cfg.value(["n_heads", "num_attention_heads", "n_head", "num_heads"], "int")
+        H = num_heads or cfg.value(["n_heads", "num_attention_heads", "n_head", "num_heads", "decoder_attention_heads", "attention_heads"], "int")
         if H is None:
             raise CheckpointError(f"{where}: {scheme}: no head count in the config; pass num_heads=")
         _bounded_heads(H, source, where, "the head count")
@@ -1293,7 +1517,10 @@ def layer_encoding(checkpoint: Checkpoint, heads, *, logit_bound=0.0):
         W1, b1 = mlp[0][0], mlp[0][1]
         return encodings.get(s, mlp=(W1, b1, tuple(m[2] for m in mlp), tuple(m[3] for m in mlp)), c=heads[0].params["c"], L=heads[0].params["L"], **B)
     if s == "rope":
-        return encodings.get(s, **ep, **B)
+        lp = checkpoint.layer_encoding_params.get(heads[0].layer) if not heads[0].stack else None
+        if lp is not None and lp.get("__nope__"):
+            return encodings.get("nope", **B)  # a no_rope_layers layer: no rotation
+        return encodings.get(s, **(lp if lp is not None else ep), **B)
     if s in ("log-distance", "nope", "cable", "causal-ot"):
         shared = {k: v[0] for k, v in cols.items() if isinstance(v, tuple) and len(set(v)) == 1} if len(heads) > 1 else {}
         return encodings.get(s, **{**cols, **shared}, **B)
