@@ -788,7 +788,7 @@ def _cmd_checkpoint(args):
     api = _torch_api("checkpoint")
     args._context = str(args.path)
     try:
-        ckpt = api.load_checkpoint(args.path, args.scheme, mapping, num_heads=args.num_heads)
+        ckpt = api.load_checkpoint(args.path, args.scheme, mapping, num_heads=args.num_heads, implementation=args.implementation)
     except (DomainError, FileFormatError, MemoryError):
         raise
     except Exception as exc:  # a file is data: whatever the reader trips on is a bad input
@@ -800,7 +800,16 @@ def _cmd_checkpoint(args):
     if text is not None:
         from .torch.measurement import measure_checkpoint
 
-        measurement = measure_checkpoint(args.path, text, lengths=tuple(report.lengths), window=report.window)
+        measure_lengths = tuple(report.lengths)
+        if lengths is None and ckpt.training_length is None:
+            # no training length: the analysis assumed one; measure at lengths a CPU run can afford, and say so
+            measure_lengths = tuple(n for n in (256, 1024) if n > report.window)
+            lines.append(f"--measure: no training length found and no --lengths: measured at {', '.join(map(str, measure_lengths))}")
+        try:
+            measurement = measure_checkpoint(args.path, text, lengths=measure_lengths, window=report.window, checkpoint=ckpt,
+                                             tol=args.measure_tol)
+        except DomainError as exc:
+            raise UsageError(f"--measure: {exc} (give a longer --text or shorter --lengths)") from None
         payload["measurement"] = measurement.as_dict()
         lines += ["", *measurement.format_text().splitlines()]
     if args.plot is not None:
@@ -1009,7 +1018,11 @@ def _add_checkpoint(command):
                    help="2 to 64 increasing context lengths (default: the training length found and 8 times it)")
     k.add_argument("--tol", type=_real_type(MIN_TOL, 1.0, high_open=True), default=0.05,
                    help=f"growth tolerance for the margin (power-law schemes), in [{MIN_TOL:g}, 1) (default 0.05)")
+    k.add_argument("--implementation", choices=("transformers", "original"), default="transformers",
+                   help="whose code to model where they differ: transformers' class (default) or the family's original (MPT)")
     k.add_argument("--measure", action="store_true", help="also run the model on --text and measure each head's masses (reference model or transformers folder)")
+    k.add_argument("--measure-tol", type=_real_type(1e-12, 1.0, high_open=True), default=1e-4,
+                   help="largest |model's positional part - prediction| accepted by --measure; above it the prediction FAILED")
     k.add_argument("--text", type=_path_type, help="text file the model reads with --measure (bytes, within the read cap)")
     k.add_argument("--plot", type=_path_type, help="write figures into this new or empty folder")
     k.add_argument("--force", action="store_true", help="write figures into an existing folder that holds files")

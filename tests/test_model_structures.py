@@ -117,3 +117,61 @@ def test_mpt_as_transformers_runs_it_and_as_the_original(tmp_path):
 @pytest.mark.parametrize("name", sorted(set(FAMILIES) - set(SKIP_ROWS)))
 def test_every_family_matches_its_own_attention(name, tmp_path):
     check(name, tmp_path, (256, 1024, 4096))
+
+
+TEXT = bytes(range(256)) * 12
+
+
+def test_measure_confirms_a_right_prior_and_fails_a_wrong_one(tmp_path):
+    import dataclasses
+
+    from otprior.torch import HeadParameters, measure_checkpoint
+
+    folder, _ = build("bloom", tmp_path / "b")
+    ok = measure_checkpoint(folder, TEXT, lengths=(128, 256), window=W, samples=1)
+    assert ok.failed == [] and max(r["prediction_error"] for r in ok.rows) < 1e-6
+    assert "prediction confirmed" in ok.format_text()
+    ckpt = load_checkpoint(folder)
+    wrong = dataclasses.replace(ckpt, heads=[HeadParameters(h.layer, h.head, {"slope": 2 * h.params["slope"]}, h.stack) for h in ckpt.heads])
+    bad = measure_checkpoint(folder, TEXT, lengths=(128, 256), window=W, samples=1, checkpoint=wrong)
+    assert len(bad.failed) > 0 and "FAILED" in bad.format_text() and bad.as_dict()["prediction"] == "FAILED"
+    # the wrong prior is not absorbed into the content band: the content is read against the model's own row
+    assert all(r["content_bound"] is not None and r["content_bound"] < 1e-5 for r in bad.rows)
+
+
+@pytest.mark.slow
+def test_measure_reads_sinks_caps_lengths_and_survives_blocked_maps(tmp_path):
+    import dataclasses
+
+    from otprior.torch import measure_checkpoint
+
+    folder, _ = build("gpt_oss", tmp_path / "g")
+    ckpt = load_checkpoint(folder)
+    assert measure_checkpoint(folder, TEXT, lengths=(256,), window=W, samples=1).failed == []
+    no_sinks = dataclasses.replace(ckpt, structures={k: None for k in ckpt.structures})  # the structure ignored, as before
+    assert measure_checkpoint(folder, TEXT, lengths=(256,), window=W, samples=1, checkpoint=no_sinks).failed
+    folder, _ = build("gpt2", tmp_path / "gpt2")  # n_positions 1024
+    m = measure_checkpoint(folder, TEXT, lengths=(512, 2048), window=W, samples=1)
+    assert m.lengths == (512,) and "above the model's position limit 1024" in m.note and m.failed == []
+    folder, _ = build("longt5", tmp_path / "l")
+    m = measure_checkpoint(folder, TEXT, lengths=(128,), window=8, samples=1)
+    assert m.failed == [] and {r["stack"] for r in m.rows} == {"decoder"}
+
+
+@pytest.mark.slow
+def test_cli_names_the_implementation_and_a_wrong_one_fails_measure(tmp_path, capsys):
+    import json
+
+    from otprior.cli import main
+
+    folder, _ = build("mpt-biasmax4", tmp_path / "m")
+    text = tmp_path / "t.bin"
+    text.write_bytes(TEXT)
+    common = ["checkpoint", str(folder), "--window", "16", "--lengths", "64", "128", "--measure", "--text", str(text), "--json"]
+    assert main(common) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["implementation"] == "transformers" and out["measurement"]["prediction"] == "confirmed"
+    # MosaicML's alibi_bias_max = 4 is not what transformers' class runs: the measurement says so
+    assert main([*common, "--implementation", "original"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["implementation"] == "original" and out["measurement"]["prediction"] == "FAILED"
