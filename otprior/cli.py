@@ -533,35 +533,42 @@ def _verdict_lines(v, window, indent=""):
     limit = _limit(v, window)
     if limit is not None:
         lines.append(f"{indent}D_oo(W = {window}) = {limit:.6g}")
+    if v.kind == "oscillating":
+        try:
+            lo, hi = v.distant_mass_bounds(window)
+            lines.append(f"{indent}no limit: liminf D_n(W = {window}) = {lo:.6g}, limsup = {hi:.6g}")
+        except (DomainError, PrecisionError):
+            pass
     return lines
 
 
 def _cmd_classify(args):
-    from .encodings import classify
+    from .classification import classify
 
     given = _given(args, encoding_parameters(args.encoding))
     enc = build_encoding(args.encoding, given)
     normaliser = build_normaliser(args)
+    structure = build_structure(args)
     with _overflow(given):
-        result = classify(enc, normaliser, args.score_bound)
-        return _classify_output(enc, normaliser, result, args.window)
+        result = classify(enc, normaliser, args.score_bound, structure=structure)
+        return _classify_output(enc, normaliser, result, args.window, structure)
 
 
-def _classify_output(enc, normaliser, result, window):
-    pair = repr(enc) + ("" if normaliser is None else f" with {normaliser!r}")
+def _classify_output(enc, normaliser, result, window, structure=None):
+    pair = repr(enc) + ("" if normaliser is None else f" with {normaliser!r}") + ("" if structure is None else f" under {structure!r}")
     if not isinstance(result, tuple):
-        payload = result.as_dict()
+        payload = result.as_dict(window) if result.kind == "oscillating" else result.as_dict()
         payload["window"] = window
         payload["limit_distant_mass"] = _limit(result, window)
         return payload, [f"{pair}: {result.kind.upper()}", *_verdict_lines(result, window)]
     rows = []
     lines = [f"{pair}: {len(result)} heads"]
     for head, v in enumerate(result):
-        row = {"head": head, **v.as_dict(), "limit_distant_mass": _limit(v, window)}
+        row = {"head": head, **v.as_dict(window if v.kind == "oscillating" else None), "limit_distant_mass": _limit(v, window)}
         rows.append(row)
         lines.append(f"head {head}: {v.kind.upper()}")
         lines += _verdict_lines(v, window, indent="  ")
-    counts = {k: sum(r["kind"] == k for r in rows) for k in ("bounded", "diluting", "content-dependent", "undecided")}
+    counts = {k: sum(r["kind"] == k for r in rows) for k in ("bounded", "diluting", "oscillating", "content-dependent", "undecided")}
     lines.append(", ".join(f"{c} {k}" for k, c in counts.items() if c))
     payload = {"encoding": repr(enc), "normaliser": None if normaliser is None else repr(normaliser), "window": window,
                "counts": counts, "heads": rows}
@@ -953,9 +960,42 @@ def _encoding_commands(command, name, func, help, description, add_common):
     return p
 
 
+def _add_structure_flags(parser) -> None:
+    """The attention structure (``otprior.structures``) as flags; several combine on one row."""
+    g = parser.add_argument_group("structure", "which keys the query sees and what joins its softmax (default: full causal)")
+    g.add_argument("--sliding-window", type=_LENGTH, default=None, metavar="WIDTH", help="keep the WIDTH nearest keys (Theorem S1)")
+    g.add_argument("--chunk", type=_LENGTH, default=None, metavar="SIZE", help="chunked attention of SIZE positions (Theorem S2)")
+    g.add_argument("--sink", type=_real_type(-1e4, 1e4), nargs="+", default=None, metavar="S",
+                   help="sink logit joining the denominator only, one or one per head (Theorem S3)")
+    g.add_argument("--softcap", type=_real_type(0.0, 1e6, low_open=True), default=None, metavar="C", help="logits c tanh(z / c) (Theorem S4)")
+    g.add_argument("--global-block", type=_LENGTH, default=None, metavar="K", help="one summary token per K tokens (Theorem S5)")
+    g.add_argument("--absolute-positions", type=_LENGTH, default=None, metavar="P", help="learned absolute positions, table of P (Theorem S6)")
+
+
+def build_structure(args):
+    """The structure the flags describe (``None``: full causal)."""
+    from . import structures as S
+
+    parts = []
+    if getattr(args, "sliding_window", None) is not None:
+        parts.append(S.SlidingWindow(args.sliding_window))
+    if getattr(args, "chunk", None) is not None:
+        parts.append(S.Chunked(args.chunk))
+    if getattr(args, "sink", None) is not None:
+        parts.append(S.AttentionSink(args.sink[0] if len(args.sink) == 1 else tuple(args.sink)))
+    if getattr(args, "softcap", None) is not None:
+        parts.append(S.SoftCap(args.softcap))
+    if getattr(args, "global_block", None) is not None:
+        parts.append(S.GlobalTokens(args.global_block))
+    if getattr(args, "absolute_positions", None) is not None:
+        parts.append(S.AbsolutePositions(args.absolute_positions))
+    return S.compose(*parts) if parts else None
+
+
 def _add_classify(command):
     def common(e, enc):
         _add_normaliser_flags(e)
+        _add_structure_flags(e)
         g = e.add_argument_group("classification")
         g.add_argument("--score-bound", type=_real_type(0.0, 100.0), default=None,
                        help="bound B in [0, 100] on the content logits (default: the encoding's logit bound)")

@@ -36,20 +36,20 @@ def compare(name, folder, model, lengths):
 
 
 def expected_kinds(name, ck):
+    """Per layer: a window keeps mass (S1), chunks oscillate (S2), otherwise the bias decides (Theorem 11;
+    a soft cap or a sink does not change a RoPE layer's verdict, S3-S4)."""
     if name in ABSOLUTE:
         return {"undecided"}
-    if name in ("llama4_text",):
-        return {"oscillating", "diluting"}  # the chunked RoPE layer, the global NoPE layer
-    if any(st is not None for st in ck.structures.values()) and name not in ("gpt_oss",):
-        kinds = {"bounded"}
-        if any(st is None for st in ck.structures.values()):
-            kinds.add("diluting")
-        return kinds
-    if name == "gpt_oss":
-        return {"bounded", "diluting"}  # the sliding layer and the full layer with a sink
-    if ck.scheme == "alibi":
-        return {"bounded"}
-    return {"diluting"}
+    kinds = set()
+    for st in ck.structures.values():
+        parts = {p.name for p in st.parts()} if st is not None else set()
+        if "sliding-window" in parts:
+            kinds.add("bounded")
+        elif "chunked" in parts:
+            kinds.add("oscillating")
+        else:
+            kinds.add("bounded" if ck.scheme == "alibi" else "diluting")
+    return kinds
 
 
 def check(name, tmp_path, lengths):
@@ -175,3 +175,29 @@ def test_cli_names_the_implementation_and_a_wrong_one_fails_measure(tmp_path, ca
     assert main([*common, "--implementation", "original"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["implementation"] == "original" and out["measurement"]["prediction"] == "FAILED"
+
+
+@pytest.mark.slow
+def test_gemma3_multimodal_layout_reads_its_language_model(tmp_path):
+    tc = dict(vocab_size=300, hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=4,
+              sliding_window=SW, layer_types=["sliding_attention", "full_attention"])  # fmt: skip
+    vc = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=28, patch_size=14)
+    cfg = transformers.Gemma3Config(text_config=tc, vision_config=vc, mm_tokens_per_image=4, image_token_index=299, boi_token_index=297,
+                                    eoi_token_index=298)  # fmt: skip
+    torch.manual_seed(0)
+    cfg._attn_implementation = "eager"
+    model = transformers.Gemma3ForConditionalGeneration(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+    model.save_pretrained(tmp_path / "g3mm")
+    ck = load_checkpoint(tmp_path / "g3mm")
+    assert ck.scheme == "rope" and ck.num_layers == 2 and "multimodal layout" in ck.structure_notes[0]
+    assert ck.layer_encoding_params[1]["rope_theta"] == 1e6 and ck.layer_encoding_params[0]["rope_theta"] == 1e4
+    rep = analyse_checkpoint(ck, window=W, lengths=(256, 1024))
+    for n in (256, 1024):
+        with torch.no_grad():
+            out = model(input_ids=torch.zeros(1, n, dtype=torch.long), output_attentions=True, use_cache=False)
+        for r in rep.rows:
+            row = out.attentions[r["layer"]][0, r["head"], -1].double().numpy()[::-1]
+            assert abs(window_distant(row, W) - r["distant_mass"][str(n)]) < 1e-6

@@ -221,3 +221,21 @@ def test_layer_structures_match_transformers_configs(model_type, kwargs):
                 assert r.structure.visible(65) == 1
             else:
                 assert r.structure.visible(1000) == 1000
+
+
+def test_cli_classify_under_a_structure(capsys):
+    import json
+
+    from otprior.cli import main
+
+    assert main(["classify", "nope", "--sliding-window", "96", "--window", "64", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kind"] == "bounded" and out["limit_distant_mass"] == pytest.approx(32 / 96)
+    assert main(["classify", "nope", "--chunk", "128", "--window", "64", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kind"] == "oscillating" and out["limsup_distant_mass"] == pytest.approx(0.5) and out["liminf_distant_mass"] == 0.0
+    assert main(["classify", "alibi", "--heads", "2", "--sink", "0", "1", "--window", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [h["kind"] for h in out["heads"]] == ["bounded", "bounded"]
+    assert main(["classify", "alibi", "--heads", "2", "--sink", "0", "1", "2", "--window", "4"]) == 2  # three sinks, two heads
+    assert "structure" in capsys.readouterr().err

@@ -1053,6 +1053,12 @@ def _build(source, config, where, record, scheme, mapping, num_heads, implementa
             + ") is not modelled; the decoder's causal T5 self-attention is read"
         )
         cfg.read.update(["encoder_attention_type", "local_radius", "global_block_size"])
+    if absolute is not None and cfg.value(["is_encoder_decoder"], "bool", False):
+        # BART-like: the decoder's causal self-attention is read; the encoder is bidirectional
+        n_dec = cfg.value(["decoder_layers"], "int", len({h.layer for h in heads}))
+        heads = [HeadParameters(layer, h.head, h.params, "decoder") for layer in range(n_dec) for h in heads if h.layer == 0]
+        structure_notes.append("the encoder's bidirectional self-attention is not modelled; the decoder's causal self-attention is read")
+        cfg.read.update(["decoder_layers", "encoder_layers", "decoder_attention_heads", "encoder_attention_heads"])
     structures, struct_notes, layer_params, limit = _structures_of(cfg, family, source, heads, scheme, enc_params, absolute, where)
     structure_notes += struct_notes
     train_length, train_source = _training_length(cfg, record, enc_params)
@@ -1071,7 +1077,7 @@ def _build(source, config, where, record, scheme, mapping, num_heads, implementa
         encoding_params=enc_params,
         training_length=train_length,
         training_length_source=train_source,
-        num_layers=len({h.layer for h in heads}) if family == "longt5" else layers,
+        num_layers=len({h.layer for h in heads}) if family == "longt5" or absolute is not None else layers,
         num_heads=H,
         structures=structures,
         structure_notes=structure_notes,
@@ -1126,7 +1132,7 @@ def _structures_of(cfg, family, source, heads, scheme, enc_params, absolute, whe
             f"prior exists and {beyond} (Theorem S6); at constant scores the row is uniform"
         )
         return out, notes, layer_params, (P, key) if kind == "learned" else limit
-    if stacks != [""]:
+    if stacks != [""] and absolute is None:
         return {(h.stack, h.layer): None for h in heads}, notes, layer_params, limit
     layers = sorted({h.layer for h in heads})
     sinks = {}
