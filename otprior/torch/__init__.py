@@ -35,7 +35,14 @@ from ._checkpoint import (
     layer_structure,
     load_checkpoint,
 )
-from .measurement import AttentionMeasurement, load_runnable, measure_attention, measure_checkpoint, plot_measurement, positional_copy
+from .measurement import (
+    AttentionMeasurement,
+    load_runnable,
+    measure_attention,
+    measure_checkpoint,
+    plot_measurement,
+    positional_copy,
+)
 from .model import ModelConfig, ReferenceModel, load_model, save_model
 from .train import byte_corpus, evaluate_loss, intervene, measure_distant_mass, train
 
