@@ -58,6 +58,8 @@ def check(name, tmp_path, lengths):
         with pytest.raises(CheckpointError, match=REFUSED[name]):
             load_checkpoint(folder)
         return
+    if name == "llama4_text":
+        lengths = tuple(sorted({*lengths, 300}))  # mid-chunk: the query sees 300 mod 128 = 44 keys
     ck, rep, worst, compared = compare(name, folder, model, lengths)
     assert compared > 0
     assert worst < 1e-6, (name, worst)

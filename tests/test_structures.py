@@ -239,3 +239,27 @@ def test_cli_classify_under_a_structure(capsys):
     assert [h["kind"] for h in out["heads"]] == ["bounded", "bounded"]
     assert main(["classify", "alibi", "--heads", "2", "--sink", "0", "1", "2", "--window", "4"]) == 2  # three sinks, two heads
     assert "structure" in capsys.readouterr().err
+
+
+def test_extremes_and_hostile_configs():
+    # a sink far above or below the row, lengths far beyond any direct sum
+    assert AttentionSink(1e4).window_mass(NoPE(), 4, 10) == 0.0
+    assert AttentionSink(-1e4).window_mass(NoPE(), 4, 10) == pytest.approx(0.4, rel=1e-15)
+    assert AttentionSink(700.0).window_mass(NoPE(), 4, 10) == pytest.approx(4 / (10 + math.exp(700.0)), rel=1e-12)
+    assert SlidingWindow(96).window_mass(ALiBi(0.1), 4, 10**15) == pytest.approx(SlidingWindow(96).window_mass(ALiBi(0.1), 4, 96), rel=1e-15)
+    assert SoftCap(50.0).window_mass(NoPE(), 64, 10**12) == pytest.approx(64e-12, rel=1e-12)  # b = 0: the cap changes nothing
+    with pytest.raises(DomainError, match="direct summation"):
+        classify(ALiBi(0.1), structure=SlidingWindow(2**40)).limit_distant_mass(4)
+    with pytest.raises(DomainError):
+        SlidingWindow(0)
+    with pytest.raises(DomainError):
+        AttentionSink(float("nan"))
+    with pytest.raises(DomainError):
+        compose(SoftCap(1.0), SoftCap(2.0))
+    # configs: every malformed attention field is refused by name
+    for bad, key in [({"sliding_window": -1}, "sliding_window"), ({"sliding_window": 8.5}, "sliding_window"),
+                     ({"layer_types": ["full_attention"]}, "layer_types"), ({"layer_types": ["bogus"] * 2}, "layer_types"),
+                     ({"attn_logit_softcapping": "50"}, "attn_logit_softcapping"), ({"no_rope_layers": [1]}, "no_rope_layers"),
+                     ({"layer_types": ["chunked_attention"] * 2}, "attention_chunk_size")]:  # fmt: skip
+        with pytest.raises(DomainError, match=key):
+            layer_structures(bad, 2, "llama")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import logsumexp
+from scipy.special import expit, logsumexp
 
 from .._registry import Registry
 from .._validation import DomainError, check_int, check_window
@@ -158,7 +158,10 @@ def row_masses(encoding, structure, window: int, n: int) -> tuple:
     if isinstance(structure.sink_logit, tuple):
         raise DomainError("structure", structure, "one sink logit per single-head row (use for_head)")
     s = structure.extra_log_weight(n)
-    if r == n and structure.logit_cap is None:
+    cap = structure.logit_cap
+    if cap is not None and encoding.far_profile(1) == ("constant-tail", 0.0, -math.inf, 0.0):
+        cap = None  # b = 0 everywhere (NoPE, RoPE): c tanh(0 / c) = 0, the cap changes nothing at constant content
+    if r == n and cap is None:
         m, D = encoding._masses(window, n)
         if s is None:
             return float(m), float(D), 0.0
@@ -166,8 +169,8 @@ def row_masses(encoding, structure, window: int, n: int) -> tuple:
         m1 = float(encoding._masses(1, n)[0])
         if math.isfinite(b0) and m1 > 0.0:
             logZ = b0 - math.log(m1)
-            keep = 1.0 / (1.0 + math.exp(min(s - logZ, 700.0)))  # Z / (Z + e^s)
-            sink = 1.0 / (1.0 + math.exp(min(logZ - s, 700.0)))
+            keep = float(expit(logZ - s))  # Z / (Z + e^s), without overflow
+            sink = float(expit(s - logZ))
             return float(m) * keep, 1.0 - float(m) * keep, sink
     z = row_logits(encoding, structure, n)
     parts = [z] if s is None else [z, np.array([float(s)])]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import logsumexp
+from scipy.special import expit, logsumexp
 
 from .._validation import DomainError
 from ..encodings._base import DIRECT_MAX, Verdict, decisive
@@ -108,8 +108,12 @@ def structure_verdict(encoding, structure, B):
             head = np.cumsum(e[: min(W, C)])
             head = np.concatenate([head, np.full(C - head.size, head[-1])])
             tail = np.concatenate([np.zeros(min(W, C)), np.cumsum(e[W:])])
-            extra = 0.0 if s is None else math.exp(min(float(s) - top, 700.0))
-            D = (tail + extra) / (head + tail + extra)
+            x = -math.inf if s is None else float(s) - top
+            if x > 700.0:  # the sink outweighs the whole row by more than e^700: D = 1 to double precision
+                D = np.ones(C)
+            else:
+                extra = math.exp(x)
+                D = (tail + extra) / (head + tail + extra)
             return float(D.min()), float(D.max())
 
         def one_row(W):
@@ -155,7 +159,7 @@ def structure_verdict(encoding, structure, B):
         # Theorem S3: m_oo^S(W) = m_oo(W) Z/(Z + e^s) with Z = e^(b(0)) / m_oo(1)
         m1 = 1.0 - base.limit_distant_mass(1)
         logZ = b0 - math.log(m1)
-        keep = 1.0 / (1.0 + math.exp(min(float(s) - logZ, 700.0)))
+        keep = float(expit(logZ - float(s)))
         return 1.0 - (1.0 - base.limit_distant_mass(W)) * keep
 
     return _verdict(encoding, structure, B, "bounded", True, base.reason + sink_txt, base.rate, limit_fn=sink_limit)
