@@ -203,3 +203,14 @@ def test_gemma3_multimodal_layout_reads_its_language_model(tmp_path):
         for r in rep.rows:
             row = out.attentions[r["layer"]][0, r["head"], -1].double().numpy()[::-1]
             assert abs(window_distant(row, W) - r["distant_mass"][str(n)]) < 1e-6
+
+
+def test_measure_checks_falcon_against_its_default_path(tmp_path):
+    from otprior.torch import measure_checkpoint
+
+    cfg = transformers.FalconConfig(vocab_size=64, hidden_size=48, num_hidden_layers=1, num_attention_heads=3, alibi=True, multi_query=False,
+                                    bias=True)  # fmt: skip
+    torch.manual_seed(0)
+    transformers.FalconForCausalLM(cfg).save_pretrained(tmp_path / "f")
+    m = measure_checkpoint(tmp_path / "f", TEXT, lengths=(64, 300), window=8, samples=1)
+    assert m.failed == [] and max(r["prediction_error"] for r in m.rows) < 1e-6 and "SDPA" in m.note

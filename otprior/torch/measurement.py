@@ -131,6 +131,32 @@ class AttentionMeasurement:
 _POSITION_TABLES = ("wpe", "embed_positions", "position_embeddings", "sinks", "relative_attention_bias", "pos.")
 
 
+def _positional_maps(positional, batch, ckpt):
+    """The positional copy's attention maps, as :func:`_attention_maps`. Falcon with ALiBi: the rows
+    its default (SDPA) path builds, softmax of the mask it hands to attention (bias and causal mask
+    together), since transformers' eager Falcon path adds ALiBi a second time."""
+    if not (ckpt.family == "falcon" and ckpt.scheme == "alibi" and hasattr(positional, "transformer")):
+        return _attention_maps(positional, batch)
+    captured = {}
+    blocks = positional.transformer.h
+    hooks = [
+        blk.self_attention.register_forward_pre_hook(lambda m, a, kw, i=i: captured.__setitem__(i, kw.get("attention_mask")), with_kwargs=True)
+        for i, blk in enumerate(blocks)
+    ]
+    try:
+        positional(input_ids=batch, use_cache=False)  # the mask carries the bias on either path
+    finally:
+        for h in hooks:
+            h.remove()
+    maps = []
+    for i in range(len(blocks)):
+        mask = captured.get(i)
+        if mask is None or mask.dim() != 4:
+            raise DomainError("model", "Falcon", "a Falcon model whose SDPA path hands its ALiBi mask to attention")
+        maps.append((torch.softmax(mask.double(), -1), None))
+    return {"": maps}
+
+
 def positional_copy(model, checkpoint):
     """A copy of ``model`` with every weight but the positional ones set to zero (content held constant):
     its attention rows are the model's own positional part, softmax(bias + mask) as its code builds them.
@@ -259,7 +285,7 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
             starts = np.linspace(0, seq.numel() - n, samples).astype(int)
             batch = torch.stack([seq[s : s + n] for s in starts])
             maps = _attention_maps(model, batch)
-            pmaps = _attention_maps(positional, batch[:1])  # constant content: every token gives the same rows
+            pmaps = _positional_maps(positional, batch[:1], ckpt)  # constant content: every token gives the same rows
             for head in heads:
                 attn, content = maps[head.stack][head.layer]
                 if attn.dim() != 4 or attn.shape[-1] != n:
@@ -319,7 +345,8 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
     if ckpt.family == "falcon" and ckpt.scheme == "alibi":
         note += (
             "; transformers' eager Falcon path adds ALiBi twice (scaled by 1/sqrt(head_dim) and again inside the mask), "
-            "so its measured masses follow twice the bias the prior uses (Falcon's bfloat16 row over sqrt(head_dim))"
+            "so its measured masses follow twice the bias the prior uses (Falcon's bfloat16 row over sqrt(head_dim)); "
+            "the prediction is checked against the rows of Falcon's default SDPA path"
         )
     return AttentionMeasurement(ckpt, window, lengths, samples, rows, note, tol=float(tol), skipped=skipped)
 
