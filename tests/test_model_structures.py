@@ -205,6 +205,7 @@ def test_gemma3_multimodal_layout_reads_its_language_model(tmp_path):
             assert abs(window_distant(row, W) - r["distant_mass"][str(n)]) < 1e-6
 
 
+@pytest.mark.slow
 def test_measure_checks_falcon_against_its_default_path(tmp_path):
     from otprior.torch import measure_checkpoint
 
