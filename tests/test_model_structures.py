@@ -215,3 +215,25 @@ def test_measure_checks_falcon_against_its_default_path(tmp_path):
     transformers.FalconForCausalLM(cfg).save_pretrained(tmp_path / "f")
     m = measure_checkpoint(tmp_path / "f", TEXT, lengths=(64, 300), window=8, samples=1)
     assert m.failed == [] and max(r["prediction_error"] for r in m.rows) < 1e-6 and "SDPA" in m.note
+
+
+def test_a_new_family_is_one_registered_record(tmp_path):
+    import json
+
+    from safetensors.torch import save_file
+
+    from otprior.torch import architectures as A
+
+    assert A.lookup("bloom").family == "bloom" and A.lookup("gpt2").absolute == ("n_positions", "learned")
+    assert A.lookup("mamba").refusal and A.lookup("nonexistent") is None
+    with pytest.raises(TypeError, match="twice"):
+        A.register(A.Architecture("again", ("bloom",)))
+    toy = A.Architecture("toy", ("toy_alibi",), lambda cfg, family, impl, rope: ("alibi", {"variant": "bloom"}, "toy ALiBi"), early=True)
+    A.register(toy)
+    try:
+        save_file({"h.0.attn.qkv.weight": torch.zeros(48, 16), "wte.weight": torch.zeros(8, 16)}, str(tmp_path / "model.safetensors"))
+        (tmp_path / "config.json").write_text(json.dumps({"model_type": "toy_alibi", "n_head": 4, "n_layer": 1}))
+        ck = load_checkpoint(tmp_path)
+        assert ck.scheme == "alibi" and ck.num_heads == 4 and "toy ALiBi" in ck.note
+    finally:
+        del A.REGISTRY["toy_alibi"]

@@ -11,7 +11,8 @@ What is read
 * a single ``.safetensors`` file, or a torch zip archive (``.pt``, ``.pth``, ``.bin``,
   ``.ckpt``), with the JSON config beside it (``PATH.json`` or ``config.json``).
 
-The scheme and its parameters come from the config's model type and the tensor names; every
+The scheme and its parameters come from the config's model type (the families are records of
+:mod:`otprior.torch.architectures`, one file per family) and the tensor names; every
 encoding (slopes, clamps, buckets, rotary scaling) is built by the :mod:`otprior.encodings`
 registry from the parameters as stored (:func:`layer_encoding`), never by a formula here:
 
@@ -68,6 +69,7 @@ import numpy as np
 
 from .. import encodings
 from .._validation import DomainError
+from . import architectures
 from ._formats import CheckpointError, _open_source, _Source, _tensor_entries
 
 __all__ = [
@@ -111,14 +113,6 @@ _CABLE_KEYS = re.compile(r"(?:^|\.)pos\.increment\.weight$")
 _FIRE_KEYS = re.compile(r"(?:^|\.)L_multiplier$")
 _EMBED = re.compile(r"(?:^|\.)(?:word_embeddings|wte|embed_tokens|embed_in|shared|embed|tok_embeddings)\.weight$")
 
-_ALIBI_TYPES = {"bloom": "bloom", "mpt": "mpt", "falcon": "falcon"}
-_T5_TYPES = ("t5", "mt5", "longt5", "umt5", "switch_transformers", "pop2piano", "udop")
-_ROPE_TYPES = (
-    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gpt_neox", "gpt_neox_japanese", "gptj",
-    "gemma", "gemma2", "gemma3_text", "phi", "phi3", "olmo", "olmo2", "stablelm", "starcoder2", "cohere", "persimmon",
-    "falcon", "internlm2", "deepseek_v2", "deepseek_v3", "granite", "exaone", "codegen", "gpt_oss", "llama4_text",
-    "cohere2", "smollm3", "helium", "glm", "olmo3", "minimax", "qwen3_next", "ernie4_5", "arcee", "dots1", "hunyuan_v1_dense",
-)  # fmt: skip
 _IMPLEMENTATIONS = ("transformers", "original")
 _TRAIN_LENGTH_KEYS = ("train_length", "seq_length", "max_seq_len", "max_position_embeddings", "n_positions", "max_sequence_length", "n_ctx")
 
@@ -257,25 +251,9 @@ def _config_scheme(cfg: _Config, family: str, implementation: str = "transformer
         if scheme not in SCHEMES:
             raise CheckpointError(f"{cfg.where}: scheme = {scheme!r} is not one of {', '.join(SCHEMES)}")
         return scheme, {"variant": "bloom"} if scheme == "alibi" else {}, "reference-model config"
-    if family in _ALIBI_TYPES:
-        if family == "mpt":
-            attn = cfg.value(["attn_config"], "dict", {})
-            if implementation == "transformers":
-                # transformers' MptModel builds build_mpt_alibi_tensor(num_heads, max_seq_len) with its default
-                # alibi_bias_max = 8 on every layer, whatever attn_config says
-                said = {k: attn[k] for k in ("alibi", "alibi_bias_max") if k in attn}
-                ignored = f"; attn_config {said} ignored by that class (implementation='original' follows it)" if said else ""
-                return "alibi", {"variant": "mpt", "alibi_bias_max": 8.0}, f"MPT ALiBi as transformers' MptModel runs it (alibi_bias_max 8){ignored}"
-            if not cfg.value(["alibi"], "bool", True, data=attn):
-                return "nope", {}, "MPT with attn_config.alibi = false: no relative bias (learned absolute positions enter the content)"
-            return "alibi", {"variant": "mpt", "alibi_bias_max": float(cfg.value(["alibi_bias_max"], "float", 8.0, data=attn))}, "MPT ALiBi"
-        if family == "falcon":
-            if not cfg.value(["alibi"], "bool", False):
-                return "rope", _rope_params(cfg), "Falcon without ALiBi: RoPE"
-            return "alibi", {"variant": "falcon"}, "Falcon ALiBi"
-        return "alibi", {"variant": "bloom"}, "BLOOM ALiBi"
-    if family in _T5_TYPES:
-        return "t5", {}, f"{family} relative_attention_bias"
+    arch = architectures.lookup(family)
+    if arch is not None and arch.scheme is not None and arch.early:
+        return arch.scheme(cfg, family, implementation, _rope_params)
     pos_emb = cfg.value(["pos_emb"], "str")
     if pos_emb is not None:  # GPT-NeoX / KERPLE configs
         if pos_emb.startswith("kerple_log"):
@@ -290,7 +268,9 @@ def _config_scheme(cfg: _Config, family: str, implementation: str = "transformer
             return "nope", {}, "pos_emb = 'none'"
     if cfg.value(["alibi", "use_alibi"], "bool", False) or cfg.value(["position_embedding_type"], "str") == "alibi":
         return "alibi", {"variant": "bloom"}, "the config's alibi setting"
-    if family in _ROPE_TYPES or any(k in c for k in ("rope_theta", "rope_parameters", "rope_scaling", "rotary_emb_base")):
+    if arch is not None and arch.scheme is not None:
+        return arch.scheme(cfg, family, implementation, _rope_params)
+    if any(k in c for k in ("rope_theta", "rope_parameters", "rope_scaling", "rotary_emb_base")):
         return "rope", _rope_params(cfg, family=family), f"{family or 'config'} RoPE"
     return None, {}, ""
 
@@ -485,25 +465,14 @@ def _bounded_heads(H, source, where, what):
 
 
 def _refuse_family(family, cfg, where):
-    """Families with no relative prior to read: a refusal that says why and what can still be said."""
-    from ._structure import HYBRID_FAMILIES, NO_ATTENTION_FAMILIES
-
-    if family in NO_ATTENTION_FAMILIES:
-        raise CheckpointError(
-            f"{where}: {family} has no attention layers (a state-space / recurrent model): there are no attention rows, "
-            "so no window mass to predict; position enters through the recurrence, which otprior does not analyse"
-        )
-    if family in HYBRID_FAMILIES:
-        raise CheckpointError(
-            f"{where}: {family} mixes attention with state-space layers; its attention layers carry no positional "
-            "encoding (NoPE: at constant content a uniform row, m_n(W) = W/n, diluting by Theorem 11), but position "
-            "reaches them through the state-space layers' outputs, i.e. through the content, which otprior does not "
-            "bound; refused rather than called diluting. What holds: for content within B, Theorem 10's band around W/n"
-        )
+    """Families with no relative prior to read (``architectures``): a refusal that says why and what can still be said."""
+    arch = architectures.lookup(family)
+    if arch is not None and arch.refusal is not None:
+        raise CheckpointError(f"{where}: " + arch.refusal.format(family=family))
 
 
 def _build(source, config, where, record, scheme, mapping, num_heads, implementation="transformers") -> Checkpoint:
-    from ._structure import ABSOLUTE_FAMILIES, text_layout
+    from ._structure import text_layout
 
     outer = config
     config, family, layout_note = text_layout(config)
@@ -519,8 +488,9 @@ def _build(source, config, where, record, scheme, mapping, num_heads, implementa
     present, found = _tensor_schemes(keys)
     config_scheme, enc_params, config_note = _config_scheme(cfg, family, implementation)
     absolute = None
-    if family in ABSOLUTE_FAMILIES and mapping is None and config_scheme is None and not present:
-        key, kind = ABSOLUTE_FAMILIES[family]
+    arch = architectures.lookup(family)
+    if arch is not None and arch.absolute is not None and mapping is None and config_scheme is None and not present:
+        key, kind = arch.absolute
         P = cfg.value([key], "int")
         absolute = (P, key, kind)
         config_scheme, enc_params = "nope", {}

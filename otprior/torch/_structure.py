@@ -14,32 +14,21 @@ import re
 
 from .. import structures as S
 from .._validation import DomainError
+from . import architectures
 
 __all__ = [
     "ABSOLUTE_FAMILIES",
-    "NO_ATTENTION_FAMILIES",
-    "HYBRID_FAMILIES",
+    "REFUSED_FAMILIES",
     "text_layout",
     "read_structures",
     "not_modelled",
     "position_limit",
 ]
 
-#: Families whose positions are learned (or sinusoidal) vectors added to the input (Theorem S6).
-ABSOLUTE_FAMILIES = {
-    "gpt2": ("n_positions", "learned"),
-    "opt": ("max_position_embeddings", "learned"),
-    "bart": ("max_position_embeddings", "learned"),
-    "mbart": ("max_position_embeddings", "learned"),
-    "gpt_neo": ("max_position_embeddings", "learned"),
-    "xglm": ("max_position_embeddings", "sinusoidal"),
-    "gpt_bigcode": ("n_positions", "learned"),
-    "biogpt": ("max_position_embeddings", "learned"),
-}
-#: Families with no attention layer at all.
-NO_ATTENTION_FAMILIES = ("mamba", "mamba2", "falcon_mamba", "rwkv")
-#: Families mixing attention with state-space layers.
-HYBRID_FAMILIES = ("jamba", "zamba", "zamba2", "bamba", "falcon_h1", "granitemoehybrid", "nemotron_h")
+#: Families whose positions are learned (or sinusoidal) vectors added to the input (Theorem S6), from the registry.
+ABSOLUTE_FAMILIES = {t: a.absolute for t, a in architectures.REGISTRY.items() if a.absolute is not None}
+#: Families refused (no attention layers, or attention beside state-space layers), from the registry.
+REFUSED_FAMILIES = {t: a.refusal for t, a in architectures.REGISTRY.items() if a.refusal is not None}
 
 #: multimodal layouts whose language model's config sits in ``text_config``
 TEXT_CONFIG_FAMILIES = ("gemma3", "llama4", "mistral3", "llava", "paligemma", "qwen2_vl", "idefics3", "gemma3n")
