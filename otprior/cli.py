@@ -764,6 +764,9 @@ def _close(figures) -> None:
         pyplot.close(fig)  # a no-op for figures made without pyplot
 
 
+MEASURE_DEFAULT_MAX = 4096  # longest length --measure runs without --lengths (attention maps are n x n per head)
+
+
 def _cmd_checkpoint(args):
     _input_path(args.path, "path", directory_ok=True)
     if args.plot is not None:
@@ -808,10 +811,15 @@ def _cmd_checkpoint(args):
         from .torch.measurement import measure_checkpoint
 
         measure_lengths = tuple(report.lengths)
-        if lengths is None and ckpt.training_length is None:
-            # no training length: the analysis assumed one; measure at lengths a CPU run can afford, and say so
-            measure_lengths = tuple(n for n in (256, 1024) if n > report.window)
-            lines.append(f"--measure: no training length found and no --lengths: measured at {', '.join(map(str, measure_lengths))}")
+        if lengths is None:
+            # no --lengths: the analysis' lengths a CPU run can afford (at most MEASURE_DEFAULT_MAX), else 256 and 1024; said
+            affordable = tuple(n for n in report.lengths if n <= MEASURE_DEFAULT_MAX)
+            if ckpt.training_length is None or not affordable:
+                affordable = tuple(n for n in (256, 1024) if n > report.window)
+            if affordable != measure_lengths:
+                why = "no training length found" if ckpt.training_length is None else f"the analysis' lengths exceed {MEASURE_DEFAULT_MAX}"
+                lines.append(f"--measure: {why} and no --lengths: measured at {', '.join(map(str, affordable))}")
+            measure_lengths = affordable
         try:
             measurement = measure_checkpoint(args.path, text, lengths=measure_lengths, window=report.window, checkpoint=ckpt,
                                              tol=args.measure_tol)

@@ -140,7 +140,8 @@ class CheckpointReport:
             f"{ckpt.path}: {ckpt.note}",
             f"scheme {ckpt.scheme} ({ckpt.family}), {ckpt.num_layers} layers x {ckpt.num_heads} heads; read {len(ckpt.keys_read)} tensors ({ckpt.bytes_read} bytes)",
             f"window W = {self.window}; lengths {', '.join(map(str, L))}: {self.lengths_note}",
-            f"modelled as {ckpt.implementation}'s code runs it" + (f"; position limit {ckpt.position_limit} ({ckpt.position_limit_source})" if ckpt.position_limit else ""),
+            ("modelled on transformers' class (what from_pretrained runs)" if ckpt.implementation == "transformers"
+             else "modelled on the family's original implementation") + (f"; position limit {ckpt.position_limit} ({ckpt.position_limit_source})" if ckpt.position_limit else ""),
         ]
         lines += [f"structure: {note}" for note in ckpt.structure_notes]
         lines += [f"not modelled: {k} ({why})" for k, why in ckpt.not_modelled]

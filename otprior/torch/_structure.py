@@ -123,11 +123,27 @@ def layer_structures_checked(config, num_layers, family):
     return S.layer_structures(config, num_layers, family)
 
 
+_NESTED_READ = {"attn_config": ("alibi", "alibi_bias_max", "attn_pdrop", "attn_type", "attn_impl")}
+_NESTED_WHY = {
+    "softmax_scale": "a constant factor on q.k: content",
+    "clip_qkv": "clips queries, keys and values: content",
+    "qk_ln": "normalises queries and keys: content",
+    "qk_gn": "normalises queries and keys: content",
+}
+
+
 def not_modelled(config: dict, read: set) -> list:
-    """``[(key, why)]``: config fields that name attention or positions and were not read."""
+    """``[(key, why)]``: config fields that name attention or positions and were not read (and the
+    fields inside MPT's ``attn_config`` besides ALiBi's)."""
     out = []
+    for outer, known in _NESTED_READ.items():
+        inner = config.get(outer)
+        if isinstance(inner, dict):
+            for key, value in inner.items():
+                if key not in known and value not in (None, False) and not (isinstance(value, dict | list) and not value):
+                    out.append((f"{outer}.{key}", _NESTED_WHY.get(key, "not modelled: its effect on attention is not analysed")))
     for key, value in config.items():
-        if key in read or not isinstance(key, str) or _NEVER_ATTENTION.match(key) or not _ATTENTION_KEY.search(key):
+        if key in read or not isinstance(key, str) or _NEVER_ATTENTION.search(key) or not _ATTENTION_KEY.search(key):
             continue
         if value is None or value is False or isinstance(value, dict | list) and not value:
             continue  # unset: changes nothing
