@@ -813,9 +813,14 @@ def _cmd_checkpoint(args):
         measure_lengths = tuple(report.lengths)
         if lengths is None:
             # no --lengths: the analysis' lengths a CPU run can afford (at most MEASURE_DEFAULT_MAX), else 256 and 1024; said
-            affordable = tuple(n for n in report.lengths if n <= MEASURE_DEFAULT_MAX)
+            layers = max(h.layer for h in ckpt.heads) + 1
+
+            def fits(n):  # the attention maps measure_attention holds (4 samples, attention and content, float32)
+                return 2 * 4 * layers * 4 * ckpt.num_heads * n * n <= limits.current().max_bytes
+
+            affordable = tuple(n for n in report.lengths if n <= MEASURE_DEFAULT_MAX and fits(n))
             if ckpt.training_length is None or not affordable:
-                affordable = tuple(n for n in (256, 1024) if n > report.window)
+                affordable = tuple(n for n in (256, 1024) if n > report.window and fits(n)) or (report.lengths[0],)
             if affordable != measure_lengths:
                 why = "no training length found" if ckpt.training_length is None else f"the analysis' lengths exceed {MEASURE_DEFAULT_MAX}"
                 lines.append(f"--measure: {why} and no --lengths: measured at {', '.join(map(str, affordable))}")
