@@ -6,17 +6,17 @@ One registry, as for the encodings: :func:`names`, :func:`get` ``(name, **params
 ``otprior.classify(encoding, structure=...)`` classifies a bias under one;
 :func:`layer_structures` reads the per-layer structure of a transformers config.
 
-=================  ====================================================================  ==========
-name               the row of the query with ``n`` keys                                  theorem
-=================  ====================================================================  ==========
-``causal``         every key, distances ``0 .. n-1`` (the default)                       Thm 11
-``sliding-window`` the ``width`` nearest keys (transformers' ``sliding_window``)          S1
-``chunked``        the ``(n-1) mod size + 1`` keys of the query's chunk (Llama-4)        S2
-``sink``           a logit ``s`` per head joining the denominator only (gpt-oss)         S3
-``softcap``        logits :math:`c\\tanh(z/c)` (Gemma-2 ``attn_logit_softcapping``)        S4
-``global-tokens``  ``ceil(n/block)`` summary tokens in the denominator (LongT5, in part)  S5
-``absolute``       learned absolute positions: no relative prior, nothing past the table S6
-=================  ====================================================================  ==========
+==================  =====================================================================  =======
+name                the row of the query with ``n`` keys                                   theorem
+==================  =====================================================================  =======
+``causal``          every key, distances ``0 .. n-1`` (the default)                        Thm 11
+``sliding-window``  the ``width`` nearest keys (transformers' ``sliding_window``)          S1
+``chunked``         the ``(n-1) mod size + 1`` keys of the query's chunk (Llama-4)         S2
+``sink``            a logit ``s`` per head joining the denominator only (gpt-oss)          S3
+``softcap``         logits :math:`c\\tanh(z/c)` (Gemma-2 ``attn_logit_softcapping``)       S4
+``global-tokens``   ``ceil(n/block)`` summary tokens in the denominator (LongT5, in part)  S5
+``absolute``        learned absolute positions: no relative prior, nothing past the table  S6
+==================  =====================================================================  =======
 """
 
 from __future__ import annotations

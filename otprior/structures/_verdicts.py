@@ -59,7 +59,7 @@ def structure_verdict(encoding, structure, B):
             f"{g.block}-token blocks each add a summary token (ceil(n/{g.block}) of them, logit >= {g.logit:.6g}) to every row: "
             "their weight grows like n while the visible local row is bounded or dilutes itself, so m_n(W) -> 0 (Theorem S5)."
             + sink_txt,
-            f"m_n(W) <= {g.block} e^(max local logit - s) W / n",
+            f"m_n(W) <= H / (Z + ceil(n/{g.block}) e^s), H and Z the local row's window and total weights",
             limit_fn=lambda W: 1.0,
         )
     if chunks and windows:
