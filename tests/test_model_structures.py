@@ -237,3 +237,26 @@ def test_a_new_family_is_one_registered_record(tmp_path):
         assert ck.scheme == "alibi" and ck.num_heads == 4 and "toy ALiBi" in ck.note
     finally:
         del A.REGISTRY["toy_alibi"]
+
+
+def test_hostile_structure_fields_are_refused_by_name(tmp_path):
+    import json
+
+    from safetensors.torch import save_file
+
+    base = {"model_type": "mistral", "num_attention_heads": 4, "num_hidden_layers": 1, "hidden_size": 16}
+    tensors = {"model.embed_tokens.weight": torch.zeros(8, 16), "model.layers.0.self_attn.q_proj.weight": torch.zeros(16, 16)}
+    cases = [
+        ({"sliding_window": True}, {}, "sliding_window"),
+        ({"layer_types": "sliding_attention"}, {}, "layer_types"),
+        ({"attn_logit_softcapping": -1.0}, {}, "attn_logit_softcapping"),
+        ({}, {"model.layers.0.self_attn.sinks": torch.zeros(3)}, "sinks"),  # three sinks for four heads
+        ({}, {"model.layers.0.self_attn.sinks": torch.tensor([0.0, float("inf"), 0.0, 0.0])}, "non-finite"),
+    ]
+    for i, (extra_cfg, extra_tensors, needle) in enumerate(cases):
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        save_file({**tensors, **extra_tensors}, str(folder / "model.safetensors"))
+        (folder / "config.json").write_text(json.dumps({**base, **extra_cfg}))
+        with pytest.raises(CheckpointError, match=needle):
+            load_checkpoint(folder)

@@ -649,9 +649,9 @@ def _structures_of(cfg, family, source, heads, scheme, enc_params, absolute, whe
             v = np.asarray(source.get(key), dtype=float).reshape(-1)
             sinks[source.layer(key, -1)] = tuple(v)
     if sinks:
-        H = max(len(v) for v in sinks.values())
+        H = max(h.head for h in heads) + 1
         if any(len(v) != H for v in sinks.values()) or not set(sinks) <= set(layers):
-            raise CheckpointError(f"{where}: the sinks tensors do not hold one logit per head on known layers; refused")
+            raise CheckpointError(f"{where}: the sinks tensors do not hold one logit per head ({H}) on known layers; refused")
     per_layer, used, more = read_structures(cfg.data, family, len(layers), {layers.index(k): v for k, v in sinks.items()}, where)
     cfg.read.update(used)
     cfg.read.update(["sliding_window", "use_sliding_window", "sliding_window_pattern", "attention_chunk_size", "layer_types",
