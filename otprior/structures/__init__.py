@@ -13,7 +13,7 @@ name                the row of the query with ``n`` keys                        
 ``sliding-window``  the ``width`` nearest keys (transformers' ``sliding_window``)          S1
 ``chunked``         the ``(n-1) mod size + 1`` keys of the query's chunk (Llama-4)         S2
 ``sink``            a logit ``s`` per head joining the denominator only (gpt-oss)          S3
-``softcap``         logits :math:`c\\tanh(z/c)` (Gemma-2 ``attn_logit_softcapping``)       S4
+``softcap``         logits c tanh(z / c) (Gemma-2 ``attn_logit_softcapping``)              S4
 ``global-tokens``   ``ceil(n/block)`` summary tokens in the denominator (LongT5, in part)  S5
 ``absolute``        learned absolute positions: no relative prior, nothing past the table  S6
 ==================  =====================================================================  =======

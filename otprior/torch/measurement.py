@@ -241,8 +241,8 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
     checkpoint : Checkpoint, optional
         The model's positional parameters (default :func:`checkpoint_from_model`).
     tol : float
-        The largest |model's positional part - prediction| accepted; above it the row is a failed
-        prediction (float32 attention rows carry about 1e-7).
+        The largest absolute difference between the model's positional part and the prediction
+        accepted; above it the row is a failed prediction (float32 attention rows carry about 1e-7).
 
     Returns
     -------
