@@ -153,7 +153,7 @@ class CheckpointReport:
         stacked = any(r["stack"] for r in self.rows)
         head = f"{'stack':<8}" if stacked else ""
         cols = " ".join(f"{'D_' + str(n):>9}" for n in L)
-        lines.append(f"{head}{'layer':>5} {'head':>4} {'decided by':<24} {'distance':>9} {'verdict':<9} {cols}")
+        lines.append(f"{head}{'layer':>5} {'head':>4} {'decided by':<24} {'distance':>9} {'verdict':<11} {cols}")
         near = {id(r) for r in self.near_boundary}
         for r in self.rows:
             d = r["decided_by"]
@@ -162,14 +162,13 @@ class CheckpointReport:
             masses = " ".join(f"{r['distant_mass'][str(n)]:9.4f}" if r["distant_mass"][str(n)] is not None else f"{'?':>9}" for n in L)
             mark = " *" if id(r) in near else ""
             prefix = f"{r['stack']:<8}" if stacked else ""
-            lines.append(f"{prefix}{r['layer']:>5} {r['head']:>4} {decided:<24} {dist} {r['kind']:<9} {masses}{mark}")
+            lines.append(f"{prefix}{r['layer']:>5} {r['head']:>4} {decided:<24} {dist} {r['kind']:<11} {masses}{mark}")
         counts = self.as_dict()["counts"]
         lines.append(f"{counts['bounded']} bounded, {counts['diluting']} diluting, {counts['oscillating']} oscillating, {counts['undecided']} undecided")
-        for r in self.rows:
+        for r in self.rows:  # every oscillating head: D_n(W) has no limit, its liminf and limsup instead
             if r["distant_mass_bounds"] is not None:
                 lo, hi = r["distant_mass_bounds"]
                 lines.append(f"oscillating: {(r['stack'] + ' ') if r['stack'] else ''}L{r['layer']}H{r['head']}: liminf D = {lo:.6g}, limsup D = {hi:.6g}")
-                break
         if self.margin is not None:
             lines.append(f"{len(self.near_boundary)} heads within the margin of the boundary (*)")
         if self.nearest:
