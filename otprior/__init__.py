@@ -6,12 +6,12 @@ margin selection; the bounded/diluting classification of positional encodings.
 ``proofs/`` states and proves each result.
 """
 
-from . import encodings, normalisers
+from . import encodings, normalisers, structures
 from ._balls import Enclosure
 from ._validation import ConvergenceError, DomainError, PrecisionError
 from .causal_ot import causal_ot_attention, causal_ot_fixed_point
+from .classification import classify
 from .content_bound import ContentBand, content_band
-from .encodings import classify
 from .log_distance import distant_mass, distant_mass_bounds, window_mass, window_mass_bounds
 from .margin import MarginResult, NoMarginError, margin_for
 from .ot_prior import (
@@ -52,6 +52,7 @@ __all__ = [
     "MarginResult",
     "classify",
     "encodings",
+    "structures",
     "NoMarginError",
     "DomainError",
     "ConvergenceError",

@@ -570,37 +570,44 @@ def _verdict_lines(v, window, indent=""):
     limit = _limit(v, window)
     if limit is not None:
         lines.append(f"{indent}D_oo(W = {window}) = {limit:.6g}")
+    elif v.kind == "oscillating":
+        try:
+            lo, hi = v.distant_mass_bounds(window)
+            lines.append(f"{indent}no limit: liminf D_n(W = {window}) = {lo:.6g}, limsup = {hi:.6g}")
+        except (DomainError, PrecisionError):
+            lines.append(f"{indent}no limit: D_n(W = {window}) oscillates with n")
     elif v.kind != "undecided":
         lines.append(f"{indent}D_oo(W = {window}) not given: D_n(W) has no limit known to otprior for this pair")
     return lines
 
 
 def _cmd_classify(args):
-    from .encodings import classify
+    from .classification import classify
 
     given = _given(args, encoding_parameters(args.encoding))
     enc = build_encoding(args.encoding, given)
     normaliser = build_normaliser(args)
+    structure = build_structure(args)
     with _overflow(given):
-        result = classify(enc, normaliser, args.score_bound)
-        return _classify_output(enc, normaliser, result, args.window)
+        result = classify(enc, normaliser, args.score_bound, structure=structure)
+        return _classify_output(enc, normaliser, result, args.window, structure)
 
 
-def _classify_output(enc, normaliser, result, window):
-    pair = repr(enc) + ("" if normaliser is None else f" with {normaliser!r}")
+def _classify_output(enc, normaliser, result, window, structure=None):
+    pair = repr(enc) + ("" if normaliser is None else f" with {normaliser!r}") + ("" if structure is None else f" under {structure!r}")
     if not isinstance(result, tuple):
-        payload = result.as_dict()
+        payload = result.as_dict(window) if result.kind == "oscillating" else result.as_dict()
         payload["window"] = window
         payload["limit_distant_mass"] = _limit(result, window)
         return payload, [f"{pair}: {result.kind.upper()}", *_verdict_lines(result, window)]
     rows = []
     lines = [f"{pair}: {len(result)} heads"]
     for head, v in enumerate(result):
-        row = {"head": head, **v.as_dict(), "limit_distant_mass": _limit(v, window)}
+        row = {"head": head, **v.as_dict(window if v.kind == "oscillating" else None), "limit_distant_mass": _limit(v, window)}
         rows.append(row)
         lines.append(f"head {head}: {v.kind.upper()}")
         lines += _verdict_lines(v, window, indent="  ")
-    counts = {k: sum(r["kind"] == k for r in rows) for k in ("bounded", "diluting", "content-dependent", "undecided")}
+    counts = {k: sum(r["kind"] == k for r in rows) for k in ("bounded", "diluting", "oscillating", "content-dependent", "undecided")}
     lines.append(", ".join(f"{c} {k}" for k, c in counts.items() if c))
     payload = {"encoding": repr(enc), "normaliser": None if normaliser is None else repr(normaliser), "window": window,
                "counts": counts, "heads": rows}
@@ -797,6 +804,9 @@ def _close(figures) -> None:
         pyplot.close(fig)  # a no-op for figures made without pyplot
 
 
+MEASURE_DEFAULT_MAX = 4096  # longest length --measure runs without --lengths (attention maps are n x n per head)
+
+
 def _cmd_checkpoint(args):
     _input_path(args.path, "path", directory_ok=True)
     if args.plot is not None:
@@ -828,7 +838,7 @@ def _cmd_checkpoint(args):
     api = _torch_api("checkpoint")
     args._context = str(args.path)
     try:
-        ckpt = api.load_checkpoint(args.path, args.scheme, mapping, num_heads=args.num_heads)
+        ckpt = api.load_checkpoint(args.path, args.scheme, mapping, num_heads=args.num_heads, implementation=args.implementation)
     except (DomainError, FileFormatError, MemoryError):
         raise
     except Exception as exc:  # a file is data: whatever the reader trips on is a bad input
@@ -840,7 +850,26 @@ def _cmd_checkpoint(args):
     if text is not None:
         from .torch.measurement import measure_checkpoint
 
-        measurement = measure_checkpoint(args.path, text, lengths=tuple(report.lengths), window=report.window)
+        measure_lengths = tuple(report.lengths)
+        if lengths is None:
+            # no --lengths: the analysis' lengths a CPU run can afford (at most MEASURE_DEFAULT_MAX), else 256 and 1024; said
+            layers = max(h.layer for h in ckpt.heads) + 1
+
+            def fits(n):  # the attention maps measure_attention holds (4 samples, attention and content, float32)
+                return 2 * 4 * layers * 4 * ckpt.num_heads * n * n <= limits.current().max_bytes
+
+            affordable = tuple(n for n in report.lengths if n <= MEASURE_DEFAULT_MAX and fits(n))
+            if ckpt.training_length is None or not affordable:
+                affordable = tuple(n for n in (256, 1024) if n > report.window and fits(n)) or (report.lengths[0],)
+            if affordable != measure_lengths:
+                why = "no training length found" if ckpt.training_length is None else f"the analysis' lengths exceed {MEASURE_DEFAULT_MAX}"
+                lines.append(f"--measure: {why} and no --lengths: measured at {', '.join(map(str, affordable))}")
+            measure_lengths = affordable
+        try:
+            measurement = measure_checkpoint(args.path, text, lengths=measure_lengths, window=report.window, checkpoint=ckpt,
+                                             tol=args.measure_tol)
+        except DomainError as exc:
+            raise UsageError(f"--measure: {exc} (give a longer --text or shorter --lengths)") from None
         payload["measurement"] = measurement.as_dict()
         lines += ["", *measurement.format_text().splitlines()]
     if args.plot is not None:
@@ -984,9 +1013,42 @@ def _encoding_commands(command, name, func, help, description, add_common):
     return p
 
 
+def _add_structure_flags(parser) -> None:
+    """The attention structure (``otprior.structures``) as flags; several combine on one row."""
+    g = parser.add_argument_group("structure", "which keys the query sees and what joins its softmax (default: full causal)")
+    g.add_argument("--sliding-window", type=_LENGTH, default=None, metavar="WIDTH", help="keep the WIDTH nearest keys (Theorem S1)")
+    g.add_argument("--chunk", type=_LENGTH, default=None, metavar="SIZE", help="chunked attention of SIZE positions (Theorem S2)")
+    g.add_argument("--sink", type=_real_type(-1e4, 1e4), nargs="+", default=None, metavar="S",
+                   help="sink logit joining the denominator only, one or one per head (Theorem S3)")
+    g.add_argument("--softcap", type=_real_type(0.0, 1e6, low_open=True), default=None, metavar="C", help="logits c tanh(z / c) (Theorem S4)")
+    g.add_argument("--global-block", type=_LENGTH, default=None, metavar="K", help="one summary token per K tokens (Theorem S5)")
+    g.add_argument("--absolute-positions", type=_LENGTH, default=None, metavar="P", help="learned absolute positions, table of P (Theorem S6)")
+
+
+def build_structure(args):
+    """The structure the flags describe (``None``: full causal)."""
+    from . import structures as S
+
+    parts = []
+    if getattr(args, "sliding_window", None) is not None:
+        parts.append(S.SlidingWindow(args.sliding_window))
+    if getattr(args, "chunk", None) is not None:
+        parts.append(S.Chunked(args.chunk))
+    if getattr(args, "sink", None) is not None:
+        parts.append(S.AttentionSink(args.sink[0] if len(args.sink) == 1 else tuple(args.sink)))
+    if getattr(args, "softcap", None) is not None:
+        parts.append(S.SoftCap(args.softcap))
+    if getattr(args, "global_block", None) is not None:
+        parts.append(S.GlobalTokens(args.global_block))
+    if getattr(args, "absolute_positions", None) is not None:
+        parts.append(S.AbsolutePositions(args.absolute_positions))
+    return S.compose(*parts) if parts else None
+
+
 def _add_classify(command):
     def common(e, enc):
         _add_normaliser_flags(e)
+        _add_structure_flags(e)
         g = e.add_argument_group("classification")
         g.add_argument("--score-bound", type=_real_type(0.0, 100.0), default=None,
                        help="bound B in [0, 100] on the content logits (default: the encoding's logit bound)")
@@ -1057,7 +1119,11 @@ def _add_checkpoint(command):
                    help="2 to 64 increasing context lengths (default: the training length found and 8 times it)")
     k.add_argument("--tol", type=_real_type(MIN_TOL, 1.0, high_open=True), default=0.05,
                    help=f"growth tolerance for the margin (power-law schemes), in [{MIN_TOL:g}, 1) (default 0.05)")
+    k.add_argument("--implementation", choices=("transformers", "original"), default="transformers",
+                   help="whose code to model where they differ: transformers' class (default) or the family's original (MPT)")
     k.add_argument("--measure", action="store_true", help="also run the model on --text and measure each head's masses (reference model or transformers folder)")
+    k.add_argument("--measure-tol", type=_real_type(1e-12, 1.0, high_open=True), default=1e-4,
+                   help="largest |model's positional part - prediction| accepted by --measure; above it the prediction FAILED")
     k.add_argument("--text", type=_path_type, help="text file the model reads with --measure (bytes, within the read cap)")
     k.add_argument("--plot", type=_path_type, help="write figures into this new or empty folder")
     k.add_argument("--force", action="store_true", help="write figures into an existing folder that holds files")

@@ -134,8 +134,10 @@ def test_family_read_with_no_flags_matches_the_models_own_attention(saved, famil
         gap = max(abs(m["measured_distant_mass"] - predicted[(m["stack"], m["layer"], m["head"], m["length"])]) for m in meas.rows)
     GAPS[family] = gap
     assert gap < 2e-5, gap
-    # Falcon rounds its ALiBi rows to bfloat16, which ties the nearest keys: diluting (Theorem 11c)
-    expected_kind = "diluting" if family == "falcon" else {"alibi": "bounded", "t5": "diluting", "rope": "diluting"}[scheme]
+    # Falcon rounds its ALiBi rows to bfloat16, which ties the nearest keys: no limit (Theorem 11c)
+    expected_kind = "oscillating" if family == "falcon" else {"alibi": "bounded", "t5": "diluting", "rope": "diluting"}[scheme]
+    if family == "mistral":
+        expected_kind = "bounded"  # MistralConfig's sliding_window (4096 by default) is read: Theorem S1
     assert {r["kind"] for r in report.rows} == {expected_kind}
 
 
@@ -162,9 +164,15 @@ def test_mpt_alibi_bias_max_and_falcon_head_dim(saved, tmp_path):
     cfg, cls, _ = _families()["mpt"]
     cfg.attn_config.alibi_bias_max = 4
     cls(cfg).save_pretrained(tmp_path / "mpt4")
-    slopes = [h.params["slope"] for h in load_checkpoint(tmp_path / "mpt4").heads[:6]]
+    original = load_checkpoint(tmp_path / "mpt4", implementation="original")  # MosaicML's code reads alibi_bias_max
+    slopes = [h.params["slope"] for h in original.heads[:6]]
     reference = -build_mpt_alibi_tensor(6, 2, alibi_bias_max=4)[:, 0, 0].double().numpy()  # bias at distance 1
     np.testing.assert_allclose(slopes, reference, rtol=1e-6)
+    # transformers' MptModel calls build_mpt_alibi_tensor(num_heads, max_seq_len) with its default 8, whatever the config
+    run = load_checkpoint(tmp_path / "mpt4")
+    assert run.implementation == "transformers" and "ignored" in run.note
+    default = -build_mpt_alibi_tensor(6, 2)[:, 0, 0].double().numpy()
+    np.testing.assert_allclose([h.params["slope"] for h in run.heads[:6]], default, rtol=1e-6)
     falcon = load_checkpoint(saved["falcon"][0])
     bloom_slopes = build_alibi_tensor(torch.ones(1, 2), 6, torch.float64)[:, 0, 1].numpy()
     np.testing.assert_allclose([h.params["slope"] for h in falcon.heads[:6]], bloom_slopes, rtol=1e-12)  # as built
@@ -198,7 +206,7 @@ def test_falcon_bfloat16_rows_follow_the_registry(tmp_path):
     ckpt = load_checkpoint(tmp_path / "falcon12")
     lengths = (300, 700)
     report = analyse_checkpoint(ckpt, window=WINDOW, lengths=lengths)
-    assert {r["kind"] for r in report.rows} == {"diluting"} and all(r["decided_by"] is None for r in report.rows)
+    assert {r["kind"] for r in report.rows} == {"oscillating"} and all(r["decided_by"] is None for r in report.rows)
     gaps, unrounded_gaps = [], []
     for n in lengths:
         rows = _falcon_mask_rows(_constant_content(model, set(ckpt.keys_read)), n)
@@ -240,9 +248,11 @@ def test_a_scheme_that_contradicts_the_checkpoint_is_refused(saved, tmp_path):
     cfg, cls, _ = _families()["mpt"]
     cfg.attn_config.alibi = False
     cls(cfg).save_pretrained(tmp_path / "mpt_no_alibi")
-    assert load_checkpoint(tmp_path / "mpt_no_alibi").scheme == "nope"
+    # MosaicML's code drops ALiBi with alibi: false; transformers' MptModel builds it anyway (and says so)
+    assert load_checkpoint(tmp_path / "mpt_no_alibi", implementation="original").scheme == "nope"
+    assert load_checkpoint(tmp_path / "mpt_no_alibi").scheme == "alibi"
     with pytest.raises(CheckpointError, match="contradicts"):
-        load_checkpoint(tmp_path / "mpt_no_alibi", scheme="alibi")
+        load_checkpoint(tmp_path / "mpt_no_alibi", scheme="alibi", implementation="original")
     with pytest.raises(CheckpointError, match="contradicts"):
         load_checkpoint(saved["llama"][0], scheme="alibi")
     path = save_model(ReferenceModel(ModelConfig(scheme="rope", train_length=32)), tmp_path / "ref_rope")

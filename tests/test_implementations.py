@@ -97,7 +97,10 @@ def test_falcon_bf16_rows_oscillate():
     from transformers.models.falcon.modeling_falcon import build_alibi_tensor
 
     enc = ALiBi(0.5, variant="falcon", head_dim=64)
-    assert classify(enc).kind == "diluting"
+    v = classify(enc)
+    assert v.kind == "oscillating" and v.bounded is None and v.distant_mass_bounds(4) == (0.0, 1.0)
+    with pytest.raises(ValueError):
+        v.limit_distant_mass(4)  # no limit exists
     k = 16
     for n, at_lower_edge in [(2**k + 2**(k - 8) + 2, True), (2**k + 2**(k - 7) + 2**(k - 8) - 1, False)]:
         mask = torch.ones(1, n, dtype=torch.long)

@@ -87,54 +87,11 @@ def parameters(name) -> tuple:
     return REGISTRY.parameters(name)
 
 
-def classify(encoding, normaliser=None, score_bound=None):
-    """Classify an encoding, alone (softmax) or with a normaliser: bounded, diluting, content-dependent or undecided.
+def classify(encoding, normaliser=None, score_bound=None, *, structure=None):
+    """:func:`otprior.classification.classify` (kept here for existing callers)."""
+    from ..classification import classify as _classify
 
-    Parameters
-    ----------
-    encoding : Encoding
-        An instance from :mod:`otprior.encodings` (multi-head: a tuple of verdicts, one per head).
-    normaliser : Normaliser or str, optional
-        From :mod:`otprior.normalisers` (a registered name is accepted); ``None`` is softmax.
-    score_bound : float, optional
-        The bound ``B`` on content logits (default: the encoding's ``score_bound``).
-
-    Returns
-    -------
-    Verdict
-        ``.kind``, ``.bounded``, ``.reason``, ``.rate``, ``.threshold`` (content-dependent),
-        ``.limit_distant_mass(W)`` and ``.window_mass(W, n)`` (the pair's constant-score prior).
-
-    Examples
-    --------
-    >>> classify(KerpleLog(0.9, 1.0)).kind
-    'diluting'
-    >>> round(classify(ALiBi(0.5)).limit_distant_mass(4), 6)   # e^(-2)
-    0.135335
-    >>> v = classify(NoPE(), "ssmax", score_bound=1.0)   # SSMax with s = 1: the window needs Delta >= 1
-    >>> v.kind, v.threshold
-    ('content-dependent', 1.0)
-    """
-    from .._validation import DomainError, check_real
-
-    if not isinstance(encoding, Encoding):
-        raise DomainError("encoding", encoding, "an instance of an otprior.encodings class")
-    B = encoding.score_bound if score_bound is None else check_real(score_bound, "score_bound", low=0.0)
-    heads = encoding.per_head()
-    if heads is not None:
-        return tuple(classify(h, normaliser, B) for h in heads)
-    if normaliser is None:
-        from dataclasses import replace
-
-        v = encoding._verdict()
-        return replace(v, score_bound=B)
-    from .. import normalisers as N
-
-    if isinstance(normaliser, str):
-        normaliser = N.get(normaliser)
-    if not isinstance(normaliser, N.Normaliser):
-        raise DomainError("normaliser", normaliser, f"an otprior.normalisers instance or one of {', '.join(N.names())}")
-    return normaliser.classify(encoding, B)
+    return _classify(encoding, normaliser, score_bound, structure=structure)
 
 
 #: The positional schemes the reference model (``otprior.torch.ReferenceModel``) implements,

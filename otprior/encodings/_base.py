@@ -86,9 +86,11 @@ class Verdict:
     encoding : Encoding
     bounded : bool or None
         ``True`` for "bounded", ``False`` for "diluting", ``None`` otherwise.
-    kind : {"bounded", "diluting", "content-dependent", "undecided"}
+    kind : {"bounded", "diluting", "oscillating", "content-dependent", "undecided"}
         "content-dependent": whether a window keeps its mass depends on the content scores;
-        ``threshold`` says how.
+        ``threshold`` says how. "oscillating": :math:`D_n(W)` has no limit as ``n`` grows
+        (:meth:`distant_mass_bounds` gives its liminf and limsup; ``bounded`` is ``True`` when the
+        limsup is below 1, Theorem 11's definition of bounded, else ``None``).
     reason : str
         A sentence a reader can check (parameters printed with the digits that decide it).
     rate : str or None
@@ -107,6 +109,11 @@ class Verdict:
     window_mass_fn : callable or None
         ``(W, n) -> m_n(W)`` of the pair when the normaliser changes the encoding's own
         window mass (:meth:`window_mass` answers through it).
+    bounds_fn : callable or None
+        ``W -> (liminf, limsup)`` of :math:`D_n(W)` as ``n -> oo`` (an oscillating verdict's
+        answer; :meth:`distant_mass_bounds` falls back on the limit where one exists).
+    structure : object or None
+        The attention structure (:mod:`otprior.structures`) the verdict assumed (``None``: full causal).
     """
 
     encoding: object
@@ -120,6 +127,21 @@ class Verdict:
     score_bound: float = 0.0
     limit_fn: object = field(default=None, repr=False, compare=False)
     window_mass_fn: object = field(default=None, repr=False, compare=False)
+    bounds_fn: object = field(default=None, repr=False, compare=False)
+    structure: object = field(default=None, repr=False, compare=False)
+
+    def distant_mass_bounds(self, window) -> tuple:
+        """``(liminf, limsup)`` of the constant-score :math:`D_n(W)` as ``n -> oo``.
+
+        Equal to ``(D_oo(W), D_oo(W))`` where the limit exists (:meth:`limit_distant_mass`);
+        an oscillating verdict gives two different numbers.
+        """
+        window = check_int(window, "window")
+        if self.bounds_fn is not None:
+            lo, hi = self.bounds_fn(window)
+            return float(lo), float(hi)
+        D = self.limit_distant_mass(window)
+        return D, D
 
     def __repr__(self):
         # one summary line: the reason, rate and per-field detail are attributes (a multi-head
@@ -141,6 +163,13 @@ class Verdict:
         normalisers), and rows whose :math:`D_n(W)` oscillates with ``n`` (Falcon's bfloat16 ALiBi).
         """
         window = check_int(window, "window")
+        if self.kind == "oscillating":
+            if self.bounds_fn is None:
+                raise DomainError("window", window, "a pair whose D_n(W) converges (this one oscillates)")
+            lo, hi = self.distant_mass_bounds(window)
+            if lo != hi:
+                raise DomainError("window", window, f"a pair whose D_n(W) converges (here liminf {lo:.6g} < limsup {hi:.6g})")
+            return lo
         if self.limit_fn is not None:
             return float(self.limit_fn(window))
         if self.kind == "diluting":
@@ -169,7 +198,11 @@ class Verdict:
             "threshold_strict": self.threshold_strict,
             "score_bound": self.score_bound,
         }
-        if window is not None and self.kind != "undecided":
+        if self.structure is not None:
+            out["structure"] = repr(self.structure)
+        if window is not None and self.kind == "oscillating":
+            out["liminf_distant_mass"], out["limsup_distant_mass"] = self.distant_mass_bounds(window)
+        elif window is not None and self.kind != "undecided":
             out["limit_distant_mass"] = self.limit_distant_mass(window)
         return out
 

@@ -203,19 +203,16 @@ class ALiBi(Encoding):
         if m == 0.0:
             return Verdict(self, False, "diluting", "slope m = 0: no bias, uniform prior.", "1 - D_n(W) = W/n")
 
-        def no_limit(W):
-            raise DomainError("window", W, "a pair whose D_n(W) converges (bfloat16 rows oscillate with n)")
-
         return Verdict(
             self,
-            False,
-            "diluting",
+            None,
+            "oscillating",
             "Falcon rounds key positions and slope x position to bfloat16: beyond n = 256 the keys in the query's "
             "bfloat16 bin tie at the largest logit, so the window keeps at most W / G_n, and G_n grows like n / 256 "
-            "whenever n - 1 lies in the upper half of its bin (Theorem 11c): limsup D_n(W) = 1, not bounded; D_n "
-            "oscillates with the position of n - 1 in its bin.",
+            "whenever n - 1 lies in the upper half of its bin, while at the lower edge of a bin the query stands alone and "
+            "D_n(W) -> 0 (Theorem 11c): D_n(W) has no limit, liminf 0 and limsup 1; neither bounded nor diluting.",
             "1 - D_n(W) <= W / G_n, G_n >= 2^(k-8) for n - 1 in the upper half of [2^k, 2^(k+1))",
-            limit_fn=no_limit,
+            bounds_fn=lambda W: (0.0, 1.0),
         )
 
     @staticmethod

@@ -63,7 +63,7 @@ def threshold_verdict(encoding, normaliser, B, threshold, *, strict, why, rate=N
 
 def softmax_verdict(encoding, B):
     """The encoding's own verdict (softmax), through the one public route ``otprior.classify``."""
-    from ..encodings import classify
+    from ..classification import classify
 
     return classify(encoding, None, B)
 

@@ -5,7 +5,8 @@ never code: safetensors headers are parsed and checked here and only the positio
 tensors read; torch archives are checked entry by entry and loaded only with
 ``torch.load(weights_only=True)``, which refuses any object that is not a tensor or a
 plain container. Model folders (single, sharded, per-layer), the families' configs and the
-caps of :class:`otprior.limits.Caps` are described in ``_checkpoint``.
+caps of :class:`otprior.limits.Caps` are described in ``_checkpoint`` and ``_formats``; the
+attention structure (windows, chunks, sinks, caps, per-layer types) is read by ``_structure``.
 
 * :func:`load_checkpoint` -> :class:`Checkpoint` (per-layer, per-head parameters);
 * :func:`layer_encoding` / :func:`encoding_for` -> the :mod:`otprior.encodings` object of a layer's
@@ -31,9 +32,17 @@ from ._checkpoint import (
     checkpoint_from_state_dict,
     encoding_for,
     layer_encoding,
+    layer_structure,
     load_checkpoint,
 )
-from .measurement import AttentionMeasurement, load_runnable, measure_attention, measure_checkpoint, plot_measurement
+from .measurement import (
+    AttentionMeasurement,
+    load_runnable,
+    measure_attention,
+    measure_checkpoint,
+    plot_measurement,
+    positional_copy,
+)
 from .model import ModelConfig, ReferenceModel, load_model, save_model
 from .train import byte_corpus, evaluate_loss, intervene, measure_distant_mass, train
 
@@ -49,12 +58,14 @@ __all__ = [
     "checkpoint_from_state_dict",
     "encoding_for",
     "layer_encoding",
+    "layer_structure",
     "SCHEMES",
     "AttentionMeasurement",
     "measure_attention",
     "measure_checkpoint",
     "load_runnable",
     "plot_measurement",
+    "positional_copy",
     "ModelConfig",
     "ReferenceModel",
     "save_model",

@@ -19,12 +19,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from .._validation import DomainError, PrecisionError
-from ..encodings import classify
+from ..classification import classify
 from ..margin import margin_for
-from ._checkpoint import Checkpoint, layer_encoding, layer_groups, load_checkpoint
+from ._checkpoint import Checkpoint, layer_encoding, layer_groups, layer_structure, load_checkpoint
 
 __all__ = ["CheckpointReport", "analyse_checkpoint", "default_lengths", "DEFAULT_FACTOR", "FALLBACK_LENGTH"]
 
@@ -124,7 +122,11 @@ class CheckpointReport:
             "lengths_note": self.lengths_note,
             "tol": self.tol,
             "margin": None if self.margin is None else self.margin.as_dict(),
-            "counts": {k: sum(r["kind"] == k for r in self.rows) for k in ("bounded", "diluting", "undecided")},
+            "counts": {k: sum(r["kind"] == k for r in self.rows) for k in ("bounded", "diluting", "oscillating", "undecided")},
+            "implementation": ckpt.implementation,
+            "structure_notes": ckpt.structure_notes,
+            "not_modelled": [{"field": k, "why": why} for k, why in ckpt.not_modelled],
+            "position_limit": ckpt.position_limit,
             "heads_near_boundary": [[r["stack"], r["layer"], r["head"]] for r in self.near_boundary],
             "nearest_boundary": [[r["stack"], r["layer"], r["head"], r["distance_from_boundary"]] for r in self.nearest],
             "heads": self.rows,
@@ -138,7 +140,11 @@ class CheckpointReport:
             f"{ckpt.path}: {ckpt.note}",
             f"scheme {ckpt.scheme} ({ckpt.family}), {ckpt.num_layers} layers x {ckpt.num_heads} heads; read {len(ckpt.keys_read)} tensors ({ckpt.bytes_read} bytes)",
             f"window W = {self.window}; lengths {', '.join(map(str, L))}: {self.lengths_note}",
+            ("modelled on transformers' class (what from_pretrained runs)" if ckpt.implementation == "transformers"
+             else "modelled on the family's original implementation") + (f"; position limit {ckpt.position_limit} ({ckpt.position_limit_source})" if ckpt.position_limit else ""),
         ]
+        lines += [f"structure: {note}" for note in ckpt.structure_notes]
+        lines += [f"not modelled: {k} ({why})" for k, why in ckpt.not_modelled]
         if self.margin is not None:
             lines.append(
                 f"margin for W = {self.window}, L = {L[0]}..{L[-1]}, tol = {self.tol:g}: delta = {self.margin.margin:.4f} "
@@ -147,7 +153,7 @@ class CheckpointReport:
         stacked = any(r["stack"] for r in self.rows)
         head = f"{'stack':<8}" if stacked else ""
         cols = " ".join(f"{'D_' + str(n):>9}" for n in L)
-        lines.append(f"{head}{'layer':>5} {'head':>4} {'decided by':<24} {'distance':>9} {'verdict':<9} {cols}")
+        lines.append(f"{head}{'layer':>5} {'head':>4} {'decided by':<24} {'distance':>9} {'verdict':<11} {cols}")
         near = {id(r) for r in self.near_boundary}
         for r in self.rows:
             d = r["decided_by"]
@@ -156,9 +162,13 @@ class CheckpointReport:
             masses = " ".join(f"{r['distant_mass'][str(n)]:9.4f}" if r["distant_mass"][str(n)] is not None else f"{'?':>9}" for n in L)
             mark = " *" if id(r) in near else ""
             prefix = f"{r['stack']:<8}" if stacked else ""
-            lines.append(f"{prefix}{r['layer']:>5} {r['head']:>4} {decided:<24} {dist} {r['kind']:<9} {masses}{mark}")
+            lines.append(f"{prefix}{r['layer']:>5} {r['head']:>4} {decided:<24} {dist} {r['kind']:<11} {masses}{mark}")
         counts = self.as_dict()["counts"]
-        lines.append(f"{counts['bounded']} bounded, {counts['diluting']} diluting, {counts['undecided']} undecided")
+        lines.append(f"{counts['bounded']} bounded, {counts['diluting']} diluting, {counts['oscillating']} oscillating, {counts['undecided']} undecided")
+        for r in self.rows:  # every oscillating head: D_n(W) has no limit, its liminf and limsup instead
+            if r["distant_mass_bounds"] is not None:
+                lo, hi = r["distant_mass_bounds"]
+                lines.append(f"oscillating: {(r['stack'] + ' ') if r['stack'] else ''}L{r['layer']}H{r['head']}: liminf D = {lo:.6g}, limsup D = {hi:.6g}")
         if self.margin is not None:
             lines.append(f"{len(self.near_boundary)} heads within the margin of the boundary (*)")
         if self.nearest:
@@ -218,31 +228,38 @@ def _layer_rows(ckpt, group, window, lengths):
     """
     H = len(group)
     enc = layer_encoding(ckpt, group)
-    verdicts = classify(enc)
+    st = layer_structure(ckpt, group)
+    verdicts = classify(enc, structure=st)
     verdicts = verdicts if isinstance(verdicts, tuple) else (verdicts,) * H
     singles = enc.per_head() or (enc,) * H
-    try:
-        D = np.broadcast_to(np.asarray(enc.distant_mass(window, list(lengths)), dtype=float), (H, len(lengths)))
-        masses = [({str(n): float(x) for n, x in zip(lengths, row, strict=True)}, "") for row in D]
-    except _UNEVALUATED:
-        masses = []
-        for single in singles:  # find which heads cannot be evaluated, and say why
-            try:
-                masses.append(({str(n): float(single.distant_mass(window, n)) for n in lengths}, ""))
-            except _UNEVALUATED as exc:
-                masses.append(({str(n): None for n in lengths}, f" (distant mass not evaluated: {exc})"))
+    structs = [None if st is None else st.for_head(h) for h in range(H)] if st is not None and st.heads else [st] * H
+
+    def masses_of(e, s, n):
+        return e.distant_mass(window, n) if s is None else s.distant_mass(e, window, n)
+
+    masses = []
+    for single, s in zip(singles, structs, strict=True):  # per head: the structure may carry per-head sinks
+        try:
+            masses.append(({str(n): float(masses_of(single, s, n)) for n in lengths}, ""))
+        except _UNEVALUATED as exc:
+            masses.append(({str(n): None for n in lengths}, f" (distant mass not evaluated: {exc})"))
     out = []
     for single, v, (D_h, note) in zip(singles, verdicts, masses, strict=True):
+        limit, bounds = None, None
         try:
-            limit = v.limit_distant_mass(window) if v.kind != "undecided" else None
+            if v.kind == "oscillating":
+                bounds = v.distant_mass_bounds(window)
+            elif v.kind != "undecided":
+                limit = v.limit_distant_mass(window)
         except _UNEVALUATED:
-            limit = None
-        out.append((single, v, D_h, limit, v.reason + note))
+            pass
+        out.append((single, v, D_h, limit, v.reason + note, bounds))
     return out
 
 
 def analyse_checkpoint(
-    checkpoint, *, scheme=None, mapping=None, num_heads=None, window=None, lengths=None, factor=DEFAULT_FACTOR, tol=0.05, nearest=5
+    checkpoint, *, scheme=None, mapping=None, num_heads=None, window=None, lengths=None, factor=DEFAULT_FACTOR, tol=0.05, nearest=5,
+    implementation="transformers",
 ) -> CheckpointReport:
     """Per-head verdicts, deciding parameters and predicted distant masses of a checkpoint.
 
@@ -261,6 +278,8 @@ def analyse_checkpoint(
         margin (power-law schemes only).
     nearest : int
         How many heads nearest their boundary to list.
+    implementation : {"transformers", "original"}
+        Whose code to model where they differ (:func:`load_checkpoint`).
 
     Returns
     -------
@@ -272,7 +291,11 @@ def analyse_checkpoint(
     ``distant_mass``: closed forms for ALiBi, certified power sums for the power laws,
     direct log-sum-exp otherwise); the window mass is ``1 - D_n(W)``.
     """
-    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint, scheme, mapping, num_heads=num_heads)
+    ckpt = (
+        checkpoint
+        if isinstance(checkpoint, Checkpoint)
+        else load_checkpoint(checkpoint, scheme, mapping, num_heads=num_heads, implementation=implementation)
+    )
     if lengths is None:
         lengths, note = default_lengths(ckpt, factor)
     else:
@@ -290,10 +313,12 @@ def analyse_checkpoint(
     by_head = {}
     cache = {}
     for group in layer_groups(ckpt.heads):
-        key = (group[0].stack, tuple(tuple(sorted(h.params.items())) for h in group))
+        st = layer_structure(ckpt, group)
+        lp = ckpt.layer_encoding_params.get(group[0].layer) if not group[0].stack else None
+        key = (group[0].stack, tuple(tuple(sorted(h.params.items())) for h in group), repr(st), repr(lp))
         if key not in cache:
             cache[key] = _layer_rows(ckpt, group, window, lengths)
-        for head, (per_head_encoding, v, D, limit, reason) in zip(group, cache[key], strict=True):
+        for head, (per_head_encoding, v, D, limit, reason, bounds) in zip(group, cache[key], strict=True):
             dec = _decider(ckpt.scheme, head.params, per_head_encoding)
             by_head[id(head)] = {
                 "layer": head.layer,
@@ -307,6 +332,8 @@ def analyse_checkpoint(
                 "distant_mass": D,
                 "window_mass": {n: None if x is None else 1.0 - x for n, x in D.items()},
                 "limit_distant_mass": _finite_or_none(limit),
+                "distant_mass_bounds": None if bounds is None else [bounds[0], bounds[1]],
+                "structure": None if st is None else repr(st if not st.heads else st.for_head(head.head)),
             }
     rows = [by_head[id(h)] for h in ckpt.heads]
     ranked = sorted((r for r in rows if r["distance_from_boundary"] is not None), key=lambda r: abs(r["distance_from_boundary"]))

@@ -11,7 +11,8 @@ What is read
 * a single ``.safetensors`` file, or a torch zip archive (``.pt``, ``.pth``, ``.bin``,
   ``.ckpt``), with the JSON config beside it (``PATH.json`` or ``config.json``).
 
-The scheme and its parameters come from the config's model type and the tensor names; every
+The scheme and its parameters come from the config's model type (the families are records of
+:mod:`otprior.torch.architectures`, one file per family) and the tensor names; every
 encoding (slopes, clamps, buckets, rotary scaling) is built by the :mod:`otprior.encodings`
 registry from the parameters as stored (:func:`layer_encoding`), never by a formula here:
 
@@ -39,7 +40,8 @@ reference model    ``log-distance`` (``pos.alpha_raw``), ``alibi`` (stored ``slo
 A ``scheme`` given by the caller confirms the detection and is refused when the config or
 the tensors contradict it.
 
-Resource limits (caps in :class:`otprior.limits.Caps`)
+Resource limits (caps in :class:`otprior.limits.Caps`; the readers are in ``_formats``, the
+attention structure in ``_structure``)
 ----------------------------------------------------------------
 Only regular files are opened (a FIFO, device or socket is refused before any read; a
 config symlinked to ``/dev/zero`` is a character device). JSON files are read up to a cap
@@ -59,22 +61,16 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import pickle
 import re
-import stat
-import struct
-import warnings
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from .. import encodings
-from .._validation import DomainError, FileFormatError
-from ..limits import current as current_caps
+from .._validation import DomainError
+from . import architectures
+from ._formats import CheckpointError, _open_source, _Source, _tensor_entries
 
 __all__ = [
     "SCHEMES",
@@ -87,6 +83,7 @@ __all__ = [
     "checkpoint_from_model",
     "encoding_for",
     "layer_encoding",
+    "layer_structure",
     "layer_groups",
 ]
 
@@ -101,7 +98,6 @@ model's scheme names (:data:`otprior.torch.model.SCHEMES`) are registry names as
 ROLES = ("alpha", "alpha_raw", "alpha_margin", "slope", "bias_p", "bias_a", "wei_p", "wei_a", "relative_attention_bias")
 _PER_HEAD_ROLES = ("alpha", "alpha_raw", "slope", "bias_p", "bias_a", "wei_p", "wei_a")
 
-_LAYER = re.compile(r"(?:^|\.)(?:layers|blocks|layer|h|block)\.(\d+)\.")
 _PATTERNS = {
     "alpha_raw": re.compile(r"(?:^|\.)pos\.alpha_raw$"),
     "alpha_margin": re.compile(r"(?:^|\.)pos\.alpha_margin$"),
@@ -116,21 +112,9 @@ _ROPE_KEYS = re.compile(r"(?:^|\.)rotary_emb\.inv_freq$")
 _CABLE_KEYS = re.compile(r"(?:^|\.)pos\.increment\.weight$")
 _FIRE_KEYS = re.compile(r"(?:^|\.)L_multiplier$")
 _EMBED = re.compile(r"(?:^|\.)(?:word_embeddings|wte|embed_tokens|embed_in|shared|embed|tok_embeddings)\.weight$")
-_PER_LAYER_FILE = re.compile(r"^layer_(\d+)-model_(\d+)-model_states\.pt$")
 
-_ALIBI_TYPES = {"bloom": "bloom", "mpt": "mpt", "falcon": "falcon"}
-_T5_TYPES = ("t5", "mt5", "longt5", "umt5", "switch_transformers", "pop2piano", "udop")
-_ROPE_TYPES = (
-    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gpt_neox", "gpt_neox_japanese", "gptj",
-    "gemma", "gemma2", "gemma3_text", "phi", "phi3", "olmo", "olmo2", "stablelm", "starcoder2", "cohere", "persimmon",
-    "falcon", "internlm2", "deepseek_v2", "deepseek_v3", "granite", "exaone",
-)  # fmt: skip
+_IMPLEMENTATIONS = ("transformers", "original")
 _TRAIN_LENGTH_KEYS = ("train_length", "seq_length", "max_seq_len", "max_position_embeddings", "n_positions", "max_sequence_length", "n_ctx")
-_RECORDS = ("training_record.json", "train_record.json")
-
-
-class CheckpointError(FileFormatError):
-    """A checkpoint that cannot be read, is refused, or lacks what its scheme needs."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +164,21 @@ class Checkpoint:
         The training length found in the config or a training record beside it.
     training_length_source : str
     num_layers, num_heads : int
+    structures : dict
+        ``{(stack, layer): Structure or None}`` (:mod:`otprior.structures`; ``None``: full causal):
+        sliding windows, chunks, soft caps and sinks per layer (``proofs/attention_structure.md``).
+    structure_notes : list of str
+        What was read for the structure, in words.
+    not_modelled : list of (str, str)
+        Config fields that change attention (or name positions) and are not in the prior, with why.
+    implementation : str
+        Whose code the reading models: ``"transformers"`` (the class ``from_pretrained`` runs, the
+        default) or ``"original"`` (the family's own code, where it differs: MPT).
+    layer_encoding_params : dict
+        ``{layer: encoding keywords}`` where a layer's encoding differs from ``encoding_params``
+        (Gemma-3's per-layer-type RoPE).
+    position_limit : int or None
+        The longest input the model's class runs (learned positions, MPT's table), where it has one.
     """
 
     path: Path
@@ -195,449 +194,13 @@ class Checkpoint:
     training_length_source: str = ""
     num_layers: int = 0
     num_heads: int = 0
-
-
-# --------------------------------------------------------------------------- files
-
-
-def _open_regular(path: Path, what: str):
-    """Open ``path`` read-only without blocking (a FIFO opens at once) and refuse anything
-    but a regular file; returns ``(fd, size)``."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise CheckpointError(f"{path}: cannot open the {what} ({exc.strerror})") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise CheckpointError(f"{path}: the {what} is not a regular file (a FIFO, device, socket or folder); refused unread")
-    return fd, st.st_size
-
-
-def _pread(fd, size, offset):
-    out = bytearray()
-    while len(out) < size:
-        chunk = os.pread(fd, size - len(out), offset + len(out))
-        if not chunk:
-            break
-        out += chunk
-    return bytes(out)
-
-
-def _refuse_constant(name):
-    raise ValueError(f"the non-JSON constant {name}")
-
-
-def _read_json(path: Path, what: str) -> dict:
-    """A JSON object of bounded size from a regular file, UTF-8, without NaN or Infinity."""
-    cap = current_caps().max_json_bytes
-    fd, size = _open_regular(path, what)
-    try:
-        if size > cap:
-            raise CheckpointError(f"{path}: the {what} is {size} bytes, above the cap of {cap} (OTPRIOR_MAX_JSON_BYTES); refused unread")
-        raw = _pread(fd, size + 1, 0)
-    finally:
-        os.close(fd)
-    if len(raw) > cap:
-        raise CheckpointError(f"{path}: the {what} grew beyond the cap of {cap} bytes while read; refused")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CheckpointError(f"{path}: the {what} is not UTF-8 text (byte {exc.start}); refused") from None
-    try:
-        data = json.loads(text, parse_constant=_refuse_constant)
-    except (ValueError, RecursionError) as exc:
-        raise CheckpointError(f"{path}: the {what} is not valid JSON ({str(exc)[:200]})") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path}: the {what} holds a JSON {type(data).__name__}, not an object")
-    return data
-
-
-# --------------------------------------------------------------------------- tensors
-
-
-@dataclass
-class _Entry:
-    key: str
-    shape: tuple
-    dtype: str
-    file: Path
-    offset: int = 0  # safetensors: absolute offset of the data
-    nbytes: int = 0
-    tensors: tuple = ()  # torch archives: the loaded tensors (one per model-parallel rank)
-
-
-_ST_ITEMSIZE = {
-    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2,
-    "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "C64": 8, "C128": 16,
-}  # fmt: skip
-_ST_FLOATS = {"F64": "<f8", "F32": "<f4", "F16": "<f2"}
-
-
-def _check_elements(numel, key, path):
-    need = 8 * numel
-    cap = current_caps().max_tensor_bytes
-    if need > cap:
-        raise CheckpointError(
-            f"{path}: tensor {key!r} would need {need} bytes as float64, above the cap of {cap} (OTPRIOR_MAX_TENSOR_BYTES); refused"
-        )
-
-
-def _safetensors_entries(path: Path) -> dict:
-    """Parse a safetensors header and check every entry against the file's size."""
-    fd, size = _open_regular(path, "safetensors file")
-    try:
-        if size < 8:
-            raise CheckpointError(f"{path}: not a safetensors file ({size} bytes, shorter than its 8-byte header length)")
-        (n,) = struct.unpack("<Q", _pread(fd, 8, 0))
-        if n > size - 8:
-            raise CheckpointError(f"{path}: not a safetensors file (header of {n} bytes declared, the file has {size})")
-        cap = current_caps().max_header_bytes
-        if n > cap:
-            raise CheckpointError(f"{path}: safetensors header of {n} bytes, above the cap of {cap} (OTPRIOR_MAX_HEADER_BYTES)")
-        raw = _pread(fd, n, 8)
-    finally:
-        os.close(fd)
-    try:
-        header = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise CheckpointError(f"{path}: not a safetensors file (its header is not a UTF-8 JSON object)") from None
-    if not isinstance(header, dict):
-        raise CheckpointError(f"{path}: not a safetensors file (its header is not a JSON object)")
-    start, data_len = 8 + n, size - 8 - n
-    entries = {}
-    for key, meta in header.items():
-        if key == "__metadata__":
-            continue
-        bad = f"{path}: malformed safetensors entry {key!r}"
-        if not isinstance(meta, dict):
-            raise CheckpointError(f"{bad} (not an object)")
-        dtype, shape, offsets = meta.get("dtype"), meta.get("shape"), meta.get("data_offsets")
-        if dtype not in _ST_ITEMSIZE:
-            raise CheckpointError(f"{bad} (dtype {dtype!r} unknown)")
-        if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape) or len(shape) > 64:
-            raise CheckpointError(f"{bad} (shape {shape!r} is not a list of non-negative integers)")
-        if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)):
-            raise CheckpointError(f"{bad} (data_offsets {offsets!r} are not two integers)")
-        begin, end = offsets
-        if not 0 <= begin <= end <= data_len:
-            raise CheckpointError(f"{bad} (bytes {begin}..{end} lie outside the {data_len} bytes of data in the file)")
-        numel = math.prod(shape)
-        if numel * _ST_ITEMSIZE[dtype] != end - begin:
-            raise CheckpointError(f"{bad} (shape {shape} of {dtype} needs {numel * _ST_ITEMSIZE[dtype]} bytes, the entry holds {end - begin})")
-        entries[key] = _Entry(key, tuple(shape), dtype, path, start + begin, end - begin)
-    return entries
-
-
-def _read_safetensors(entry: _Entry) -> np.ndarray:
-    if entry.dtype not in _ST_FLOATS and entry.dtype != "BF16":
-        raise CheckpointError(f"{entry.file}: tensor {entry.key!r} has dtype {entry.dtype}, not a real floating-point type; refused")
-    _check_elements(math.prod(entry.shape), entry.key, entry.file)
-    fd, _ = _open_regular(entry.file, "safetensors file")
-    try:
-        raw = _pread(fd, entry.nbytes, entry.offset)
-    finally:
-        os.close(fd)
-    if len(raw) != entry.nbytes:
-        raise CheckpointError(f"{entry.file}: tensor {entry.key!r} is cut short (the file shrank while read)")
-    if entry.dtype == "BF16":
-        # bfloat16 is the upper half of a float32
-        values = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-    else:
-        values = np.frombuffer(raw, dtype=_ST_FLOATS[entry.dtype])
-    return values.astype(np.float64).reshape(entry.shape)
-
-
-_ZIP_MAGIC = b"PK\x03\x04"
-
-
-def _weights_only_reason(exc) -> str:
-    """The offending global from torch's weights-only refusal, without its advice."""
-    text = str(exc)
-    match = re.search(r"(Unsupported (?:global|operand)[^\n]*?)(?: was not an allowed global|\.\s|$)", text)
-    if match:
-        return match.group(1).strip()
-    for line in text.splitlines():
-        line = line.strip()
-        if line and "weights_only" not in line and "trust" not in line.lower() and not line.startswith("("):
-            return line[:200]
-    return type(exc).__name__
-
-
-def _torch_archive(path: Path):
-    """Check a torch zip archive entry by entry, then load it with ``weights_only=True``."""
-    fd, size = _open_regular(path, "torch checkpoint")
-    try:
-        head = _pread(fd, 4, 0)
-    finally:
-        os.close(fd)
-    if head != _ZIP_MAGIC:
-        if head[:1] == b"\x80":
-            raise CheckpointError(
-                f"{path}: refused: a bare or legacy pickle, whose storage sizes cannot be checked before they are allocated; "
-                "nothing in it was executed (re-save it with torch.save, or as safetensors)"
-            )
-        raise CheckpointError(f"{path}: not a torch checkpoint (neither a zip archive nor a pickle: starts with {head!r})")
-    caps = current_caps()
-    try:
-        with zipfile.ZipFile(path) as archive:
-            infos = archive.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-        raise CheckpointError(f"{path}: not a readable torch checkpoint (broken zip archive: {exc})") from None
-    if len(infos) > 16 * caps.max_files + 64:
-        raise CheckpointError(f"{path}: {len(infos)} entries in the archive, above the cap; refused")
-    pickles = [i for i in infos if i.filename == "data.pkl" or i.filename.endswith("/data.pkl")]
-    if len(pickles) != 1:
-        raise CheckpointError(f"{path}: not a torch checkpoint ({len(pickles)} data.pkl entries in the archive)")
-    for info in infos:
-        if info.compress_type != zipfile.ZIP_STORED:
-            raise CheckpointError(
-                f"{path}: refused: entry {info.filename!r} is compressed (torch.save stores entries uncompressed; "
-                "a compressed entry can expand far beyond the file); nothing in it was read"
-            )
-        if info.header_offset + info.file_size > size:
-            raise CheckpointError(f"{path}: entry {info.filename!r} declares {info.file_size} bytes beyond the end of the file; refused")
-    if pickles[0].file_size > caps.max_pickle_bytes:
-        raise CheckpointError(
-            f"{path}: data.pkl of {pickles[0].file_size} bytes, above the cap of {caps.max_pickle_bytes} (OTPRIOR_MAX_PICKLE_BYTES)"
-        )
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # torch's notes on protocols and storages; the unpickler decides
-            return torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
-    except pickle.UnpicklingError as exc:
-        raise CheckpointError(
-            f"{path}: refused: the pickle asks for more than tensors and plain containers ({_weights_only_reason(exc)}); "
-            "nothing in it was executed"
-        ) from None
-    except Exception as exc:  # torch raises many types on malformed archives; all mean "unreadable"
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-        raise CheckpointError(f"{path}: not a readable torch checkpoint ({type(exc).__name__}: {first})") from None
-
-
-def _is_tensor_dict(obj):
-    # dict's own methods, never the loaded object's (an OrderedDict's state could shadow them)
-    return isinstance(obj, dict) and obj and all(type(k) is str for k in dict.keys(obj)) and any(isinstance(v, torch.Tensor) for v in dict.values(obj))
-
-
-def _find_state_dict(state, path):
-    """The dict of tensors in a loaded archive: the top level or one of the usual wrappers."""
-    if _is_tensor_dict(state) and all(isinstance(v, torch.Tensor) for v in dict.values(state)):
-        return dict(dict.items(state))
-    if isinstance(state, dict):
-        for key in ("state_dict", "model", "module", "model_state_dict", "model_states"):
-            inner = dict.get(state, key)
-            if _is_tensor_dict(inner):
-                return {k: v for k, v in dict.items(inner) if isinstance(v, torch.Tensor)}
-        if _is_tensor_dict(state):
-            return {k: v for k, v in dict.items(state) if isinstance(v, torch.Tensor)}
-    raise CheckpointError(f"{path}: no state dict of tensors found (top-level type {type(state).__name__})")
-
-
-def _tensor_entries(state_dict, path) -> dict:
-    entries = {}
-    for key, t in dict.items(state_dict):
-        if type(t) not in (torch.Tensor, torch.nn.Parameter):
-            raise CheckpointError(f"{path}: {key!r} is a {type(t).__name__}, not a plain tensor; refused")
-        shape = tuple(int(s) for s in torch.Tensor.size(t))
-        entries[key] = _Entry(key, shape, str(t.dtype).replace("torch.", ""), path, tensors=(t,))
-    return entries
-
-
-def _checked_array(t, key, path) -> np.ndarray:
-    """A float64 copy of a loaded tensor, after checking it is what it claims (methods are
-    called through ``torch.Tensor``: instance state cannot shadow them)."""
-    if type(t) not in (torch.Tensor, torch.nn.Parameter):
-        raise CheckpointError(f"{path}: {key!r} is a {type(t).__name__}, not a plain tensor; refused")
-    if t.layout != torch.strided:
-        raise CheckpointError(f"{path}: tensor {key!r} has layout {t.layout} (sparse or other); only dense tensors are read")
-    if torch.Tensor.is_complex(t) or not torch.Tensor.is_floating_point(t):
-        raise CheckpointError(f"{path}: tensor {key!r} has dtype {t.dtype}, not a real floating-point type; refused")
-    if t.device.type != "cpu":
-        raise CheckpointError(f"{path}: tensor {key!r} lives on {t.device}, not the CPU")
-    shape = tuple(torch.Tensor.size(t))
-    numel = math.prod(shape)
-    if numel:
-        item = torch.Tensor.element_size(t)
-        stored = torch.UntypedStorage.nbytes(torch.Tensor.untyped_storage(t)) // item
-        strides = torch.Tensor.stride(t)
-        extent = torch.Tensor.storage_offset(t) + sum((s - 1) * st for s, st in zip(shape, strides, strict=True)) + 1
-        if numel > stored or extent > stored or min(strides, default=1) < 0:
-            raise CheckpointError(
-                f"{path}: tensor {key!r} is a view of {numel} elements over a storage of {stored}; refused "
-                "(a view larger than its storage would be materialised from nothing)"
-            )
-    _check_elements(numel, key, path)
-    with torch.no_grad():
-        out = torch.Tensor.to(torch.Tensor.detach(t), dtype=torch.float64, copy=True)
-    return torch.Tensor.numpy(out).reshape(shape)
-
-
-class _Source:
-    """Tensor names, shapes and single-tensor reads over one or several files."""
-
-    def __init__(self, entries: dict, description: str, path: Path, *, layer_of=None):
-        self.entries = entries
-        self.description = description
-        self.path = path
-        self.layer_of = layer_of or {}
-        self.read = []
-
-    @property
-    def keys(self):
-        return list(self.entries)
-
-    def shape(self, key):
-        return self.entries[key].shape
-
-    def get(self, key) -> np.ndarray:
-        entry = self.entries.get(key)
-        if entry is None:
-            raise CheckpointError(f"{self.path}: missing key {key!r}")
-        if entry.tensors:
-            parts = [_checked_array(t, key, entry.file) for t in entry.tensors]
-            value = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
-            nbytes = sum(p.size for p in parts) * torch.Tensor.element_size(entry.tensors[0])
-        else:
-            value = _read_safetensors(entry)
-            nbytes = entry.nbytes
-        if not np.all(np.isfinite(value)):
-            raise CheckpointError(f"{entry.file}: tensor {key!r} holds non-finite values")
-        self.read.append((key, int(nbytes)))
-        return value
-
-    def layer(self, key, order):
-        if key in self.layer_of:
-            return self.layer_of[key]
-        match = _LAYER.search(key)
-        return int(match.group(1)) if match else order
-
-
-def _plain_name(name, folder, what):
-    if not isinstance(name, str) or "/" in name or "\\" in name or name in ("", ".", "..") or "\x00" in name:
-        raise CheckpointError(f"{folder}: the {what} names {name!r}, not a file inside the folder; refused")
-    return folder / name
-
-
-def _sharded(folder: Path, index_name: str, reader):
-    index = _read_json(folder / index_name, "shard index")
-    weight_map = index.get("weight_map")
-    if not isinstance(weight_map, dict) or not weight_map:
-        raise CheckpointError(f"{folder / index_name}: no weight_map object in the shard index")
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()):
-        raise CheckpointError(f"{folder / index_name}: the weight_map's values are not all file names")
-    files = sorted(set(weight_map.values()))
-    if len(files) > current_caps().max_files:
-        raise CheckpointError(f"{folder / index_name}: {len(files)} shards, above the cap of {current_caps().max_files}")
-    entries = {}
-    for name in files:
-        part = reader(_plain_name(name, folder, "shard index"))
-        for key, entry in part.items():
-            if weight_map.get(key) == name:
-                entries[key] = entry
-    missing = [k for k in weight_map if k not in entries]
-    if missing:
-        raise CheckpointError(f"{folder / index_name}: {len(missing)} keys of the weight_map are not in their shards (first: {missing[0]!r})")
-    return entries, files
-
-
-def _archive_entries(path: Path) -> dict:
-    return _tensor_entries(_find_state_dict(_torch_archive(path), path), path)
-
-
-def _per_layer(folder: Path, names):
-    """GPT-NeoX pipeline folders: ``layer_XX-model_YY-model_states.pt``, one file per layer and
-    model-parallel rank; per-head tensors of the ranks are concatenated in rank order."""
-    groups = {}
-    for name in names:
-        m = _PER_LAYER_FILE.match(name)
-        groups.setdefault(int(m.group(1)), []).append((int(m.group(2)), name))
-    entries, layer_of = {}, {}
-    for pipe_index in sorted(groups):
-        ranks = sorted(groups[pipe_index])
-        parts = [_archive_entries(folder / name) for _, name in ranks]
-        for key, entry in parts[0].items():
-            pieces = [p.get(key) for p in parts]
-            if any(p is None for p in pieces):
-                raise CheckpointError(f"{folder}: {key!r} is missing from some model-parallel ranks of layer file {pipe_index}")
-            shape = (sum(p.shape[0] for p in pieces), *entry.shape[1:]) if entry.shape else entry.shape
-            full = f"layers.{pipe_index}.{key}"
-            entries[full] = _Entry(full, shape, entry.dtype, entry.file, tensors=tuple(t for p in pieces for t in p.tensors))
-            layer_of[full] = pipe_index
-    return entries, layer_of, len(names)
-
-
-def _open_source(path: Path):
-    """``(source, config, config_path)`` for a folder or a file."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: no such file or folder") from None
-    except OSError as exc:
-        raise CheckpointError(f"{path}: cannot be read ({exc.strerror})") from None
-    caps = current_caps()
-    layer_of = None
-    if stat.S_ISDIR(st.st_mode):
-        try:
-            with os.scandir(path) as it:
-                names = []
-                for e in it:
-                    names.append(e.name)
-                    if len(names) > 16 * caps.max_files:
-                        raise CheckpointError(f"{path}: more than {16 * caps.max_files} entries in the folder; refused")
-        except OSError as exc:
-            raise CheckpointError(f"{path}: cannot list the folder ({exc.strerror})") from None
-        names = sorted(names)
-        layer_files = [n for n in names if _PER_LAYER_FILE.match(n)]
-        singles = [n for n in names if n.endswith((".safetensors", ".pt", ".pth", ".bin", ".ckpt"))]
-        if "model.safetensors.index.json" in names:
-            entries, files = _sharded(path, "model.safetensors.index.json", _safetensors_entries)
-            what = f"sharded safetensors ({len(files)} shards)"
-        elif "model.safetensors" in names:
-            entries, what = _safetensors_entries(path / "model.safetensors"), "model.safetensors"
-        elif "pytorch_model.bin.index.json" in names:
-            entries, files = _sharded(path, "pytorch_model.bin.index.json", _archive_entries)
-            what = f"sharded pytorch_model.bin ({len(files)} shards, weights_only)"
-        elif "pytorch_model.bin" in names:
-            entries, what = _archive_entries(path / "pytorch_model.bin"), "pytorch_model.bin (weights_only)"
-        elif layer_files:
-            if len(layer_files) > caps.max_files:
-                raise CheckpointError(f"{path}: {len(layer_files)} per-layer files, above the cap of {caps.max_files}")
-            entries, layer_of, count = _per_layer(path, layer_files)
-            what = f"per-layer pipeline files ({count})"
-        elif len(singles) == 1:
-            return _open_source(path / singles[0])
-        else:
-            found = ", ".join(singles[:5]) or "none"
-            raise CheckpointError(
-                f"{path}: no model found in the folder (expected model.safetensors, a shard index, pytorch_model.bin, "
-                f"per-layer layer_XX-model_YY-model_states.pt files, or one checkpoint file; checkpoint files: {found})"
-            )
-        config_path = path / "config.json" if "config.json" in names else None
-        description = f"model folder: {what}"
-        folder = path
-    elif stat.S_ISREG(st.st_mode):
-        suffix = path.suffix.lower()
-        if suffix == ".safetensors":
-            entries = _safetensors_entries(path)
-        elif suffix in (".pt", ".pth", ".bin", ".ckpt"):
-            entries = _archive_entries(path)
-        else:
-            raise CheckpointError(f"{path}: unsupported suffix {path.suffix!r}; expected a model folder, .safetensors, .pt, .pth, .bin or .ckpt")
-        description = f"file: {path.name}"
-        folder = path.parent
-        config_path = next((c for c in (path.with_suffix(".json"), folder / "config.json") if os.path.lexists(c)), None)
-    else:
-        raise CheckpointError(f"{path}: not a regular file or folder (a FIFO, device or socket); refused unread")
-    config = _read_json(config_path, "config") if config_path is not None else {}
-    record = {}
-    for name in _RECORDS:
-        if os.path.lexists(folder / name):
-            record = _read_json(folder / name, "training record")
-            break
-    return _Source(entries, description, path, layer_of=layer_of), config, config_path, record
+    structures: dict = field(default_factory=dict)
+    structure_notes: list = field(default_factory=list)
+    not_modelled: list = field(default_factory=list)
+    implementation: str = "transformers"
+    layer_encoding_params: dict = field(default_factory=dict)
+    position_limit: int | None = None
+    position_limit_source: str = ""
 
 
 # --------------------------------------------------------------------------- config values
@@ -649,9 +212,13 @@ class _Config:
     def __init__(self, data: dict, where: str):
         self.data = data
         self.where = where
+        self.read = set()  # the top-level keys looked at (the rest are listed as not modelled when they touch attention)
 
     def value(self, names, kind, default=None, data=None):
+        top = data is None
         data = self.data if data is None else data
+        if top:
+            self.read.update(names)
         for name in names:
             if name in data and data[name] is not None:
                 v = data[name]
@@ -676,7 +243,7 @@ class _Config:
 # --------------------------------------------------------------------------- detection
 
 
-def _config_scheme(cfg: _Config, family: str):
+def _config_scheme(cfg: _Config, family: str, implementation: str = "transformers"):
     """``(scheme, encoding_params, note)`` the config alone implies, or ``(None, {}, "")``."""
     c = cfg.data
     if "scheme" in c and "n_heads" in c and "d_model" in c:  # the reference model's ModelConfig
@@ -684,19 +251,9 @@ def _config_scheme(cfg: _Config, family: str):
         if scheme not in SCHEMES:
             raise CheckpointError(f"{cfg.where}: scheme = {scheme!r} is not one of {', '.join(SCHEMES)}")
         return scheme, {"variant": "bloom"} if scheme == "alibi" else {}, "reference-model config"
-    if family in _ALIBI_TYPES:
-        if family == "mpt":
-            attn = cfg.value(["attn_config"], "dict", {})
-            if not cfg.value(["alibi"], "bool", True, data=attn):
-                return "nope", {}, "MPT with attn_config.alibi = false: no relative bias (learned absolute positions enter the content)"
-            return "alibi", {"variant": "mpt", "alibi_bias_max": float(cfg.value(["alibi_bias_max"], "float", 8.0, data=attn))}, "MPT ALiBi"
-        if family == "falcon":
-            if not cfg.value(["alibi"], "bool", False):
-                return "rope", _rope_params(cfg), "Falcon without ALiBi: RoPE"
-            return "alibi", {"variant": "falcon"}, "Falcon ALiBi"
-        return "alibi", {"variant": "bloom"}, "BLOOM ALiBi"
-    if family in _T5_TYPES:
-        return "t5", {}, f"{family} relative_attention_bias"
+    arch = architectures.lookup(family)
+    if arch is not None and arch.scheme is not None and arch.early:
+        return arch.scheme(cfg, family, implementation, _rope_params)
     pos_emb = cfg.value(["pos_emb"], "str")
     if pos_emb is not None:  # GPT-NeoX / KERPLE configs
         if pos_emb.startswith("kerple_log"):
@@ -711,8 +268,10 @@ def _config_scheme(cfg: _Config, family: str):
             return "nope", {}, "pos_emb = 'none'"
     if cfg.value(["alibi", "use_alibi"], "bool", False) or cfg.value(["position_embedding_type"], "str") == "alibi":
         return "alibi", {"variant": "bloom"}, "the config's alibi setting"
-    if family in _ROPE_TYPES or any(k in c for k in ("rope_theta", "rope_parameters", "rope_scaling", "rotary_emb_base")):
-        return "rope", _rope_params(cfg), f"{family or 'config'} RoPE"
+    if arch is not None and arch.scheme is not None:
+        return arch.scheme(cfg, family, implementation, _rope_params)
+    if any(k in c for k in ("rope_theta", "rope_parameters", "rope_scaling", "rotary_emb_base")):
+        return "rope", _rope_params(cfg, family=family), f"{family or 'config'} RoPE"
     return None, {}, ""
 
 
@@ -723,11 +282,26 @@ _ROPE_TOP_LEVEL = ("rope_theta", "partial_rotary_factor", "max_position_embeddin
 _KINDS = {int: "int", float: "float", bool: "bool", str: "str", tuple: "numbers"}
 
 
-def _rope_params(cfg: _Config) -> dict:
+_LAYER_TYPE_KEYS = ("full_attention", "sliding_attention", "chunked_attention")
+
+
+def _rope_params(cfg: _Config, layer_type=None, family="") -> dict:
     """The keywords of the registry's RoPE (:func:`otprior.encodings.parameters` ``("rope")``) found in
     the config: ``rope_parameters``/``rope_scaling`` first, then the config itself; ``head_dim``
     from the config or ``hidden_size / num_attention_heads``. Unknown scaling types are refused."""
     merged = {**(cfg.value(["rope_scaling"], "dict") or {}), **(cfg.value(["rope_parameters"], "dict") or {})}
+    if any(k in merged for k in _LAYER_TYPE_KEYS):  # transformers 5: one rope dict per layer type (Gemma-3)
+        chosen = merged.get(layer_type or "full_attention") or merged.get("full_attention") or {}
+        if not isinstance(chosen, dict):
+            raise CheckpointError(f"{cfg.where}: rope_parameters[{layer_type!r}] = {chosen!r} is not an object")
+        merged = dict(chosen)
+    elif layer_type == "sliding_attention" and cfg.value(["rope_local_base_freq"], "float") is not None:
+        # Gemma-3's older configs: the local layers rotate with rope_local_base_freq and no scaling
+        merged = {"rope_type": "default", "rope_theta": cfg.value(["rope_local_base_freq"], "float")}
+    legacy = merged.get("rope_type", merged.get("type"))
+    if legacy == "su" or (legacy == "yarn" and family == "phi3"):
+        merged = {**merged, "rope_type": "longrope"}  # transformers' Phi-3 maps the legacy names to longrope
+        merged.pop("type", None)
     out = {}
     for p in encodings.parameters("rope"):
         if p.name in _ROPE_READ_ELSEWHERE:
@@ -751,6 +325,11 @@ def _rope_params(cfg: _Config) -> dict:
             head_dim = hidden // heads
     if head_dim is not None:
         out["head_dim"] = head_dim
+        rotary_dim = cfg.value(["rotary_dim"], "int")  # GPT-J, CodeGen: the first rotary_dim dimensions rotate
+        if rotary_dim is not None and "partial_rotary_factor" not in out:
+            if rotary_dim > head_dim:
+                raise CheckpointError(f"{cfg.where}: rotary_dim = {rotary_dim} exceeds the head dimension {head_dim}")
+            out["partial_rotary_factor"] = rotary_dim / head_dim
     return out
 
 
@@ -784,7 +363,7 @@ def _compatible(scheme, present):
 # --------------------------------------------------------------------------- loading
 
 
-def load_checkpoint(path, scheme=None, mapping=None, *, num_heads=None) -> Checkpoint:
+def load_checkpoint(path, scheme=None, mapping=None, *, num_heads=None, implementation="transformers") -> Checkpoint:
     """Read the per-layer, per-head positional parameters of a checkpoint.
 
     Parameters
@@ -802,27 +381,36 @@ def load_checkpoint(path, scheme=None, mapping=None, *, num_heads=None) -> Check
     num_heads : int, optional
         The head count where no tensor stores one per head (ALiBi with implied slopes);
         bounded by the hidden size the tensors imply.
+    implementation : {"transformers", "original"}
+        Whose code to model where they differ: transformers' class (what ``from_pretrained`` runs,
+        the default) or the family's original code (MPT's ``alibi_bias_max`` and ``alibi: false``).
 
     Returns
     -------
     Checkpoint
     """
     path = Path(path)
+    if implementation not in _IMPLEMENTATIONS:
+        raise DomainError("implementation", implementation, f"one of {', '.join(_IMPLEMENTATIONS)}")
     if scheme is not None and scheme not in SCHEMES:
         raise DomainError("scheme", scheme, f"one of {', '.join(SCHEMES)}")
     if num_heads is not None and (type(num_heads) is not int or num_heads < 1):
         raise DomainError("num_heads", num_heads, "a positive integer")
     source, config, config_path, record = _open_source(path)
-    return _build(source, config, str(config_path or path), record, scheme, mapping, num_heads)
+    return _build(source, config, str(config_path or path), record, scheme, mapping, num_heads, implementation)
 
 
-def checkpoint_from_state_dict(state_dict, config=None, *, scheme=None, mapping=None, num_heads=None, name="<state dict>") -> Checkpoint:
+def checkpoint_from_state_dict(
+    state_dict, config=None, *, scheme=None, mapping=None, num_heads=None, name="<state dict>", implementation="transformers"
+) -> Checkpoint:
     """:func:`load_checkpoint` for a state dict in memory (a running model's), with its config dict."""
+    if implementation not in _IMPLEMENTATIONS:
+        raise DomainError("implementation", implementation, f"one of {', '.join(_IMPLEMENTATIONS)}")
     entries = _tensor_entries(dict(state_dict), Path(name))
-    return _build(_Source(entries, "state dict in memory", Path(name)), dict(config or {}), name, {}, scheme, mapping, num_heads)
+    return _build(_Source(entries, "state dict in memory", Path(name)), dict(config or {}), name, {}, scheme, mapping, num_heads, implementation)
 
 
-def checkpoint_from_model(model, *, scheme=None, mapping=None, num_heads=None) -> Checkpoint:
+def checkpoint_from_model(model, *, scheme=None, mapping=None, num_heads=None, implementation="transformers") -> Checkpoint:
     """The positional parameters of a model in memory: an :class:`otprior.torch.ReferenceModel`
     or a ``transformers`` model (``model.config``)."""
     from dataclasses import asdict, is_dataclass
@@ -834,7 +422,9 @@ def checkpoint_from_model(model, *, scheme=None, mapping=None, num_heads=None) -
         config = json.loads(json.dumps(model.config.to_dict(), default=str))
     else:
         config = {}
-    return checkpoint_from_state_dict(model.state_dict(), config, scheme=scheme, mapping=mapping, num_heads=num_heads, name=type(model).__name__)
+    return checkpoint_from_state_dict(
+        model.state_dict(), config, scheme=scheme, mapping=mapping, num_heads=num_heads, name=type(model).__name__, implementation=implementation
+    )
 
 
 def _training_length(cfg: _Config, record: dict, encoding_params: dict):
@@ -874,12 +464,40 @@ def _bounded_heads(H, source, where, what):
     return hidden // H
 
 
-def _build(source, config, where, record, scheme, mapping, num_heads) -> Checkpoint:
+def _refuse_family(family, cfg, where):
+    """Families with no relative prior to read (``architectures``): a refusal that says why and what can still be said."""
+    arch = architectures.lookup(family)
+    if arch is not None and arch.refusal is not None:
+        raise CheckpointError(f"{where}: " + arch.refusal.format(family=family))
+
+
+def _build(source, config, where, record, scheme, mapping, num_heads, implementation="transformers") -> Checkpoint:
+    from ._structure import text_layout
+
+    outer = config
+    config, family, layout_note = text_layout(config)
     cfg = _Config(config, where)
-    family = cfg.value(["model_type"], "str", "") or ""
+    family = cfg.value(["model_type"], "str", "") or family or ""
+    _refuse_family(family, cfg, where)
+    if layout_note:
+        # the language model's tensors only (the vision tower has layers of its own)
+        lm = [k for k in source.keys if "language_model" in k]
+        if lm:
+            source = source.restricted(lm)
     keys = source.keys
     present, found = _tensor_schemes(keys)
-    config_scheme, enc_params, config_note = _config_scheme(cfg, family)
+    config_scheme, enc_params, config_note = _config_scheme(cfg, family, implementation)
+    absolute = None
+    arch = architectures.lookup(family)
+    if arch is not None and arch.absolute is not None and mapping is None and config_scheme is None and not present:
+        key, kind = arch.absolute
+        P = cfg.value([key], "int")
+        absolute = (P, key, kind)
+        config_scheme, enc_params = "nope", {}
+        config_note = (
+            f"{family}: {kind} absolute positions ({key} = {P}) added to the input: no relative bias, read as NoPE "
+            "with the 'absolute' structure (no relative prior; nothing beyond the position table)"
+        )
 
     if mapping is not None:
         if scheme is None:
@@ -932,8 +550,29 @@ def _build(source, config, where, record, scheme, mapping, num_heads) -> Checkpo
     heads, layers, H = _heads(scheme, source, cfg, found, enc_params, num_heads, where)
     enc_params = dict(enc_params)
     if scheme == "rope" and not enc_params:
-        enc_params = _rope_params(cfg)
+        enc_params = _rope_params(cfg, family=family)
+    structure_notes = [layout_note] if layout_note else []
+    if family == "longt5":
+        heads = [h for h in heads if h.stack != "encoder"]
+        kind = cfg.value(["encoder_attention_type"], "str", "local")
+        structure_notes.append(
+            f"LongT5's encoder ({kind} attention: bidirectional blocks of local_radius + 1"
+            + (", with transient-global summary tokens (Theorem S5)" if kind == "transient-global" else "")
+            + ") is not modelled; the decoder's causal T5 self-attention is read"
+        )
+        cfg.read.update(["encoder_attention_type", "local_radius", "global_block_size"])
+    if absolute is not None and cfg.value(["is_encoder_decoder"], "bool", False):
+        # BART-like: the decoder's causal self-attention is read; the encoder is bidirectional
+        n_dec = cfg.value(["decoder_layers"], "int", len({h.layer for h in heads}))
+        heads = [HeadParameters(layer, h.head, h.params, "decoder") for layer in range(n_dec) for h in heads if h.layer == 0]
+        structure_notes.append("the encoder's bidirectional self-attention is not modelled; the decoder's causal self-attention is read")
+        cfg.read.update(["decoder_layers", "encoder_layers", "decoder_attention_heads", "encoder_attention_heads"])
+    structures, struct_notes, layer_params, limit = _structures_of(cfg, family, source, heads, scheme, enc_params, absolute, where)
+    structure_notes += struct_notes
     train_length, train_source = _training_length(cfg, record, enc_params)
+    from ._structure import not_modelled
+
+    unmodelled = not_modelled(config, cfg.read)
     checkpoint = Checkpoint(
         path=source.path,
         scheme=scheme,
@@ -946,9 +585,18 @@ def _build(source, config, where, record, scheme, mapping, num_heads) -> Checkpo
         encoding_params=enc_params,
         training_length=train_length,
         training_length_source=train_source,
-        num_layers=layers,
+        num_layers=len({h.layer for h in heads}) if family == "longt5" or absolute is not None else layers,
         num_heads=H,
+        structures=structures,
+        structure_notes=structure_notes,
+        not_modelled=unmodelled,
+        implementation=implementation,
+        layer_encoding_params=layer_params,
+        position_limit=limit[0],
+        position_limit_source=limit[1],
     )
+    if outer is not config:
+        checkpoint.config = outer
     for group in layer_groups(heads):
         try:
             layer_encoding(checkpoint, group)  # the registry validates every parameter it is given
@@ -956,6 +604,96 @@ def _build(source, config, where, record, scheme, mapping, num_heads) -> Checkpo
             h = group[0]
             raise CheckpointError(f"{where}: {(h.stack + ' ') if h.stack else ''}layer {h.layer}: {exc}") from None
     return checkpoint
+
+
+_SINKS = re.compile(r"(?:^|\.)(?:self_attn|attn|attention)\.sinks$")
+
+
+def _structures_of(cfg, family, source, heads, scheme, enc_params, absolute, where):
+    """``(structures, notes, per-layer encoding params, (position limit, its key))`` (module ``_structure``)."""
+    from .. import structures as S
+    from ._structure import position_limit, read_structures
+
+    notes = []
+    limit = position_limit(cfg.data, family)
+    if limit[0] is not None:
+        cfg.read.add(limit[1])
+    stacks = sorted({h.stack for h in heads})
+    out = {}
+    layer_params = {}
+    if absolute is not None:
+        P, key, kind = absolute
+        if P is None:
+            raise CheckpointError(f"{where}: {family}: {kind} absolute positions, but no {key} in the config to bound them")
+        st = S.AbsolutePositions(P, table=kind)
+        cfg.read.update([key, "attention_layers", "attention_types", "window_size", "scale_embedding", "embed_scale"])
+        win = {}
+        if family == "gpt_neo":
+            win, _, n2 = read_structures(cfg.data, family, len({h.layer for h in heads}), {}, where)
+            notes += n2
+        for h in heads:
+            extra = win.get(h.layer)
+            out[(h.stack, h.layer)] = st if extra is None else S.compose(extra, st)
+        beyond = f"nothing is said beyond n = {P}" if kind == "learned" else "the sinusoidal table is computed at any length"
+        notes.append(
+            f"{kind} absolute positions ({key} = {P}): no term of the logits depends on the distance alone, so no relative "
+            f"prior exists and {beyond} (Theorem S6); at constant scores the row is uniform"
+        )
+        return out, notes, layer_params, (P, key) if kind == "learned" else limit
+    if stacks != [""] and absolute is None:
+        return {(h.stack, h.layer): None for h in heads}, notes, layer_params, limit
+    layers = sorted({h.layer for h in heads})
+    sinks = {}
+    for key in source.keys:
+        if _SINKS.search(key):
+            v = np.asarray(source.get(key), dtype=float).reshape(-1)
+            sinks[source.layer(key, -1)] = tuple(v)
+    if sinks:
+        H = max(h.head for h in heads) + 1
+        if any(len(v) != H for v in sinks.values()) or not set(sinks) <= set(layers):
+            raise CheckpointError(f"{where}: the sinks tensors do not hold one logit per head ({H}) on known layers; refused")
+    per_layer, used, more = read_structures(cfg.data, family, len(layers), {layers.index(k): v for k, v in sinks.items()}, where)
+    cfg.read.update(used)
+    cfg.read.update(["sliding_window", "use_sliding_window", "sliding_window_pattern", "attention_chunk_size", "layer_types",
+                     "no_rope_layers", "no_rope_layer_interval", "attn_logit_softcapping", "max_window_layers"])  # fmt: skip
+    notes += more
+    for i, layer in enumerate(layers):
+        out[("", layer)] = per_layer.get(i)
+    if scheme == "rope":
+        records, _ = S.layer_structures(cfg.data, len(layers), family) if family != "gpt_neo" else ((), ())
+        rope_dicts = {**(cfg.data.get("rope_scaling") or {}), **(cfg.data.get("rope_parameters") or {})}
+        per_type = any(k in rope_dicts for k in _LAYER_TYPE_KEYS) or cfg.data.get("rope_local_base_freq") is not None
+        for r in records:
+            if per_type:
+                layer_params[layers[r.layer]] = _rope_params(cfg, r.type, family)
+            if not r.rope:
+                layer_params[layers[r.layer]] = {"__nope__": True}
+        if per_type:
+            notes.append("RoPE per layer type: " + "; ".join(
+                f"{t}: theta {p.get('rope_theta', 10000.0):g}, {p.get('rope_type', 'default')}"
+                for t, p in {r.type: layer_params[layers[r.layer]] for r in records}.items()))
+        if any(not r.rope for r in records):
+            notes.append(f"NoPE layers (no_rope_layers): {sum(not r.rope for r in records)} of {len(records)}")
+    return out, notes, layer_params, limit
+
+
+def layer_structure(checkpoint: Checkpoint, heads):
+    """The :mod:`otprior.structures` object of one layer's heads (``None``: full causal attention)."""
+    heads = list(heads)
+    if not heads or len({(h.stack, h.layer) for h in heads}) != 1:
+        raise DomainError("heads", f"{len(heads)} heads", "a non-empty list of heads of one layer")
+    st = checkpoint.structures.get((heads[0].stack, heads[0].layer))
+    if st is None or st.heads is None:
+        return st
+    return st if len(heads) == st.heads else _sinks_for_heads(st, [h.head for h in heads])
+
+
+def _sinks_for_heads(st, index):
+    from .. import structures as S
+
+    parts = [S.AttentionSink(tuple(p.logit[i] for i in index)) if isinstance(p, S.AttentionSink) and isinstance(p.logit, tuple) else p
+             for p in st.parts()]
+    return S.compose(*parts)
 
 
 def layer_groups(heads):
@@ -1071,7 +809,7 @@ def _heads(scheme, source, cfg, found, enc_params, num_heads, where):
     elif scheme == "fire":
         heads = _fire(source, found, where)
     elif scheme in ("rope", "nope", "cable", "causal-ot"):
-        H = num_heads or cfg.value(["n_heads", "num_attention_heads", "n_head", "num_heads"], "int")
+        H = num_heads or cfg.value(["n_heads", "num_attention_heads", "n_head", "num_heads", "decoder_attention_heads", "attention_heads"], "int")
         if H is None:
             raise CheckpointError(f"{where}: {scheme}: no head count in the config; pass num_heads=")
         _bounded_heads(H, source, where, "the head count")
@@ -1293,7 +1031,10 @@ def layer_encoding(checkpoint: Checkpoint, heads, *, logit_bound=0.0):
         W1, b1 = mlp[0][0], mlp[0][1]
         return encodings.get(s, mlp=(W1, b1, tuple(m[2] for m in mlp), tuple(m[3] for m in mlp)), c=heads[0].params["c"], L=heads[0].params["L"], **B)
     if s == "rope":
-        return encodings.get(s, **ep, **B)
+        lp = checkpoint.layer_encoding_params.get(heads[0].layer) if not heads[0].stack else None
+        if lp is not None and lp.get("__nope__"):
+            return encodings.get("nope", **B)  # a no_rope_layers layer: no rotation
+        return encodings.get(s, **(lp if lp is not None else ep), **B)
     if s in ("log-distance", "nope", "cable", "causal-ot"):
         shared = {k: v[0] for k, v in cols.items() if isinstance(v, tuple) and len(set(v)) == 1} if len(heads) > 1 else {}
         return encodings.get(s, **{**cols, **shared}, **B)

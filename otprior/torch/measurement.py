@@ -16,6 +16,13 @@ over ``n`` tokens of a text is read for several lengths ``n``; per layer and hea
   :math:`s_j = \\log A_j - b(d_j)` up to a constant (rows with an attention weight that
   underflows to 0 give an unknown ``B``, and the band [0, 1]).
 
+The prediction itself is checked apart from the content: a copy of the model with every weight
+but the positional ones set to zero (content held constant) is run on the same lengths, and its
+rows, the model's own positional part, are compared with the predicted :math:`D_n(W)`. A
+difference above ``tol`` is a **failed prediction** (``prediction_ok`` false, listed in
+``failed``), never absorbed into the content band. The content scores of the band are then read
+against the model's own positional row (:math:`\\log A_j - \\log P_j`), not against the prediction.
+
 For an encoder-decoder model both stacks are measured, the same text feeding the encoder and
 the decoder; the encoder's last query sees every key before it, so its row is causal too
 (distances ``d >= 0``, the lower half of a bidirectional bucket table).
@@ -50,9 +57,15 @@ class AttentionMeasurement:
         Stretches of the text measured per length.
     rows : list of dict
         ``stack``, ``layer``, ``head``, ``length``, ``measured_distant_mass``,
-        ``measured_window_mass``, ``prior_distant_mass``, ``content_bound`` (``B``, None
-        when unknown), ``band`` (``[lower, upper]``), ``within_band``.
+        ``measured_window_mass``, ``prior_distant_mass``, ``positional_distant_mass`` (the
+        model's constant-content copy), ``prediction_error`` (their difference), ``prediction_ok``
+        (``prediction_error <= tol``), ``content_bound`` (``B``, None when unknown), ``band``
+        (``[lower, upper]``), ``within_band``.
     note : str
+    tol : float
+        The largest difference between prediction and the model's positional part accepted.
+    skipped : list of str
+        What was not measured, and why (lengths past the position limit, blocked maps).
     """
 
     checkpoint: Checkpoint
@@ -61,6 +74,13 @@ class AttentionMeasurement:
     samples: int
     rows: list
     note: str
+    tol: float = 1e-4
+    skipped: list = None
+
+    @property
+    def failed(self) -> list:
+        """The rows whose prediction the model's own positional part contradicts (above ``tol``)."""
+        return [r for r in self.rows if not r["prediction_ok"]]
 
     def as_dict(self) -> dict:
         return {
@@ -70,6 +90,11 @@ class AttentionMeasurement:
             "lengths": list(self.lengths),
             "samples": self.samples,
             "note": self.note,
+            "tol": self.tol,
+            "skipped": list(self.skipped or []),
+            "failed": len(self.failed),
+            "prediction": "FAILED" if self.failed else "confirmed",
+            "worst_prediction_error": max((r["prediction_error"] for r in self.rows), default=None),
             "rows": self.rows,
         }
 
@@ -78,18 +103,75 @@ class AttentionMeasurement:
         return max(abs(r["measured_distant_mass"] - r["prior_distant_mass"]) for r in self.rows)
 
     def format_text(self) -> str:
+        worst = max((r["prediction_error"] for r in self.rows), default=0.0)
+        verdict = (
+            f"prediction FAILED on {len(self.failed)} of {len(self.rows)} rows (worst |model positional - prior| = {worst:.3g} > tol {self.tol:g})"
+            if self.failed
+            else f"prediction confirmed: |model positional - prior| <= {worst:.3g} (tol {self.tol:g}) on every row"
+        )
         lines = [
             f"{self.checkpoint.scheme} ({self.checkpoint.family}): W = {self.window}, {self.samples} samples per length; {self.note}",
-            f"{'stack':<8}{'layer':>5} {'head':>4} {'n':>6} {'measured D':>11} {'prior D':>9} {'B':>7} {'band':>19} in",
+            verdict,
+            *[f"not measured: {s}" for s in (self.skipped or [])],
+            f"{'stack':<8}{'layer':>5} {'head':>4} {'n':>6} {'measured D':>11} {'model pos D':>11} {'prior D':>9} {'error':>9} "
+            f"{'B':>7} {'band':>19} in",
         ]
         for r in self.rows:
             B = f"{r['content_bound']:7.3f}" if r["content_bound"] is not None else f"{'?':>7}"
             lo, hi = r["band"]
+            flag = "" if r["prediction_ok"] else "  FAILED"
             lines.append(
                 f"{r['stack']:<8}{r['layer']:>5} {r['head']:>4} {r['length']:>6} {r['measured_distant_mass']:11.5f} "
-                f"{r['prior_distant_mass']:9.5f} {B} [{lo:8.5f}, {hi:8.5f}] {'yes' if r['within_band'] else 'NO'}"
+                f"{r['positional_distant_mass']:11.5f} {r['prior_distant_mass']:9.5f} {r['prediction_error']:9.2e} {B} "
+                f"[{lo:8.5f}, {hi:8.5f}] {'yes' if r['within_band'] else 'NO'}{flag}"
             )
         return "\n".join(lines)
+
+
+_POSITION_TABLES = ("wpe", "embed_positions", "position_embeddings", "sinks", "relative_attention_bias", "pos.")
+
+
+def _positional_maps(positional, batch, ckpt):
+    """The positional copy's attention maps, as :func:`_attention_maps`. Falcon with ALiBi: the rows
+    its default (SDPA) path builds, softmax of the mask it hands to attention (bias and causal mask
+    together), since transformers' eager Falcon path adds ALiBi a second time."""
+    if not (ckpt.family == "falcon" and ckpt.scheme == "alibi" and hasattr(positional, "transformer")):
+        return _attention_maps(positional, batch)
+    captured = {}
+    blocks = positional.transformer.h
+    hooks = [
+        blk.self_attention.register_forward_pre_hook(lambda m, a, kw, i=i: captured.__setitem__(i, kw.get("attention_mask")), with_kwargs=True)
+        for i, blk in enumerate(blocks)
+    ]
+    try:
+        positional(input_ids=batch, use_cache=False)  # the mask carries the bias on either path
+    finally:
+        for h in hooks:
+            h.remove()
+    maps = []
+    for i in range(len(blocks)):
+        mask = captured.get(i)
+        if mask is None or mask.dim() != 4:
+            raise DomainError("model", "Falcon", "a Falcon model whose SDPA path hands its ALiBi mask to attention")
+        maps.append((torch.softmax(mask.double(), -1), None))
+    return {"": maps}
+
+
+def positional_copy(model, checkpoint):
+    """A copy of ``model`` with every weight but the positional ones set to zero (content held constant):
+    its attention rows are the model's own positional part, softmax(bias + mask) as its code builds them.
+    Kept: the tensors the checkpoint reader read (``keys_read``), position tables and sinks."""
+    import copy
+
+    clone = copy.deepcopy(model)
+    read = tuple(checkpoint.keys_read)
+    with torch.no_grad():
+        for name, p in clone.named_parameters():
+            keep = any(name.endswith(k) or k.endswith(name) for k in read) or any(t in name for t in _POSITION_TABLES)
+            if not keep:
+                p.zero_()
+    clone.eval()
+    return clone
 
 
 def _tokens(tokens, tokenizer):
@@ -141,7 +223,7 @@ def _attention_maps(model, batch):
 
 
 @torch.no_grad()
-def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=None, checkpoint=None) -> AttentionMeasurement:
+def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=None, checkpoint=None, tol=1e-4) -> AttentionMeasurement:
     """Measure each head's window and distant mass over a text at several lengths.
 
     Parameters
@@ -158,6 +240,9 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
         Evenly spaced stretches of ``n`` tokens per length.
     checkpoint : Checkpoint, optional
         The model's positional parameters (default :func:`checkpoint_from_model`).
+    tol : float
+        The largest absolute difference between the model's positional part and the prediction
+        accepted; above it the row is a failed prediction (float32 attention rows carry about 1e-7).
 
     Returns
     -------
@@ -179,34 +264,55 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
     ckpt = checkpoint if checkpoint is not None else checkpoint_from_model(model)
     layers = max(h.layer for h in ckpt.heads) + 1
     check_allocation(2 * 4 * layers * samples * ckpt.num_heads * max(lengths) ** 2, "lengths", max(lengths))
+    if not (isinstance(tol, float | int) and not isinstance(tol, bool) and 0 < tol < 1):
+        raise DomainError("tol", tol, "a number in (0, 1)")
+    from ._checkpoint import layer_structure
+
     heads = ckpt.heads
-    single = {}  # each head's encoding, from its layer's registry encoding (one per layer, per-head answers)
+    single = {}  # each head's encoding and structure, from its layer's (one per layer, per-head answers)
     for group in layer_groups(heads):
         enc = layer_encoding(ckpt, group)
+        st = layer_structure(ckpt, group)
         single.update(zip(map(id, group), enc.per_head() or (enc,) * len(group), strict=True))
+        for h in group:
+            single[("structure", id(h))] = None if st is None else (st.for_head(h.head) if st.heads else st)
     was_training = model.training
     model.eval()
-    rows = []
+    positional = positional_copy(model, ckpt)
+    rows, skipped = [], []
     try:
         for n in lengths:
             starts = np.linspace(0, seq.numel() - n, samples).astype(int)
             batch = torch.stack([seq[s : s + n] for s in starts])
             maps = _attention_maps(model, batch)
-            d = np.arange(n - 1, -1, -1, dtype=float)  # distance of key j from the last query
+            pmaps = _positional_maps(positional, batch[:1], ckpt)  # constant content: every token gives the same rows
             for head in heads:
                 attn, content = maps[head.stack][head.layer]
+                if attn.dim() != 4 or attn.shape[-1] != n:
+                    note = f"{head.stack or 'self'} layer {head.layer}: blocked attention maps of shape {tuple(attn.shape)} (not rows of n keys)"
+                    if note not in skipped:
+                        skipped.append(note)
+                    continue
                 last = attn[:, head.head, -1, :].double().numpy()  # (samples, n)
-                measured = last[:, : n - window].sum(-1)
+                measured = 1.0 - last[:, n - window :].sum(-1)  # off the window: distant keys and any sink
+                own = pmaps[head.stack][head.layer][0][0, head.head, -1, :].double().numpy()  # the model's positional row
                 enc = single[id(head)]
+                st = single[("structure", id(head))]
+                visible = own > 0
                 if content is not None:
                     c = content[:, head.head, -1, :].double().numpy()
-                    spreads = 0.5 * (c.max(-1) - c.min(-1))
+                    c = np.where(visible[None, :], c, np.nan)
+                    spreads = 0.5 * (np.nanmax(c, -1) - np.nanmin(c, -1))
                 else:
-                    with np.errstate(divide="ignore"):
-                        c = np.log(last) - enc.bias(d, n)[None, :]
-                    spreads = np.where(np.all(last > 0, axis=-1), 0.5 * (c.max(-1) - c.min(-1)), np.inf)
+                    # content read against the model's own positional row, never against the prediction
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        c = np.where(visible[None, :], np.log(last) - np.log(np.where(visible, own, 1.0))[None, :], np.nan)
+                    ok = np.all(last[:, visible] > 0, axis=-1)
+                    spreads = np.where(ok, 0.5 * (np.nanmax(c, -1) - np.nanmin(c, -1)), np.inf)
                 B = float(spreads.max())
-                prior = enc.distant_mass(window, n)
+                prior = float(enc.distant_mass(window, n) if st is None else st.distant_mass(enc, window, n))
+                own_D = float(1.0 - own[n - window :].sum())  # the model's positional distant mass (window: the last W keys)
+                error = abs(own_D - prior)
                 if B <= MAX_SCORE_BOUND:
                     # Theorem 10 (proofs/content_bound.md): the band around the constant-score
                     # prior for every row whose content spread is at most B. A RoPE model's
@@ -224,6 +330,9 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
                         "measured_distant_mass": float(measured.mean()),
                         "measured_window_mass": float(1.0 - measured.mean()),
                         "prior_distant_mass": float(prior),
+                        "positional_distant_mass": own_D,
+                        "prediction_error": error,
+                        "prediction_ok": bool(error <= tol),
                         "content_bound": B if math.isfinite(B) else None,
                         "band": [float(lo), float(hi)],
                         "within_band": bool(lo - slack <= measured.min() and measured.max() <= hi + slack),
@@ -231,13 +340,15 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
                 )
     finally:
         model.train(was_training)
+        del positional
     note = "content scores read from the model" if _is_reference(model) else "content recovered from the attention (log A - bias)"
     if ckpt.family == "falcon" and ckpt.scheme == "alibi":
         note += (
             "; transformers' eager Falcon path adds ALiBi twice (scaled by 1/sqrt(head_dim) and again inside the mask), "
-            "so its measured masses follow twice the bias the prior uses (Falcon's bfloat16 row over sqrt(head_dim))"
+            "so its measured masses follow twice the bias the prior uses (Falcon's bfloat16 row over sqrt(head_dim)); "
+            "the prediction is checked against the rows of Falcon's default SDPA path"
         )
-    return AttentionMeasurement(ckpt, window, lengths, samples, rows, note)
+    return AttentionMeasurement(ckpt, window, lengths, samples, rows, note, tol=float(tol), skipped=skipped)
 
 
 def plot_measurement(measurement: AttentionMeasurement, layer, *, stack="", ax=None):
@@ -297,15 +408,34 @@ def load_runnable(path):
     return model, tokenizer
 
 
-def measure_checkpoint(path, text, *, lengths, window, samples=4):
+def measure_checkpoint(path, text, *, lengths, window, samples=4, scheme=None, mapping=None, num_heads=None, implementation="transformers",
+                       tol=1e-4, checkpoint=None):
     """:func:`measure_attention` for a checkpoint on disk (:func:`load_runnable`) over ``text``
     (str or bytes). Without a tokenizer in the folder the text's bytes are the tokens,
-    taken modulo the vocabulary size (stated in the note)."""
+    taken modulo the vocabulary size (stated in the note).
+
+    The checkpoint is read with the same ``scheme``, ``mapping``, ``num_heads`` and
+    ``implementation`` as the analysis (or pass the ``checkpoint`` read already). Lengths above
+    the model's position limit (learned position tables, MPT's ``max_seq_len``) are dropped and
+    the note says so; if none remains, ``DomainError``.
+    """
     from ._checkpoint import load_checkpoint
 
-    model, tokenizer = load_runnable(path)
-    ckpt = load_checkpoint(path)
+    ckpt = checkpoint if checkpoint is not None else load_checkpoint(path, scheme, mapping, num_heads=num_heads, implementation=implementation)
+    lengths = tuple(lengths)
     note = ""
+    if ckpt.position_limit is not None:
+        kept = tuple(n for n in lengths if n <= ckpt.position_limit)
+        dropped = [n for n in lengths if n > ckpt.position_limit]
+        if dropped:
+            if not kept:
+                raise DomainError(
+                    "lengths", lengths, f"lengths at most the model's position limit {ckpt.position_limit} ({ckpt.position_limit_source}); "
+                    "the model cannot run longer inputs"
+                )
+            note = f"; lengths {', '.join(map(str, dropped))} dropped: above the model's position limit {ckpt.position_limit} ({ckpt.position_limit_source})"
+            lengths = kept
+    model, tokenizer = load_runnable(path)
     if tokenizer is not None:
         tokens = tokenizer(text if isinstance(text, str) else bytes(text).decode("utf-8", "replace"))["input_ids"]
     else:
@@ -313,7 +443,9 @@ def measure_checkpoint(path, text, *, lengths, window, samples=4):
         vocab = getattr(getattr(model, "config", None), "vocab_size", 256)
         tokens = raw % vocab
         if vocab < 256 and not _is_reference(model):
-            note = f"; no tokenizer: bytes modulo the vocabulary size {vocab} as tokens"
-    out = measure_attention(model, tokens, lengths=lengths, window=window, samples=samples, checkpoint=ckpt)
+            note += f"; no tokenizer: bytes modulo the vocabulary size {vocab} as tokens"
+    out = measure_attention(model, tokens, lengths=lengths, window=window, samples=samples, checkpoint=ckpt, tol=tol)
     out.note += note
+    if note.startswith("; lengths"):
+        out.skipped = [note[2:].split(";")[0], *(out.skipped or [])]
     return out

@@ -1,0 +1,99 @@
+"""The one classification route: an encoding, alone or with a normaliser, under an attention structure.
+
+It sits above the three families (:mod:`otprior.encodings`, :mod:`otprior.normalisers`,
+:mod:`otprior.structures`), which import nothing from each other's ``classify``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["classify"]
+
+
+def classify(encoding, normaliser=None, score_bound=None, *, structure=None):
+    """Classify an encoding: bounded, diluting, oscillating, content-dependent or undecided.
+
+    Parameters
+    ----------
+    encoding : Encoding
+        An instance from :mod:`otprior.encodings` (multi-head: a tuple of verdicts, one per head).
+    normaliser : Normaliser or str, optional
+        From :mod:`otprior.normalisers` (a registered name is accepted); ``None`` is softmax.
+    score_bound : float, optional
+        The bound ``B`` on content logits (default: the encoding's ``score_bound``).
+    structure : Structure or str, optional
+        From :mod:`otprior.structures` (a registered name without parameters is accepted);
+        ``None`` is full causal attention. Structures are analysed with softmax only
+        (Theorems S1-S6, ``proofs/attention_structure.md``); a per-head structure (sinks) gives
+        per-head verdicts.
+
+    Returns
+    -------
+    Verdict or tuple of Verdict
+        ``.kind``, ``.bounded``, ``.reason``, ``.rate``, ``.threshold`` (content-dependent),
+        ``.limit_distant_mass(W)``, ``.distant_mass_bounds(W)`` (liminf, limsup) and
+        ``.window_mass(W, n)`` (the constant-score prior of the whole).
+
+    Notes
+    -----
+    Theorem 11 (``proofs/classification.md``): with softmax and every key visible, bounded iff
+    :math:`\\sum_d e^{b(d)} < \\infty`; a normaliser: Theorems N0-N6 (``proofs/normalisers.md``).
+    "diluting" is said only where :math:`D_n(W) \\to 1` is proved; "oscillating" where
+    :math:`D_n(W)` has no limit (its liminf and limsup are given).
+
+    Examples
+    --------
+    >>> from otprior.encodings import ALiBi, KerpleLog, NoPE
+    >>> classify(KerpleLog(0.9, 1.0)).kind
+    'diluting'
+    >>> round(classify(ALiBi(0.5)).limit_distant_mass(4), 6)   # e^(-2)
+    0.135335
+    >>> v = classify(NoPE(), "ssmax", score_bound=1.0)   # SSMax with s = 1: the window needs Delta >= 1
+    >>> v.kind, v.threshold
+    ('content-dependent', 1.0)
+    >>> from otprior.structures import SlidingWindow, Chunked
+    >>> round(classify(NoPE(), structure=SlidingWindow(96)).limit_distant_mass(64), 6)   # 32/96
+    0.333333
+    >>> classify(NoPE(), structure=Chunked(128)).distant_mass_bounds(64)   # (0, 64/128)
+    (0.0, 0.5)
+    """
+    from dataclasses import replace
+
+    from . import normalisers as N
+    from . import structures as S
+    from ._validation import DomainError, check_real
+    from .encodings import Encoding
+
+    if not isinstance(encoding, Encoding):
+        raise DomainError("encoding", encoding, "an instance of an otprior.encodings class")
+    B = encoding.score_bound if score_bound is None else check_real(score_bound, "score_bound", low=0.0)
+    if isinstance(structure, str):
+        structure = S.get(structure)
+    if structure is not None and not isinstance(structure, S.Structure):
+        raise DomainError("structure", structure, f"an otprior.structures instance or one of {', '.join(S.names())}")
+    if structure is not None and isinstance(structure, S.FullCausal):
+        structure = None
+    if isinstance(normaliser, str):
+        normaliser = N.get(normaliser)
+    if normaliser is not None and not isinstance(normaliser, N.Normaliser):
+        raise DomainError("normaliser", normaliser, f"an otprior.normalisers instance or one of {', '.join(N.names())}")
+    heads = encoding.per_head()
+    sH = None if structure is None else structure.heads
+    if heads is not None or sH is not None:
+        if heads is not None and sH is not None and len(heads) != sH:
+            raise DomainError("structure", structure, f"per-head parts for the encoding's {len(heads)} heads")
+        count = len(heads) if heads is not None else sH
+        singles = heads if heads is not None else (encoding,) * count
+        return tuple(
+            classify(e, normaliser, B, structure=None if structure is None else structure.for_head(h)) for h, e in enumerate(singles)
+        )
+    if structure is not None:
+        if normaliser is not None and not isinstance(normaliser, N.Softmax):
+            from .encodings._base import Verdict
+
+            return Verdict(encoding, None, "undecided", f"{normaliser!r} under {structure!r} is not analysed (structures: softmax only).",
+                           normaliser=normaliser, score_bound=B, structure=structure)
+        v = structure.classify(encoding, B)
+        return v if normaliser is None else replace(v, normaliser=normaliser)
+    if normaliser is None:
+        return replace(encoding._verdict(), score_bound=B)
+    return normaliser.classify(encoding, B)

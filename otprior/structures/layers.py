@@ -1,0 +1,120 @@
+"""Per-layer structure from a config: ``layer_types``, ``sliding_window``, ``max_window_layers``,
+``attention_chunk_size``, ``no_rope_layers``, ``attn_logit_softcapping``, gpt-oss ``sinks`` aside.
+
+transformers 5 writes ``layer_types`` (``"full_attention"``, ``"sliding_attention"``,
+``"chunked_attention"``) into every config that mixes them; older configs imply them:
+
+- Qwen2/Qwen2-MoE/Qwen3: sliding only when ``use_sliding_window``, and then on layers
+  ``i >= max_window_layers``;
+- Gemma-2: every other layer local (even ``i``); Gemma-3: ``sliding_window_pattern`` (6: five
+  local then one global); Cohere-2: ``sliding_window_pattern`` (4);
+- Mistral, Mixtral, Starcoder2: one ``sliding_window`` on every layer when it is set;
+- Llama-4: ``attention_chunk_size`` on the layers ``no_rope_layers`` marks as RoPE layers.
+
+:func:`layer_structures` returns one record per layer; the checkpoint reader names every field it
+used and every attention field it did not model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._validation import DomainError
+from .composed import compose
+from .masks import Chunked, FullCausal, SlidingWindow
+from .softcap import SoftCap
+
+__all__ = ["LayerStructure", "layer_structures", "LAYER_TYPES"]
+
+LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
+
+
+@dataclass(frozen=True)
+class LayerStructure:
+    """One layer: its ``type`` (one of :data:`LAYER_TYPES`), its :class:`Structure` (no sink:
+    sinks are tensors, added by the reader), and whether it rotates (``rope``; ``False`` on
+    ``no_rope_layers``)."""
+
+    layer: int
+    type: str
+    structure: object
+    rope: bool = True
+
+
+def _int(cfg, key):
+    v = cfg.get(key)
+    if v is None:
+        return None
+    if type(v) is not int or v < 1:
+        raise DomainError(key, v, "a positive integer")
+    return v
+
+
+def layer_structures(config: dict, num_layers: int, model_type: str = "") -> tuple:
+    """The :class:`LayerStructure` of each of ``num_layers`` layers, from a (text) config dict.
+
+    Returns ``(records, used)``: the records and the config keys that decided them.
+    """
+    cfg = config
+    used = []
+    window = _int(cfg, "sliding_window")
+    chunk = _int(cfg, "attention_chunk_size")
+    cap = cfg.get("attn_logit_softcapping")
+    if cap is not None:
+        if type(cap) not in (int, float) or not cap > 0:
+            raise DomainError("attn_logit_softcapping", cap, "a positive number")
+        used.append("attn_logit_softcapping")
+    types = cfg.get("layer_types")
+    if types is not None:
+        if type(types) is not list or len(types) != num_layers or any(t not in LAYER_TYPES for t in types):
+            raise DomainError("layer_types", types, f"a list of {num_layers} of {', '.join(LAYER_TYPES)}")
+        used.append("layer_types")
+    else:
+        mt = model_type
+        if mt in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
+            if cfg.get("use_sliding_window", False) is not True:
+                window = None  # transformers drops sliding_window unless use_sliding_window
+            first = cfg.get("max_window_layers", num_layers)
+            first = first if type(first) is int else num_layers
+            used += ["use_sliding_window", "max_window_layers"]
+            types = ["sliding_attention" if window is not None and i >= first else "full_attention" for i in range(num_layers)]
+        elif mt == "gemma2":
+            types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(num_layers)]
+        elif mt in ("gemma3_text", "gemma3", "cohere2"):
+            pattern = cfg.get("sliding_window_pattern", 6 if mt.startswith("gemma3") else 4)
+            pattern = pattern if type(pattern) is int and pattern > 0 else 6
+            used.append("sliding_window_pattern")
+            types = ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(num_layers)]
+        elif mt in ("llama4_text", "llama4"):
+            flags = cfg.get("no_rope_layers")
+            if type(flags) is not list or len(flags) != num_layers:
+                interval = cfg.get("no_rope_layer_interval", 4)
+                flags = [int((i + 1) % interval != 0) for i in range(num_layers)]
+            types = ["chunked_attention" if f and chunk is not None else "full_attention" for f in flags]
+        else:
+            types = ["sliding_attention" if window is not None else "full_attention"] * num_layers
+    if window is not None and "sliding_attention" in types:
+        used.append("sliding_window")
+    if chunk is not None and "chunked_attention" in types:
+        used.append("attention_chunk_size")
+    no_rope = cfg.get("no_rope_layers")
+    if no_rope is not None:
+        if type(no_rope) is not list or len(no_rope) != num_layers:
+            raise DomainError("no_rope_layers", no_rope, f"a list of {num_layers} flags (1: the layer rotates)")
+        used.append("no_rope_layers")
+    out = []
+    for i, t in enumerate(types):
+        parts = []
+        if t == "sliding_attention":
+            if window is None:
+                raise DomainError("sliding_window", None, "a window width for the sliding_attention layers")
+            parts.append(SlidingWindow(window))
+        elif t == "chunked_attention":
+            if chunk is None:
+                raise DomainError("attention_chunk_size", None, "a chunk size for the chunked_attention layers")
+            parts.append(Chunked(chunk))
+        if cap is not None:
+            parts.append(SoftCap(float(cap)))
+        rope = bool(no_rope[i]) if no_rope is not None else True
+        out.append(LayerStructure(i, t, compose(*parts) if parts else FullCausal(), rope))
+    return tuple(out), tuple(dict.fromkeys(used))
