@@ -128,8 +128,39 @@ class _Anchor:
         return math.exp(-self.alpha * math.log1p(q))
 
 
+def _pow_exact_exponent(num: float, den_hi: float, den_lo: float, alpha: float) -> float:
+    """:math:`(num/(den_{hi}+den_{lo}))^{\\alpha}` for positive ``num``, ``den`` whose quotient is below one.
+
+    The quotient is split as :math:`r\\,2^{e}` with :math:`r = m_o/m_d \\in (1/2, 2)` from the
+    ``frexp`` mantissas and the integer :math:`e = e_o - e_d`, so
+    :math:`r^{\\alpha}2^{e\\alpha}`: the power of ``r`` is one ``pow`` of a base near one
+    (error about one ulp), and :math:`e\\alpha = k + f` is split exactly in rational
+    arithmetic (``alpha`` is a dyadic rational), :math:`2^f = \\exp(f\\ln 2)` with
+    :math:`0 \\le f < 1` (error about one ulp), ``ldexp`` by ``k`` exact. No
+    :math:`\\exp(-y)` with large ``y`` is formed: its relative error would be about
+    :math:`y\\varepsilon` (Theorem 7, ``proofs/log_distance_prior.md``, "the anchor factor").
+    """
+    mo, eo = math.frexp(num)
+    md, ed = math.frexp(den_hi)
+    r = (mo / md) * (1.0 - den_lo / den_hi)
+    e = eo - ed
+    p, q = alpha.as_integer_ratio()  # alpha = p / q, q a power of two
+    k = (e * p) // q  # floor(e alpha), exact
+    f = (e * p - k * q) / q  # in [0, 1), one rounding
+    scale = r**alpha * math.exp(f * math.log(2.0))
+    if k < -1200:
+        return 0.0
+    return math.ldexp(scale, k)
+
+
 def anchor_factor(d0: int, alpha: float, offset: float) -> tuple[float, float]:
-    """``(F, y)`` with :math:`F = ((d_0+o)/o)^{-\\alpha} = e^{-y}`: ``F`` may underflow, ``y`` does not."""
+    """``(F, y)`` with :math:`F = ((d_0+o)/o)^{-\\alpha} = e^{-y}`: ``F`` may underflow, ``y`` does not.
+
+    ``F`` is formed without the :math:`y\\varepsilon` error of ``exp(-y)`` when ``y`` is large:
+    near the anchor (``log(1 + d0/o) <= 1``) as ``exp(-alpha log1p(d0/o))`` (``y <= alpha``,
+    the same ``alpha`` ulps as the power form), otherwise as the power of the quotient
+    :math:`o/(d_0+o)` with its binary exponent split off exactly (:func:`_pow_exact_exponent`).
+    """
     if d0 == 0:
         return 1.0, 0.0
     hi, lo = _two_sum(d0, offset)
@@ -137,11 +168,9 @@ def anchor_factor(d0: int, alpha: float, offset: float) -> tuple[float, float]:
     y = alpha * ratio_log
     if ratio_log <= 1.0:
         return math.exp(-y), y
-    base = offset / hi * (1.0 - lo / hi)
-    if base > 1e-300:
-        with np.errstate(under="ignore"):
-            return float(np.power(base, alpha)), y
-    return math.exp(-y), y
+    if y > 760.0:  # F below the smallest subnormal: only y is used
+        return 0.0, y
+    return _pow_exact_exponent(offset, hi, lo, alpha), y
 
 
 def scaled_sum(d0: int, d1: int, alpha: float, offset: float) -> float:

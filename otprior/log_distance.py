@@ -192,13 +192,11 @@ def _enclosure(kind, window, n, alpha, offset, score_bound, order):
     ball, prec = _mass_ball(kind, window, n, alpha, offset, score_bound=B, order=order)
     with arb_precision(prec):
         enc = enclosure_from_ends(*ball) if isinstance(ball, tuple) else enclosure_from_arb(ball)
-    # the enclosure is widened to hold the float route's value too (a hull of a proved
-    # enclosure and any point is still proved), so the float result always lies inside it;
-    # a mass lies in [0, 1]: intersecting with it keeps the enclosure proved
-    v = _float_masses(window, n, alpha, offset)[0 if kind == "window" else 1]
-    lo, hi = min(enc.lo, v), max(enc.hi, v)
-    rad = max(enc.rad, abs(v - enc.mid))
-    return Enclosure(lo=max(0.0, lo), hi=min(1.0, hi), mid=enc.mid, rad=math.nextafter(rad, math.inf) if rad else rad)
+    # a mass lies in [0, 1]: intersecting the proved enclosure with it keeps it proved. The
+    # enclosure is the ball's (relative radius below 2^-62, rounded outward to doubles):
+    # it is not widened to hold the float route's value, which is within its own stated
+    # error of the ball instead (Theorem 7, proofs/log_distance_prior.md)
+    return Enclosure(lo=max(0.0, enc.lo), hi=min(1.0, enc.hi), mid=enc.mid, rad=enc.rad)
 
 
 def _mp_mass(kind, window, n, alpha, offset, dps):
@@ -255,7 +253,7 @@ def window_mass(window, n, alpha, *, offset=1.0, dps=None):
     ball on seeded random grids (worst found :math:`1.22\\,\\varepsilon(1 + |\\ln m|)`,
     ``tests/test_log_distance_rigour.py``); results below :math:`2^{-1022}` carry absolute
     error :math:`2^{-1074}`. The proved value is :func:`window_mass_bounds`, whose
-    enclosure also contains this float.
+    enclosure (relative width at most :math:`2^{-61}`) is not widened to hold this float.
 
     Examples
     --------
@@ -309,8 +307,9 @@ def window_mass_bounds(window, n, alpha, *, offset=1.0, order=None):
     Returns
     -------
     Enclosure
-        ``lo <= m <= hi`` proved (ball end points rounded outward to doubles, widened to
-        hold the float route's :func:`window_mass` too, then intersected with [0, 1]);
+        ``lo <= m <= hi`` proved (ball end points rounded outward to doubles, then
+        intersected with [0, 1]; the float route's :func:`window_mass` lies within its
+        stated error of ``mid``, not necessarily inside);
         ``mid`` is the ball's midpoint and ``rad`` covers both; ``as_dict()``.
         Unpacks as ``(lo, hi)``. An :class:`~otprior._balls.EnclosureArray` for array input.
 

@@ -490,7 +490,9 @@ def _certified_result(n, rho, dps, float_res, log10_condition=None):
         log_prior=log_prior,
         log_c=log_c,
         iterations=0,
-        log_error_bound=2.0 * err,
+        # the balls' relative radius (2 err in the logarithm), plus the rounding of the
+        # returned doubles: prior = mid (half an ulp, relative) and log_prior (half an ulp of |log|)
+        log_error_bound=2.0 * err + _EPS * (1.0 + float(np.max(np.abs(log_prior[np.isfinite(log_prior)]), initial=0.0))),
         log10_condition=log10_condition,
         certified=True,
         lo=lo,
