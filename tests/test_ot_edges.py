@@ -348,8 +348,11 @@ def test_certified_routes_return_or_refuse_within_their_work_cap(name):
 def test_resource_and_type_refusals_are_named():
     from otprior.limits import ResourceError
 
+    # any length is answered (proofs/ot_asymptotics.md): W/n <= m0 <= 1, by the bounds route
+    res = otprior.ot_dilution_bound(10**17 + 3, 10**17 + 4, 0.5, 1.0)
+    assert res.route == "bounds" and res.m0.lo >= 1 - 2.3e-16 and res.m0.hi == 1.0 and res.bound == 1.0
     with pytest.raises(ResourceError) as info:
-        otprior.ot_dilution_bound(10**17 + 3, 10**17 + 4, 0.5, 1.0)
+        otprior.ot_window_mass(10**17 + 3, 10**17 + 4, 0.5, method="exact")
     assert info.value.parameter == "n"
     with pytest.raises(DomainError) as info:
         otprior.ot_prior(10**300, 0.5)
