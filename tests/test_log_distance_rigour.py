@@ -273,7 +273,8 @@ def test_broadcasting():
     assert m.shape == (3, 3)
     for i in range(3):
         for j in range(3):
-            assert m[i, j] == window_mass(64, int(n[i, 0]), alpha[j])
+            # the vectorised route forms the same sums with numpy's log1p/expm1: within 2 ulps
+            assert abs(m[i, j] - window_mass(64, int(n[i, 0]), alpha[j])) <= 2 * np.spacing(m[i, j])
     e = window_mass_bounds(64, n, alpha)
     assert e.lo.shape == (3, 3) and np.all(e.contains(m) | (np.abs(m - e.mid) <= 8 * EPS * e.mid))
     lo, hi = e
