@@ -338,7 +338,7 @@ def window_mass(window, n, alpha, *, offset=1.0, dps=None):
     -----
     Float route: ``H`` and ``T`` divided by :math:`o^{-\\alpha}` (module docstring), summed
     exactly up to :math:`x = \\max(x_0 + 16, 4\\alpha + 16)` and by Euler–Maclaurin of order 6
-    beyond (Theorem 8). Off(1) time in ``n``. Stated relative error
+    beyond (Theorem 8). O(1) time in ``n``. Stated relative error
     :math:`8\\varepsilon(1 + |\\ln m|)`: an estimate, not a proof, measured against the proved
     ball on seeded random grids (worst found :math:`1.22\\,\\varepsilon(1 + |\\ln m|)`,
     ``tests/test_log_distance_rigour.py``); results below :math:`2^{-1022}` carry absolute

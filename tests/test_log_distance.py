@@ -85,7 +85,7 @@ def test_high_precision_path_two_precisions(alpha):
 
 def test_near_one_behaves_like_exponent_one():
     # Theorem 7(3), proofs/log_distance_prior.md: near alpha = 1 + delta the window mass is
-    # H_W delta / (1 - n^-delta + gamma delta + Off(delta^2)); the gamma delta term is within rel=0.15 here
+    # H_W delta / (1 - n^-delta + gamma delta + O(delta^2)); the gamma delta term is within rel=0.15 here
     W, delta = 64, 1e-3
     H = float(sum((k + 1) ** -(1 + delta) for k in range(W)))
     for n in (10**3, 10**6, 10**12):
