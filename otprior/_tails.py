@@ -46,10 +46,14 @@ def stretched_integral_arb(r1, r2, a, b):
     """:math:`\\int_a^b e^{-r_1 x^{r_2}}dx` as a ball (``b = None``: to infinity), ``a >= 0``."""
     s = 1 / r2
     scale = r2 * r1**s
-    ga = (r1 * a**r2).gamma_upper(s) if a > 0 else s.gamma()
+    za = r1 * a**r2 if a > 0 else flint.arb(0)
     if b is None:
-        return ga / scale
-    return (ga - (r1 * b**r2).gamma_upper(s)) / scale
+        return (za.gamma_upper(s) if a > 0 else s.gamma()) / scale
+    zb = r1 * b**r2
+    if zb <= s:
+        # both ends below the peak of u^(s-1) e^-u: the lower functions, ~ z^s / s, do not cancel
+        return (zb.gamma_lower(s) - (za.gamma_lower(s) if a > 0 else flint.arb(0))) / scale
+    return ((za.gamma_upper(s) if a > 0 else s.gamma()) - zb.gamma_upper(s)) / scale
 
 
 def _odd_derivatives(r1, r2, x, order):

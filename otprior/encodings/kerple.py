@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._registry import param
-from .._validation import DomainError, check_real
-from ._base import Encoding, Verdict, decisive, nonneg, per_head_values, register
-from .power_law import power_law_masses, power_law_verdict
+from .._validation import DomainError, PrecisionError, check_real
+from ._base import DIRECT_MAX, Encoding, Verdict, decisive, nonneg, per_head_values, register
+from .power_law import power_law_masses, power_law_masses_array, power_law_verdict
 
 __all__ = ["KerpleLog", "KerplePower", "kerple_clamp", "kerple_clamp_bounds", "KERPLE_EPS"]
 
@@ -121,6 +121,9 @@ class KerpleLog(Encoding):
 
     def _masses(self, window, n):
         return power_law_masses(window, n, self.r1, 1.0 / self.r2)
+
+    def _masses_array(self, window, n):
+        return power_law_masses_array(window, n, self.r1, 1.0 / self.r2)
 
     def far_profile(self, window):
         return ("minus-infinity",) if self.r1 > 0 else ("constant-tail", 0.0, -math.inf, 0.0)
@@ -225,7 +228,17 @@ class KerplePower(Encoding):
         if window >= n:
             return 1.0, 0.0
         m, D, _ = self._mass_balls(window, n)
-        return float(m.mid()), float(D.mid())
+        if _tight(m) and _tight(D):
+            return float(m.mid()), float(D.mid())
+        # the brackets did not tighten (extreme r1, r2: cancellation in the incomplete gammas)
+        if n <= DIRECT_MAX:
+            return super()._masses(window, n)
+        raise DomainError(
+            "n",
+            n,
+            f"an integer at most {DIRECT_MAX} for r1 = {self.r1:g}, r2 = {self.r2:g}: the closed-form bracket "
+            "(Theorem 12) does not tighten at 1024 bits and direct summation stops there",
+        )
 
     def _verdict(self):
         r1, r2 = self.r1, self.r2
@@ -233,7 +246,13 @@ class KerplePower(Encoding):
             return Verdict(self, False, "diluting", "r1 = 0: no bias, uniform prior.", "1 - D_n(W) = W/n")
 
         def limit(W):
-            return self._mass_balls(W, None)[1].mid().__float__()
+            D = self._mass_balls(W, None)[1]
+            if not _tight(D):
+                raise PrecisionError(
+                    f"D_oo(W) for r1 = {r1:g}, r2 = {r2:g}: the closed-form bracket (Theorem 12) does not "
+                    "tighten at 1024 bits"
+                )
+            return float(D.mid())
 
         from .._balls import arb_precision
         from .._tails import stretched_sum_arb
@@ -252,6 +271,10 @@ class KerplePower(Encoding):
             "(Theorem 12)",
             limit_fn=limit,
         )
+
+
+def _tight(x):
+    return x.is_finite() and (x == 0 or x.rad() <= x.mid().abs_lower() * flint_two() ** -50)
 
 
 def flint_two():
