@@ -1,0 +1,68 @@
+"""A user's Bias at any length (Theorem 13, proofs/closed_form_tails.md) and verdicts that check
+the expression on the whole half-line."""
+
+import math
+
+import mpmath
+import pytest
+import sympy as sp
+
+import otprior
+from otprior import classify
+from otprior.encodings import get
+from otprior.encodings.bias import _tail_sum_arb
+
+d = sp.Symbol("d", positive=True)
+
+
+def _f(ctx, x):
+    return ctx.exp(-ctx.mpf("0.7") * ctx.log(1 + x) - ctx.mpf("0.01") * ctx.sqrt(x))
+
+
+def test_monotone_tail_encloses_an_independent_euler_maclaurin_sum():
+    """Theorem 13's bracket [int, f(N) + int] (Arb integration after b' < 0 is proved) contains
+    mpmath's own Euler–Maclaurin summation (sumem, 30 digits, private context)."""
+    b = -0.7 * sp.log(1 + d) - 0.01 * sp.sqrt(d)
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    for N, n in ((1000, 10**9), (5000, 10**6)):
+        ball = _tail_sum_arb(b, d, N, n)
+        ref = ctx.sumem(lambda x: _f(ctx, x), [N, n - 1])
+        lo, hi = float(ball.lower()), float(ball.upper())
+        assert lo <= float(ref) <= hi
+        assert hi - lo <= 1.01 * float(_f(ctx, N)) + 1e-12
+
+
+def test_tail_refuses_what_it_cannot_prove():
+    assert _tail_sum_arb(-sp.log(1 + d) + sp.sin(d), d, 1000, 10**7) is None  # not decreasing
+    assert _tail_sum_arb(-2 * sp.log(1 + d) + sp.Abs(sp.sin(d)), d, 1000, 10**7) is None  # unsupported function
+
+
+@pytest.mark.parametrize(
+    "expr, bad",
+    [
+        ("-2*log(d+1)+1/(d-100)", "{100}"),
+        pytest.param("-3*log(d+1)+log(100-d)", "Interval(100, oo)", marks=pytest.mark.slow),
+        pytest.param("-2*log(d+1)+log(cos(d/50))", "", marks=pytest.mark.slow),
+    ],
+)
+def test_verdicts_check_the_whole_half_line(expr, bad):
+    v = classify(get("bias", expr=expr))
+    assert v.kind == "undecided" and "not real and finite" in v.reason and bad in v.reason
+    with pytest.raises(otprior.DomainError):
+        v.limit_distant_mass(8)
+
+
+@pytest.mark.slow
+def test_user_bias_beyond_direct_summation():
+    """n = 1e9: direct head to 2^22, then Theorem 13's tail; against mpmath (direct head to 2^14,
+    sumem beyond)."""
+    enc = get("bias", expr="-0.7*log(1+d) - 0.01*sqrt(d)")
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    n, W = 10**9, 64
+    head = ctx.fsum(_f(ctx, k) for k in range(W))
+    mid = ctx.fsum(_f(ctx, k) for k in range(W, 1 << 14))
+    rest = ctx.sumem(lambda x: _f(ctx, x), [1 << 14, n - 1])
+    ref = head / (head + mid + rest)
+    assert math.isclose(enc.window_mass(W, n), float(ref), rel_tol=1e-9)
