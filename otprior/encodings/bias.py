@@ -235,7 +235,47 @@ def _tail_sum_arb(expr, d, N, n, prec=96):
             return None
         fN = fN.exp()
         # total = int_N^{n-1} f <= int_N^n f <= sum_{k=N}^{n-1} f(k) <= f(N) + int_N^{n-1} f
-        return total.union(total + fN)
+        lower, upper = total, total + fN
+        # Theorem 13(ii): where f = e^b is also convex (b'' + b'^2 >= 0, proved on the pieces),
+        # trapezoid <= sum <= midpoint: width about f'(N)/8 instead of f(N)
+        g = sp.diff(db, d) + db**2
+        half = flint.arb(1) / 2
+        convex = True
+        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+            a0 = flint.arb(lo) - half if lo == N else flint.arb(lo)
+            b0 = flint.arb(hi) + half if hi == n - 1 else flint.arb(hi)
+            pieces = [(a0, b0)]
+            for _ in range(6):
+                undecided = []
+                for a, b in pieces:
+                    val = _ball_eval(g, d, a.union(b))
+                    if val is None:
+                        return lower.union(upper)
+                    if not val >= 0:
+                        m = (a + b) / 2
+                        undecided.extend([(a, m), (m, b)])
+                pieces = undecided
+                if not pieces:
+                    break
+            if pieces:
+                convex = False
+                break
+        if convex:
+
+            def f(z, analytic):
+                v = _ball_eval(expr, d, z, complex_=True, analytic=analytic)
+                return v.exp() if v is not None else flint.acb("nan")
+
+            first = flint.acb.integral(f, flint.acb(flint.arb(N) - half), flint.acb(N), rel_tol=flint.arb(2) ** -70)
+            last = flint.acb.integral(f, flint.acb(n - 1), flint.acb(flint.arb(n - 1) + half), rel_tol=flint.arb(2) ** -70)
+            f_last = _ball_eval(expr, d, flint.arb(n - 1)).exp()
+            trapezoid = total + (fN + f_last) / 2
+            midpoint = first.real + total + last.real
+            if trapezoid.is_finite() and midpoint.is_finite():
+                lo_end = trapezoid.lower() if trapezoid.lower() > lower.lower() else lower.lower()
+                hi_end = midpoint.upper() if midpoint.upper() < upper.upper() else upper.upper()
+                return flint.arb(lo_end).union(flint.arb(hi_end))
+        return lower.union(upper)
 
 
 @register
@@ -343,24 +383,32 @@ class Bias(Encoding):
         if n <= DIRECT_MAX or self._callable is not None:
             return super()._masses(window, n)
         d, b = self._sym
-        logw = self.log_weights(DIRECT_MAX)
-        shift = float(np.max(logw))
-        w = np.exp(logw - shift)
-        head = math.fsum(w[: min(window, DIRECT_MAX)])
-        mid_part = math.fsum(w[min(window, DIRECT_MAX) :])
-        tail = _tail_sum_arb(b - shift, d, DIRECT_MAX, n)
-        if tail is None:
-            raise DomainError(
-                "n",
-                n,
-                f"an integer at most {DIRECT_MAX} for this bias: beyond it the tail needs b(d) proved "
-                "decreasing (log, exp, powers, sin, cos only) and its integral enclosed by Arb",
-            )
-        t = float(tail.mid())
         if window > DIRECT_MAX:
             raise DomainError("window", window, f"an integer at most {DIRECT_MAX} for a user bias")
-        total = head + mid_part + t
-        return head / total, (mid_part + t) / total
+        # the direct head grows (x16) until the tail bracket's width f(N) is below 2^-60 of the total
+        N = 1 << 12
+        while True:
+            N = max(N, window)
+            logw = self.log_weights(N)
+            shift = float(np.max(logw))
+            w = np.exp(logw - shift)
+            head = math.fsum(w[:window])
+            mid_part = math.fsum(w[window:])
+            tail = _tail_sum_arb(b - shift, d, N, n)
+            if tail is None:
+                raise DomainError(
+                    "n",
+                    n,
+                    f"an integer at most {DIRECT_MAX} for this bias: beyond it the tail needs b(d) proved "
+                    "decreasing (log, exp, powers, sin, cos only) and its integral enclosed by Arb",
+                )
+            t = float(tail.mid())
+            total = head + mid_part + t
+            width = float(tail.rad()) * 2
+            if width <= 2.0**-60 * total or N >= DIRECT_MAX:
+                object.__setattr__(self, "_last_tail", (N, width / total))  # for bench/: where the head stopped
+                return head / total, (mid_part + t) / total
+            N = min(N * 16, DIRECT_MAX)
 
     def _verdict(self):
         d, b = self._sym
