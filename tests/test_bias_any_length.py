@@ -66,3 +66,20 @@ def test_user_bias_beyond_direct_summation():
     rest = ctx.sumem(lambda x: _f(ctx, x), [1 << 14, n - 1])
     ref = head / (head + mid + rest)
     assert math.isclose(enc.window_mass(W, n), float(ref), rel_tol=1e-9)
+
+
+def test_command_line_masses_at_any_length(capsys):
+    from otprior.cli import main
+
+    code = main(["mass", "kerple-power", "--r1", "0.05", "--r2", "0.4", "--window", "64", "--n", "1e3", "1e300"])
+    out = capsys.readouterr().out
+    assert code == 0 and "n = 1e+300" in out and "0.99104907289525" in out
+
+
+@pytest.mark.slow
+def test_command_line_user_bias_beyond_direct_summation(capsys):
+    from otprior.cli import main
+
+    code = main(["mass", "bias", "--expr", "-0.7*log(1+d) - 0.01*sqrt(d)", "--window", "64", "--n", "1e3", "1e6", "1e9"])
+    out = capsys.readouterr().out
+    assert code == 0 and "n = 1000000000" in out
