@@ -309,7 +309,16 @@ class Bias(Encoding):
     :math:`> -1` not); at :math:`L_1 = -1`, :math:`L_2 = \\lim (b(d) + \\log d)/\\log\\log d`
     likewise. When sympy cannot take the limits or both are borderline, sympy's
     ``is_convergent`` is asked. If that fails too, or the budget ends, the verdict is
-    "undecided", never a guess.
+    "undecided", never a guess. Before any comparison, sympy's ``continuous_domain`` must
+    find ``b`` real and continuous on all of ``[0, oo)`` (a pole or a complex value past the
+    construction's check at ``d = 0..64`` gives "undecided", naming where it fails).
+
+    Masses: direct log-sum-exp up to ``n = 2**22`` (4,194,304); beyond, for an expression
+    bias, the direct head (from ``2**12`` terms, grown as needed) plus the proved tail of
+    Theorem 13 (``proofs/closed_form_tails.md``: ``b`` proved decreasing, and convex where
+    possible, in Arb; the integral by ``acb.integral``), for any ``n`` up to 1e300. A
+    callable bias, an expression with ``Abs``/``Min``/``Max``, or a tail that cannot be
+    proved keeps the cap ``n <= 2**22`` (a ``DomainError`` naming ``n``).
     """
 
     name = "bias"
