@@ -184,7 +184,8 @@ def _fast_arrays(window, n, alpha, offset):
 
 def _float_masses_many(W, N, A, Off):
     """``(m, D)`` arrays of :func:`_float_masses` over validated broadcast arrays, one numpy pass
-    per distinct ``(window, alpha, offset)`` (the sums over the lengths by ``scaled_sum_many``)."""
+    per distinct ``(window, alpha, offset)`` (the sums over the lengths by ``scaled_sum_many``);
+    ``None`` when most triples are distinct (the element-wise route is then faster)."""
     shape = W.shape
     W, N, A, Off = (x.ravel() for x in (W, N, A, Off))
     m = np.empty(W.size)
@@ -195,6 +196,8 @@ def _float_masses_many(W, N, A, Off):
     elif W.size:
         keys = np.stack([W.astype(float), A, Off], axis=1)
         uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+        if len(uniq) > max(8, W.size // 4):
+            return None  # mostly distinct (window, alpha, offset): the scalar route is faster per element
         inverse = inverse.ravel()
         order = np.argsort(inverse, kind="stable")
         bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
@@ -386,7 +389,9 @@ def _masses_route(which, window, n, alpha, offset):
     if any(_is_array(a) for a in args):
         fast = _fast_arrays(*args)
         if fast is not None:
-            return _float_masses_many(*fast)[which]
+            out = _float_masses_many(*fast)
+            if out is not None:
+                return out[which]
     return _broadcast(lambda w, m, a, o: _float_masses(w, m, a, o)[which], _NAMES, args)
 
 

@@ -34,9 +34,7 @@ def power_law_masses_array(window, n, alpha, offset):
     if alpha == 0.0:
         return window / n, (n - window) / n
     fast = _fast_arrays(window, n, alpha, offset)
-    if fast is None:
-        return None
-    return _float_masses_many(*fast)
+    return None if fast is None else _float_masses_many(*fast)
 
 
 def power_law_verdict(encoding, alpha, offset, label) -> Verdict:
