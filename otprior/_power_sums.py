@@ -269,6 +269,140 @@ def scaled_sum_many(d0: int, d1: np.ndarray, alpha: float, offset: float) -> np.
     return out
 
 
+_VEC_HEAD = 512  # longest exact head of the fully vectorised route (alpha <= 124 always fits)
+_SPLIT = 134217729.0  # 2^27 + 1, Dekker's splitting constant
+
+
+def _two_product(a: np.ndarray, b: np.ndarray):
+    """``a * b = p + e`` exactly (Dekker; no FMA needed), element-wise."""
+    p = a * b
+    t = _SPLIT * a
+    ah = t - (t - a)
+    al = a - ah
+    t = _SPLIT * b
+    bh = t - (t - b)
+    bl = b - bh
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, e
+
+
+def anchor_factor_many(d0: np.ndarray, alpha: np.ndarray, offset: np.ndarray):
+    """:func:`anchor_factor` element-wise for int64 ``d0 < 2**53`` (same two forms).
+
+    The power form: ``(o/(d0+o))^alpha = r^alpha 2^(e alpha)`` with ``r`` the quotient of the
+    ``frexp`` mantissas and ``e alpha = k + f`` formed exactly as a two-product (Dekker), so no
+    ``exp(-y)`` with large ``y`` is taken."""
+    d0f = d0.astype(float)
+    hi = d0f + offset
+    bb = hi - d0f
+    lo = (d0f - (hi - bb)) + (offset - bb)
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        q = d0f / offset
+        ratio_log = np.where(q < 1e300, np.log1p(np.minimum(q, 1e300)), np.log(d0f) - np.log(offset) + np.log1p(offset / d0f))
+        y = alpha * ratio_log
+        near = np.exp(-y)
+        mo, eo = np.frexp(offset)
+        md, ed = np.frexp(hi)
+        r = (mo / md) * (1.0 - lo / hi)
+        e = (eo - ed).astype(float)
+        p_hi, p_lo = _two_product(e, alpha)
+        k = np.floor(p_hi)
+        f = (p_hi - k) + p_lo  # in (-eps, 1 + eps): exp handles either side
+        scale = r**alpha * np.exp(f * math.log(2.0))
+        kk = np.clip(k, -2000, 2000).astype(np.int64)
+        far = np.where(k < -1200, 0.0, np.ldexp(scale, kk))
+    F = np.where(d0 == 0, 1.0, np.where(ratio_log <= 1.0, near, np.where(y > 760.0, 0.0, far)))
+    return F, np.where(d0 == 0, 0.0, y)
+
+
+def scaled_sum_vec(d0: np.ndarray, d1: np.ndarray, alpha: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """:func:`scaled_sum` element-wise over arrays (int64 ``0 <= d0 <= d1 + 1``, ``d1 < 2**53``).
+
+    The same route per element: exact terms (the anchor's two forms) until
+    ``x >= max(x_a + 16, 4 alpha + 16)`` and at least 16 terms, summed with Kahan compensation
+    over the element vector, then the order-6 Euler–Maclaurin remainder of :func:`_em_scaled`.
+    Elements whose head would exceed 512 terms (``alpha`` above about 124) are not handled:
+    the caller routes them to :func:`scaled_sum` (``NaN`` marks them).
+    """
+    last = d1 - d0  # number of terms - 1
+    d0f = d0.astype(float)
+    x_a = d0f + offset
+    bb = x_a - d0f
+    lo = (d0f - (x_a - bb)) + (offset - bb)
+    corr = 1.0 - lo / x_a
+    start_em = np.maximum(x_a + _HEAD, 4.0 * alpha + _HEAD)
+    with np.errstate(over="ignore", invalid="ignore"):
+        need = np.maximum(float(_HEAD), np.ceil(start_em - x_a))
+    K = np.minimum(last + 1, np.where(np.isfinite(need), np.minimum(need, 1e18), 1e18).astype(np.int64))
+    K = np.maximum(K, 0)
+    bad = K > _VEC_HEAD
+    Kc = np.where(bad, 0, K)
+    kmax = int(Kc.max()) if Kc.size else 0
+    total = np.zeros(d0.shape)
+    comp = np.zeros(d0.shape)
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        for k in range(kmax):
+            on = k < Kc
+            qk = (k / x_a) * corr
+            safe = qk < 1e300
+            lq = np.where(safe, np.log1p(np.where(safe, qk, 0.0)), math.log(k) - np.log(x_a) if k > 0 else 0.0)
+            base = 1.0 / (1.0 + qk)
+            far = np.power(np.maximum(base, 1e-300), alpha)
+            term = np.where((qk > math.e - 1.0) & (base > 1e-300) & safe, far, np.exp(-alpha * lq))
+            term = np.where(on, term, 0.0)
+            yk = term - comp  # Kahan: the running sum of positive terms to about one ulp
+            t = total + yk
+            comp = (t - total) - yk
+            total = t
+        rest = (~bad) & (Kc <= last)
+        if np.any(rest):
+            ks = Kc[rest].astype(float)
+            kb = last[rest].astype(float)
+            a = alpha[rest]
+            xs = x_a[rest] + ks
+            xb = x_a[rest] + kb
+            cr = corr[rest]
+
+            def term_at(k, xa, al, c):
+                qv = (k / xa) * c
+                base = 1.0 / (1.0 + qv)
+                far = np.power(np.maximum(base, 1e-300), al)
+                lq = np.where(qv < 1e300, np.log1p(np.minimum(qv, 1e300)), np.log(k) - np.log(xa))
+                return np.where((qv > math.e - 1.0) & (base > 1e-300) & (qv < 1e300), far, np.exp(-al * lq))
+
+            fs = term_at(ks, x_a[rest], a, cr)
+            fb = term_at(kb, x_a[rest], a, cr)
+            L = np.log1p((last[rest] - Kc[rest]).astype(float) / xs)
+            u = (1.0 - a) * L
+            small = np.abs(u) <= 1.0
+            ratio = np.where(u == 0.0, 1.0, np.expm1(np.where(small, u, 0.0)) / np.where(small & (u != 0.0), u, 1.0))
+            integral = np.where(
+                small,
+                xs * fs * L * ratio,
+                np.where(
+                    u > 1.0,
+                    xb * fb * -np.expm1(-np.where(u > 1.0, u, 0.0)) / (1.0 - a),
+                    xs * fs * -np.expm1(np.where(u < -1.0, u, 0.0)) / (a - 1.0),
+                ),
+            )
+            em = integral + 0.5 * (fs + fb)
+            rs = np.ones_like(xs)
+            rb = np.ones_like(xb)
+            nxt = 0.0
+            for j in range(1, _ORDER + 2):
+                for i in (2 * j - 3, 2 * j - 2) if j > 1 else (0,):
+                    rs = rs * ((a + i) / xs)
+                    rb = rb * ((a + i) / xb)
+                term = _B2J_OVER_FACT[j - 1] * (-rb * fb + rs * fs)
+                if j <= _ORDER:
+                    em = em + term
+                else:
+                    nxt = term
+            total[rest] = total[rest] + (em + 0.5 * nxt)
+    total[bad] = np.nan
+    return total
+
+
 def _em_scaled_many(anchor: _Anchor, ks: int, kb: np.ndarray, alpha: float) -> np.ndarray:
     """:func:`_em_scaled` for an array of upper ends ``kb`` (Theorem 8, order 6), in numpy."""
     kbf = kb.astype(float)

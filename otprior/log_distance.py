@@ -34,7 +34,15 @@ import mpmath
 import numpy as np
 
 from ._balls import Enclosure, EnclosureArray, arb_precision, enclosure_from_arb, enclosure_from_ends, is_tight
-from ._power_sums import anchor_factor, arb_sum, em_bracket_arb, scaled_sum, scaled_sum_many
+from ._power_sums import (
+    anchor_factor,
+    anchor_factor_many,
+    arb_sum,
+    em_bracket_arb,
+    scaled_sum,
+    scaled_sum_many,
+    scaled_sum_vec,
+)
 from ._validation import DomainError, PrecisionError, check_int, check_real
 from .content_bound import MAX_SCORE_BOUND, content_band_balls
 
@@ -182,6 +190,43 @@ def _fast_arrays(window, n, alpha, offset):
     return (W, N, A, Off) if ok else None
 
 
+def _combine(head, tail, factor, y):
+    """``(m, D)`` from the scaled sums and the anchor factor, as :func:`_float_masses` does."""
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        t = factor * tail
+        m1, D1 = head / (head + t), t / (head + t)
+        log_ratio = np.log(head) - np.log(tail) + y
+        r = np.where(log_ratio > -700.0, np.exp(-np.maximum(log_ratio, -700.0)), np.inf)
+        fin = np.isfinite(r)
+        rr = np.where(fin, r, 0.0)
+        m2 = np.where(fin, 1.0 / (1.0 + rr), 0.0)
+        D2 = np.where(fin, rr / (1.0 + rr), 1.0)
+    use_first = factor > 1e-290
+    return np.where(use_first, m1, m2), np.where(use_first, D1, D2)
+
+
+def _float_masses_vec(W, N, A, Off, shape):
+    """``(m, D)`` for arrays of distinct ``(window, alpha, offset)``: one vectorised pass over all
+    elements (``scaled_sum_vec``, ``anchor_factor_many``), element-wise where a head is too long;
+    ``None`` when a length exceeds 2**53 (then the element-wise route answers)."""
+    if W.size and int(N.max()) >= 1 << 53:
+        return None
+    m = np.ones(W.size)
+    D = np.zeros(W.size)
+    part = N > W
+    if np.any(part):
+        w, n, a, o = W[part], N[part], A[part], Off[part]
+        head = scaled_sum_vec(np.zeros_like(w), w - 1, a, o)
+        tail = scaled_sum_vec(w, n - 1, a, o)
+        factor, y = anchor_factor_many(w, a, o)
+        mp, Dp = _combine(head, tail, factor, y)
+        redo = np.flatnonzero(np.isnan(head) | np.isnan(tail))
+        for i in redo:  # heads beyond the vectorised cap: the scalar route
+            mp[i], Dp[i] = _float_masses(int(w[i]), int(n[i]), float(a[i]), float(o[i]))
+        m[part], D[part] = mp, Dp
+    return m.reshape(shape), D.reshape(shape)
+
+
 def _float_masses_many(W, N, A, Off):
     """``(m, D)`` arrays of :func:`_float_masses` over validated broadcast arrays, one numpy pass
     per distinct ``(window, alpha, offset)`` (the sums over the lengths by ``scaled_sum_many``);
@@ -197,7 +242,8 @@ def _float_masses_many(W, N, A, Off):
         keys = np.stack([W.astype(float), A, Off], axis=1)
         uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
         if len(uniq) > max(8, W.size // 4):
-            return None  # mostly distinct (window, alpha, offset): the scalar route is faster per element
+            # mostly distinct (window, alpha, offset): every element in one vectorised pass
+            return _float_masses_vec(W, N, A, Off, shape)
         inverse = inverse.ravel()
         order = np.argsort(inverse, kind="stable")
         bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
