@@ -419,6 +419,30 @@ class Bias(Encoding):
                 return head / total, (mid_part + t) / total
             N = min(N * 16, DIRECT_MAX)
 
+    def _masses_array(self, window, n):
+        """Arrays of lengths up to ``2**22``: one row of log-weights for the longest, and the tail
+        of each length as a log-sum-exp over the segment since the previous length, accumulated
+        with ``logaddexp`` (each weight is read once; the bias does not depend on ``n``)."""
+        from scipy.special import logsumexp
+
+        top = int(n.max())
+        if top > DIRECT_MAX:
+            return None
+        logw = self.log_weights(top)
+        head = logsumexp(logw[:window])
+        uniq, inverse = np.unique(n, return_inverse=True)
+        tails = np.empty(uniq.size)
+        acc, start = -np.inf, window
+        for i, nk in enumerate(uniq.tolist()):
+            if nk > start:
+                acc = np.logaddexp(acc, logsumexp(logw[start:nk]))
+                start = nk
+            tails[i] = acc
+        total = np.logaddexp(head, tails)
+        m = np.exp(head - total)
+        D = np.where(np.isneginf(tails), 0.0, np.exp(tails - total))
+        return m[inverse].reshape(n.shape), D[inverse].reshape(n.shape)
+
     def _verdict(self):
         d, b = self._sym
         try:
