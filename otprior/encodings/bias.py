@@ -415,7 +415,6 @@ class Bias(Encoding):
             total = head + mid_part + t
             width = float(tail.rad()) * 2
             if width <= 2.0**-60 * total or N >= DIRECT_MAX:
-                object.__setattr__(self, "_last_tail", (N, width / total))  # for bench/: where the head stopped
                 return head / total, (mid_part + t) / total
             N = min(N * 16, DIRECT_MAX)
 
