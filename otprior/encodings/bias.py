@@ -389,11 +389,13 @@ class Bias(Encoding):
     def _masses(self, window, n):
         """Direct log-sum-exp up to ``DIRECT_MAX``; beyond, the direct head plus Theorem 13's
         monotone tail (proved decreasing, integrated by Arb) for an expression bias."""
-        if n <= DIRECT_MAX or self._callable is not None:
+        if n <= 1 << 16 or self._callable is not None:
             return super()._masses(window, n)
         d, b = self._sym
         if window > DIRECT_MAX:
             raise DomainError("window", window, f"an integer at most {DIRECT_MAX} for a user bias")
+        if n - 1 <= max(1 << 12, window):
+            return super()._masses(window, n)
         # the direct head grows (x16) until the tail bracket's width f(N) is below 2^-60 of the total
         N = 1 << 12
         while True:
@@ -417,6 +419,8 @@ class Bias(Encoding):
             if width <= 2.0**-60 * total or N >= DIRECT_MAX:
                 return head / total, (mid_part + t) / total
             N = min(N * 16, DIRECT_MAX)
+            if N >= n - 1:  # the head would reach the end: the direct sum is exact and no dearer
+                return super()._masses(window, n)
 
     def _masses_array(self, window, n):
         """Arrays of lengths up to ``2**22``: one row of log-weights for the longest, and the tail

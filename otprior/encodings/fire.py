@@ -185,9 +185,8 @@ class FIRE(Encoding):
         return total
 
     def _masses(self, window, n):
-        from ._base import DIRECT_MAX
-
-        if n <= DIRECT_MAX or self._linear_pieces() is None:
+        pieces = None if n <= 1 << 16 else self._linear_pieces()
+        if pieces is None:  # short rows, or a general callable f (capped at DIRECT_MAX by log_weights)
             return super()._masses(window, n)
         from .._balls import arb_precision
 
