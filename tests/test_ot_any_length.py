@@ -8,6 +8,8 @@ import time
 import mpmath
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import otprior
 from otprior import DomainError
@@ -109,3 +111,12 @@ def test_refusal_before_the_work_and_same_answer_twice():
     with pytest.raises(DomainError) as info:
         otprior.ot_window_mass(1, 5, 0.5, method="fast")
     assert info.value.parameter == "method"
+
+
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(2, 3000), frac=st.floats(0.0, 1.0), rho=st.floats(0.01, 0.995))
+def test_bounds_route_contains_the_exact_route_property(n, frac, rho):
+    W = 1 + int(frac * (n - 2))
+    exact = otprior.ot_window_mass(W, n, rho, certified=True, method="exact")
+    bounds = otprior.ot_window_mass(W, n, rho, certified=True, method="bounds")
+    assert bounds.lo <= exact.lo and exact.hi <= bounds.hi, (W, n, rho, bounds, exact)
