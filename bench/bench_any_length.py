@@ -99,7 +99,7 @@ def sweep_biases(ns, quick):
                 continue
             try:
                 t, m = timed(lambda n=n, enc=enc: enc.window_mass(W, n), 1)
-                route = "direct" if n <= 1 << 22 else "direct head + Theorem 13 tail"
+                route = "direct" if n <= 1 << 16 else "direct head + Theorem 13 tail (direct where the head reaches n)"
                 rows.append(dict(what=f"bias {expr}", n=label(n), route=route, float_s=t, value=float(m)))
             except (ValueError, otprior.PrecisionError) as err:
                 rows.append(dict(what=f"bias {expr}", n=label(n), route=f"refused: {str(err)[:70]}", float_s=None))
