@@ -69,7 +69,7 @@ _MAX_HEAD = 1 << 16  # never reached for alpha > 0 (the head ends by x >= 4 alph
 _NEGLIGIBLE = 2.0**-64
 _DIRECT = 40  # ball route: sums of fewer terms are added directly
 
-__all__ = ["scaled_sum", "anchor_factor", "log_ratio", "power_sum", "arb_sum", "em_bracket_arb"]
+__all__ = ["scaled_sum", "scaled_sum_many", "anchor_factor", "log_ratio", "power_sum", "arb_sum", "em_bracket_arb"]
 
 
 def log_ratio(d, offset: float) -> float:
@@ -128,8 +128,39 @@ class _Anchor:
         return math.exp(-self.alpha * math.log1p(q))
 
 
+def _pow_exact_exponent(num: float, den_hi: float, den_lo: float, alpha: float) -> float:
+    """:math:`(num/(den_{hi}+den_{lo}))^{\\alpha}` for positive ``num``, ``den`` whose quotient is below one.
+
+    The quotient is split as :math:`r\\,2^{e}` with :math:`r = m_o/m_d \\in (1/2, 2)` from the
+    ``frexp`` mantissas and the integer :math:`e = e_o - e_d`, so
+    :math:`r^{\\alpha}2^{e\\alpha}`: the power of ``r`` is one ``pow`` of a base near one
+    (error about one ulp), and :math:`e\\alpha = k + f` is split exactly in rational
+    arithmetic (``alpha`` is a dyadic rational), :math:`2^f = \\exp(f\\ln 2)` with
+    :math:`0 \\le f < 1` (error about one ulp), ``ldexp`` by ``k`` exact. No
+    :math:`\\exp(-y)` with large ``y`` is formed: its relative error would be about
+    :math:`y\\varepsilon` (Theorem 7, ``proofs/log_distance_prior.md``, "the anchor factor").
+    """
+    mo, eo = math.frexp(num)
+    md, ed = math.frexp(den_hi)
+    r = (mo / md) * (1.0 - den_lo / den_hi)
+    e = eo - ed
+    p, q = alpha.as_integer_ratio()  # alpha = p / q, q a power of two
+    k = (e * p) // q  # floor(e alpha), exact
+    f = (e * p - k * q) / q  # in [0, 1), one rounding
+    scale = r**alpha * math.exp(f * math.log(2.0))
+    if k < -1200:
+        return 0.0
+    return math.ldexp(scale, k)
+
+
 def anchor_factor(d0: int, alpha: float, offset: float) -> tuple[float, float]:
-    """``(F, y)`` with :math:`F = ((d_0+o)/o)^{-\\alpha} = e^{-y}`: ``F`` may underflow, ``y`` does not."""
+    """``(F, y)`` with :math:`F = ((d_0+o)/o)^{-\\alpha} = e^{-y}`: ``F`` may underflow, ``y`` does not.
+
+    ``F`` is formed without the :math:`y\\varepsilon` error of ``exp(-y)`` when ``y`` is large:
+    near the anchor (``log(1 + d0/o) <= 1``) as ``exp(-alpha log1p(d0/o))`` (``y <= alpha``,
+    the same ``alpha`` ulps as the power form), otherwise as the power of the quotient
+    :math:`o/(d_0+o)` with its binary exponent split off exactly (:func:`_pow_exact_exponent`).
+    """
     if d0 == 0:
         return 1.0, 0.0
     hi, lo = _two_sum(d0, offset)
@@ -137,11 +168,9 @@ def anchor_factor(d0: int, alpha: float, offset: float) -> tuple[float, float]:
     y = alpha * ratio_log
     if ratio_log <= 1.0:
         return math.exp(-y), y
-    base = offset / hi * (1.0 - lo / hi)
-    if base > 1e-300:
-        with np.errstate(under="ignore"):
-            return float(np.power(base, alpha)), y
-    return math.exp(-y), y
+    if y > 760.0:  # F below the smallest subnormal: only y is used
+        return 0.0, y
+    return _pow_exact_exponent(offset, hi, lo, alpha), y
 
 
 def scaled_sum(d0: int, d1: int, alpha: float, offset: float) -> float:
@@ -183,6 +212,234 @@ def scaled_sum(d0: int, d1: int, alpha: float, offset: float) -> float:
     if k > last:
         return running
     return running + _em_scaled(anchor, k, last, alpha)
+
+
+def scaled_sum_many(d0: int, d1: np.ndarray, alpha: float, offset: float) -> np.ndarray:
+    """:func:`scaled_sum` for one ``d0`` and an array of upper ends ``d1 >= d0 - 1``, in one pass.
+
+    The same sums as the scalar route, term for term: the head of exact terms is formed once
+    (for the largest ``d1``), each ``d1`` inside the head takes its exact prefix (``math.fsum``),
+    and the rest takes the head total plus the order-6 Euler–Maclaurin remainder, evaluated
+    for all ``d1`` at once by numpy (:func:`_em_scaled_many`, the same formula as
+    :func:`_em_scaled`). ``d1`` is an int64 or float64 array (floats above 2**53 are the
+    exact integers they represent).
+    """
+    d1 = np.asarray(d1)
+    out = np.zeros(d1.shape, dtype=float)
+    if d1.size == 0:
+        return out
+    last = d1 - d0 if d1.dtype.kind in "iu" else d1 - float(d0)  # exact below 2**53 (int64), else within an ulp
+    top = int(np.max(last))
+    anchor = _Anchor(d0, alpha, offset)
+    start_em = max(anchor.hi + _HEAD, 4.0 * alpha + _HEAD)
+    terms: list = []
+    running = 0.0
+    k = 0
+    negligible = False
+    while k <= top:
+        x = anchor.hi + k
+        if x >= start_em and k >= _HEAD:
+            break
+        if alpha > 1.0 and running > 0.0:
+            if anchor.term(k) * (1.0 + x / (alpha - 1.0)) <= _NEGLIGIBLE * running:
+                negligible = True
+                break
+        if k >= _MAX_HEAD:
+            break
+        needed = max(_HEAD - k, math.ceil(start_em - x), 1) if math.isfinite(start_em - x) else _CHUNK
+        count = min(_CHUNK, top - k + 1, needed)
+        if count <= 32:
+            terms.extend(anchor.term(j) for j in range(k, k + count))
+        else:
+            terms.extend(anchor.terms(np.arange(k, k + count, dtype=float)).tolist())
+        running = math.fsum(terms)
+        k += count
+    inside = last < k  # the sum ends within the exact head
+    if np.any(inside):
+        lasts = last[inside]
+        uniq, inverse = np.unique(lasts, return_inverse=True)
+        prefix = np.array([math.fsum(terms[: int(v) + 1]) if v >= 0 else 0.0 for v in uniq])
+        out[inside] = prefix[inverse]
+    rest = ~inside
+    if np.any(rest):
+        if negligible:
+            out[rest] = running
+        else:
+            out[rest] = running + _em_scaled_many(anchor, k, last[rest], alpha)
+    return out
+
+
+_VEC_HEAD = 512  # longest exact head of the fully vectorised route (alpha <= 124 always fits)
+_SPLIT = 134217729.0  # 2^27 + 1, Dekker's splitting constant
+
+
+def _two_product(a: np.ndarray, b: np.ndarray):
+    """``a * b = p + e`` exactly (Dekker; no FMA needed), element-wise."""
+    p = a * b
+    t = _SPLIT * a
+    ah = t - (t - a)
+    al = a - ah
+    t = _SPLIT * b
+    bh = t - (t - b)
+    bl = b - bh
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, e
+
+
+def anchor_factor_many(d0: np.ndarray, alpha: np.ndarray, offset: np.ndarray):
+    """:func:`anchor_factor` element-wise for int64 ``d0 < 2**53`` (same two forms).
+
+    The power form: ``(o/(d0+o))^alpha = r^alpha 2^(e alpha)`` with ``r`` the quotient of the
+    ``frexp`` mantissas and ``e alpha = k + f`` formed exactly as a two-product (Dekker), so no
+    ``exp(-y)`` with large ``y`` is taken."""
+    d0f = d0.astype(float)
+    hi = d0f + offset
+    bb = hi - d0f
+    lo = (d0f - (hi - bb)) + (offset - bb)
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        q = d0f / offset
+        ratio_log = np.where(q < 1e300, np.log1p(np.minimum(q, 1e300)), np.log(d0f) - np.log(offset) + np.log1p(offset / d0f))
+        y = alpha * ratio_log
+        near = np.exp(-y)
+        mo, eo = np.frexp(offset)
+        md, ed = np.frexp(hi)
+        r = (mo / md) * (1.0 - lo / hi)
+        e = (eo - ed).astype(float)
+        p_hi, p_lo = _two_product(e, alpha)
+        k = np.floor(p_hi)
+        f = (p_hi - k) + p_lo  # in (-eps, 1 + eps): exp handles either side
+        scale = r**alpha * np.exp(f * math.log(2.0))
+        kk = np.clip(k, -2000, 2000).astype(np.int64)
+        far = np.where(k < -1200, 0.0, np.ldexp(scale, kk))
+    F = np.where(d0 == 0, 1.0, np.where(ratio_log <= 1.0, near, np.where(y > 760.0, 0.0, far)))
+    return F, np.where(d0 == 0, 0.0, y)
+
+
+def scaled_sum_vec(d0: np.ndarray, d1: np.ndarray, alpha: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """:func:`scaled_sum` element-wise over arrays (int64 ``0 <= d0 <= d1 + 1``, ``d1 < 2**53``).
+
+    The same route per element: exact terms (the anchor's two forms) until
+    ``x >= max(x_a + 16, 4 alpha + 16)`` and at least 16 terms, summed with Kahan compensation
+    over the element vector, then the order-6 Euler–Maclaurin remainder of :func:`_em_scaled`.
+    Elements whose head would exceed 512 terms (``alpha`` above about 124) are not handled:
+    the caller routes them to :func:`scaled_sum` (``NaN`` marks them).
+    """
+    last = d1 - d0  # number of terms - 1
+    d0f = d0.astype(float)
+    x_a = d0f + offset
+    bb = x_a - d0f
+    lo = (d0f - (x_a - bb)) + (offset - bb)
+    corr = 1.0 - lo / x_a
+    start_em = np.maximum(x_a + _HEAD, 4.0 * alpha + _HEAD)
+    with np.errstate(over="ignore", invalid="ignore"):
+        need = np.maximum(float(_HEAD), np.ceil(start_em - x_a))
+    K = np.minimum(last + 1, np.where(np.isfinite(need), np.minimum(need, 1e18), 1e18).astype(np.int64))
+    K = np.maximum(K, 0)
+    bad = K > _VEC_HEAD
+    Kc = np.where(bad, 0, K)
+    kmax = int(Kc.max()) if Kc.size else 0
+    total = np.zeros(d0.shape)
+    comp = np.zeros(d0.shape)
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        for k in range(kmax):
+            on = k < Kc
+            qk = (k / x_a) * corr
+            safe = qk < 1e300
+            lq = np.where(safe, np.log1p(np.where(safe, qk, 0.0)), math.log(k) - np.log(x_a) if k > 0 else 0.0)
+            base = 1.0 / (1.0 + qk)
+            far = np.power(np.maximum(base, 1e-300), alpha)
+            term = np.where((qk > math.e - 1.0) & (base > 1e-300) & safe, far, np.exp(-alpha * lq))
+            term = np.where(on, term, 0.0)
+            yk = term - comp  # Kahan: the running sum of positive terms to about one ulp
+            t = total + yk
+            comp = (t - total) - yk
+            total = t
+        rest = (~bad) & (Kc <= last)
+        if np.any(rest):
+            ks = Kc[rest].astype(float)
+            kb = last[rest].astype(float)
+            a = alpha[rest]
+            xs = x_a[rest] + ks
+            xb = x_a[rest] + kb
+            cr = corr[rest]
+
+            def term_at(k, xa, al, c):
+                qv = (k / xa) * c
+                base = 1.0 / (1.0 + qv)
+                far = np.power(np.maximum(base, 1e-300), al)
+                lq = np.where(qv < 1e300, np.log1p(np.minimum(qv, 1e300)), np.log(k) - np.log(xa))
+                return np.where((qv > math.e - 1.0) & (base > 1e-300) & (qv < 1e300), far, np.exp(-al * lq))
+
+            fs = term_at(ks, x_a[rest], a, cr)
+            fb = term_at(kb, x_a[rest], a, cr)
+            L = np.log1p((last[rest] - Kc[rest]).astype(float) / xs)
+            u = (1.0 - a) * L
+            small = np.abs(u) <= 1.0
+            ratio = np.where(u == 0.0, 1.0, np.expm1(np.where(small, u, 0.0)) / np.where(small & (u != 0.0), u, 1.0))
+            integral = np.where(
+                small,
+                xs * fs * L * ratio,
+                np.where(
+                    u > 1.0,
+                    xb * fb * -np.expm1(-np.where(u > 1.0, u, 0.0)) / (1.0 - a),
+                    xs * fs * -np.expm1(np.where(u < -1.0, u, 0.0)) / (a - 1.0),
+                ),
+            )
+            em = integral + 0.5 * (fs + fb)
+            rs = np.ones_like(xs)
+            rb = np.ones_like(xb)
+            nxt = 0.0
+            for j in range(1, _ORDER + 2):
+                for i in (2 * j - 3, 2 * j - 2) if j > 1 else (0,):
+                    rs = rs * ((a + i) / xs)
+                    rb = rb * ((a + i) / xb)
+                term = _B2J_OVER_FACT[j - 1] * (-rb * fb + rs * fs)
+                if j <= _ORDER:
+                    em = em + term
+                else:
+                    nxt = term
+            total[rest] = total[rest] + (em + 0.5 * nxt)
+    total[bad] = np.nan
+    return total
+
+
+def _em_scaled_many(anchor: _Anchor, ks: int, kb: np.ndarray, alpha: float) -> np.ndarray:
+    """:func:`_em_scaled` for an array of upper ends ``kb`` (Theorem 8, order 6), in numpy."""
+    kbf = kb.astype(float)
+    x_s = anchor.hi + float(ks)
+    x_b = anchor.hi + kbf
+    f_s = anchor.term(ks)
+    f_b = anchor.terms(kbf)
+    diff = kb - ks if kb.dtype.kind in "iu" else kbf - float(ks)
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        L = np.log1p(diff.astype(float) / x_s)
+        u = (1.0 - alpha) * L
+        au = np.abs(u)
+        small = au <= 1.0
+        ratio = np.where(u == 0.0, 1.0, np.expm1(np.where(small, u, 0.0)) / np.where(small & (u != 0.0), u, 1.0))
+        integral = np.where(
+            small,
+            x_s * f_s * L * ratio,
+            np.where(
+                u > 1.0,
+                x_b * f_b * -np.expm1(-np.where(u > 1.0, u, 0.0)) / (1.0 - alpha),
+                x_s * f_s * -np.expm1(np.where(u < -1.0, u, 0.0)) / (alpha - 1.0),
+            ),
+        )
+        total = integral + 0.5 * (f_s + f_b)
+        rs = 1.0
+        rb = np.ones_like(x_b)
+        nxt = 0.0
+        for j in range(1, _ORDER + 2):
+            for i in (2 * j - 3, 2 * j - 2) if j > 1 else (0,):
+                rs *= (alpha + i) / x_s
+                rb = rb * ((alpha + i) / x_b)
+            term = _B2J_OVER_FACT[j - 1] * (-rb * f_b + rs * f_s)
+            if j <= _ORDER:
+                total = total + term
+            else:
+                nxt = term
+    return total + 0.5 * nxt
 
 
 def _em_scaled(anchor: _Anchor, ks: int, kb: int, alpha: float) -> float:

@@ -635,7 +635,7 @@ def _save_figure(drawn, path: Path, dpi=150) -> None:
 
 
 def _cmd_prior(args):
-    from .ot_prior import ot_prior, ot_window_law, ot_window_mass
+    from .ot_prior import ot_prior, ot_window_law
 
     limits.check_allocation(PRIOR_BYTES_PER_ENTRY * args.n, "n", args.n)
     if args.full:
@@ -646,7 +646,8 @@ def _cmd_prior(args):
     result = ot_prior(args.n, args.rho)
     prior = result.prior
     windows = [w for w in (1, 4, 16, 64, 256, 1024) if w <= args.n]
-    rows = [{"window": w, "mass": ot_window_mass(w, args.n, args.rho), "law": ot_window_law(w, args.n, args.rho)} for w in windows]
+    # the masses of the prior just solved (sums of positive terms), not a second solve or the bounds route
+    rows = [{"window": w, "mass": math.fsum(prior[:w].tolist()), "law": ot_window_law(w, args.n, args.rho)} for w in windows]
     payload = {"n": args.n, "rho": args.rho, "c": result.c, "log_error_bound": result.log_error_bound, "windows": rows}
     lines = [
         f"constant-score prior of causal OT attention, n = {args.n}, rho = {args.rho}",
@@ -664,6 +665,11 @@ def _cmd_prior(args):
         payload["plot"] = str(args.plot)
         lines.append(f"plot written to {args.plot}")
     return payload, lines
+
+
+def _show_length(n):
+    """A length as printed: exact below 1e18, else as a double (the exact integer is in the JSON)."""
+    return str(n) if n < 10**18 else f"{float(n):.6g}"
 
 
 MASS_ROW_WEIGHT = 100  # items of the item cap one row of `otprior mass` counts for
@@ -718,7 +724,7 @@ def _masses(args, name, enc):
             if h.score_bound:
                 row["distant_mass_range"] = [float(x) for x in h.distant_mass_range(args.window, n)]
             rows.append(row)
-            text = f"{'head ' + str(head) + '  ' if multi else ''}n = {n:<8} window mass {row['window_mass']:.16g}   distant mass {row['distant_mass']:.16g}"
+            text = f"{'head ' + str(head) + '  ' if multi else ''}n = {_show_length(n):<8} window mass {row['window_mass']:.16g}   distant mass {row['distant_mass']:.16g}"
             if "window_mass_bounds" in row:
                 lo, hi = row["window_mass_bounds"]
                 text += f"\n{'':8}certified {lo:.16g} <= m <= {hi:.16g}"
@@ -982,6 +988,8 @@ def _cmd_intervene(args):
 
 _JSON_HELP = 'strict JSON output (non-finite numbers as the strings "Infinity", "-Infinity", "NaN")'
 _LENGTH = _int_type(1, MAX_LENGTH)
+# `otprior mass`: every length up to the double 1e300 as an exact integer (the library answers them all)
+_ANY_LENGTH = _int_type(1, int(1e300))
 
 
 def _add_margin(command):
@@ -1064,8 +1072,8 @@ def _add_classify(command):
 def _add_mass(command):
     def common(e, enc):
         g = e.add_argument_group("masses")
-        g.add_argument("--window", type=_LENGTH, required=True, help="window W")
-        g.add_argument("--n", type=_LENGTH, nargs="+", required=True, help="context lengths n >= W (1e12 accepted)")
+        g.add_argument("--window", type=_ANY_LENGTH, required=True, help="window W")
+        g.add_argument("--n", type=_ANY_LENGTH, nargs="+", required=True, help="context lengths n >= W (1e12 and up to 1e300 accepted)")
         if enc == "log-distance":
             g.add_argument("--dps", type=_int_type(1, 10_000), help="also print the window mass to this many digits (mpmath)")
         g.add_argument("--json", action="store_true", help=_JSON_HELP)

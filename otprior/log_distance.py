@@ -34,7 +34,15 @@ import mpmath
 import numpy as np
 
 from ._balls import Enclosure, EnclosureArray, arb_precision, enclosure_from_arb, enclosure_from_ends, is_tight
-from ._power_sums import anchor_factor, arb_sum, em_bracket_arb, scaled_sum
+from ._power_sums import (
+    anchor_factor,
+    anchor_factor_many,
+    arb_sum,
+    em_bracket_arb,
+    scaled_sum,
+    scaled_sum_many,
+    scaled_sum_vec,
+)
 from ._validation import DomainError, PrecisionError, check_int, check_real
 from .content_bound import MAX_SCORE_BOUND, content_band_balls
 
@@ -140,6 +148,137 @@ def _float_masses(window, n, alpha, offset):
     return 1.0 / (1.0 + r), r / (1.0 + r)
 
 
+def _fast_arrays(window, n, alpha, offset):
+    """The broadcast numeric arrays ``(W, n, alpha, offset)`` when every element is valid and
+    the lengths are machine integers (int64/uint64, or integral floats up to 2**53), else ``None``
+    (the element-wise route then answers, or raises the element's own error)."""
+    try:
+        arrs = [np.asarray(x) for x in (window, n, alpha, offset)]
+    except (ValueError, TypeError):
+        return None
+    for a in arrs:
+        if a.dtype.kind not in "iuf" or a.dtype == np.bool_:
+            return None
+    W, N, A, Off = arrs
+    try:
+        W, N, A, Off = np.broadcast_arrays(W, N, A, Off)
+    except ValueError:
+        return None
+    ints = []
+    for a in (W, N):
+        if a.dtype.kind == "f":
+            if not (np.all(np.isfinite(a)) and np.all(a == np.floor(a)) and np.all(np.abs(a) <= 2.0**53)):
+                return None
+            a = a.astype(np.int64)
+        elif a.dtype.kind == "u" and a.dtype.itemsize == 8:
+            if a.size and a.max() > np.iinfo(np.int64).max:
+                return None
+            a = a.astype(np.int64)
+        else:
+            a = a.astype(np.int64)
+        ints.append(a)
+    W, N = ints
+    A = A.astype(float)
+    Off = Off.astype(float)
+    with np.errstate(invalid="ignore"):
+        ok = (
+            np.all(W >= 1)
+            and np.all(N >= W)
+            and np.all((A > 0.0) & (A <= MAX_ALPHA))
+            and np.all((Off >= MIN_OFFSET) & (Off <= MAX_OFFSET))
+        )
+    return (W, N, A, Off) if ok else None
+
+
+def _combine(head, tail, factor, y):
+    """``(m, D)`` from the scaled sums and the anchor factor, as :func:`_float_masses` does."""
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        t = factor * tail
+        m1, D1 = head / (head + t), t / (head + t)
+        log_ratio = np.log(head) - np.log(tail) + y
+        r = np.where(log_ratio > -700.0, np.exp(-np.maximum(log_ratio, -700.0)), np.inf)
+        fin = np.isfinite(r)
+        rr = np.where(fin, r, 0.0)
+        m2 = np.where(fin, 1.0 / (1.0 + rr), 0.0)
+        D2 = np.where(fin, rr / (1.0 + rr), 1.0)
+    use_first = factor > 1e-290
+    return np.where(use_first, m1, m2), np.where(use_first, D1, D2)
+
+
+def _float_masses_vec(W, N, A, Off, shape):
+    """``(m, D)`` for arrays of distinct ``(window, alpha, offset)``: one vectorised pass over all
+    elements (``scaled_sum_vec``, ``anchor_factor_many``), element-wise where a head is too long;
+    ``None`` when a length exceeds 2**53 (then the element-wise route answers)."""
+    if W.size and int(N.max()) >= 1 << 53:
+        return None
+    m = np.ones(W.size)
+    D = np.zeros(W.size)
+    part = N > W
+    if np.any(part):
+        w, n, a, o = W[part], N[part], A[part], Off[part]
+        head = scaled_sum_vec(np.zeros_like(w), w - 1, a, o)
+        tail = scaled_sum_vec(w, n - 1, a, o)
+        factor, y = anchor_factor_many(w, a, o)
+        mp, Dp = _combine(head, tail, factor, y)
+        redo = np.flatnonzero(np.isnan(head) | np.isnan(tail))
+        for i in redo:  # heads beyond the vectorised cap: the scalar route
+            mp[i], Dp[i] = _float_masses(int(w[i]), int(n[i]), float(a[i]), float(o[i]))
+        m[part], D[part] = mp, Dp
+    return m.reshape(shape), D.reshape(shape)
+
+
+def _float_masses_many(W, N, A, Off):
+    """``(m, D)`` arrays of :func:`_float_masses` over validated broadcast arrays, one numpy pass
+    per distinct ``(window, alpha, offset)`` (the sums over the lengths by ``scaled_sum_many``);
+    ``None`` when most triples are distinct (the element-wise route is then faster)."""
+    shape = W.shape
+    W, N, A, Off = (x.ravel() for x in (W, N, A, Off))
+    m = np.empty(W.size)
+    D = np.empty(W.size)
+    single = W.size and all(x.min() == x.max() for x in (W, A, Off))
+    if single:  # one (window, alpha, offset): no grouping
+        uniq, order, bounds = [None], np.arange(W.size), [0, W.size]
+    elif W.size:
+        keys = np.stack([W.astype(float), A, Off], axis=1)
+        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+        if len(uniq) > max(8, W.size // 4):
+            # mostly distinct (window, alpha, offset): every element in one vectorised pass
+            return _float_masses_vec(W, N, A, Off, shape)
+        inverse = inverse.ravel()
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
+    else:
+        uniq, order, bounds = [], np.zeros(0, dtype=int), [0]
+    for g in range(len(uniq)):
+        sel = order[bounds[g] : bounds[g + 1]]
+        w, alpha, offset = int(W[sel[0]]), float(A[sel[0]]), float(Off[sel[0]])
+        nn = N[sel]
+        full = nn == w
+        m_g = np.ones(sel.size)
+        D_g = np.zeros(sel.size)
+        part = ~full
+        if np.any(part):
+            head = scaled_sum(0, w - 1, alpha, offset)
+            tail = scaled_sum_many(w, nn[part] - 1, alpha, offset)
+            factor, y = anchor_factor(w, alpha, offset)
+            if factor > 1e-290:
+                t = factor * tail
+                m_g[part] = head / (head + t)
+                D_g[part] = t / (head + t)
+            else:  # as _float_masses: H/T = e^(log h - log t + y), formed in logarithms
+                log_ratio = math.log(head) - np.log(tail) + y
+                with np.errstate(over="ignore", under="ignore"):
+                    r = np.where(log_ratio > -700.0, np.exp(-np.maximum(log_ratio, -700.0)), np.inf)
+                    fin = np.isfinite(r)
+                    m_p = np.where(fin, 1.0 / (1.0 + np.where(fin, r, 0.0)), 0.0)
+                    D_p = np.where(fin, np.where(fin, r, 0.0) / (1.0 + np.where(fin, r, 0.0)), 1.0)
+                m_g[part] = m_p
+                D_g[part] = D_p
+        m[sel] = m_g
+        D[sel] = D_g
+    return m.reshape(shape), D.reshape(shape)
+
+
 # ---------------------------------------------------------------------------------------
 # ball route
 
@@ -192,13 +331,11 @@ def _enclosure(kind, window, n, alpha, offset, score_bound, order):
     ball, prec = _mass_ball(kind, window, n, alpha, offset, score_bound=B, order=order)
     with arb_precision(prec):
         enc = enclosure_from_ends(*ball) if isinstance(ball, tuple) else enclosure_from_arb(ball)
-    # the enclosure is widened to hold the float route's value too (a hull of a proved
-    # enclosure and any point is still proved), so the float result always lies inside it;
-    # a mass lies in [0, 1]: intersecting with it keeps the enclosure proved
-    v = _float_masses(window, n, alpha, offset)[0 if kind == "window" else 1]
-    lo, hi = min(enc.lo, v), max(enc.hi, v)
-    rad = max(enc.rad, abs(v - enc.mid))
-    return Enclosure(lo=max(0.0, lo), hi=min(1.0, hi), mid=enc.mid, rad=math.nextafter(rad, math.inf) if rad else rad)
+    # a mass lies in [0, 1]: intersecting the proved enclosure with it keeps it proved. The
+    # enclosure is the ball's (relative radius below 2^-62, rounded outward to doubles):
+    # it is not widened to hold the float route's value, which is within its own stated
+    # error of the ball instead (Theorem 7, proofs/log_distance_prior.md)
+    return Enclosure(lo=max(0.0, enc.lo), hi=min(1.0, enc.hi), mid=enc.mid, rad=enc.rad)
 
 
 def _mp_mass(kind, window, n, alpha, offset, dps):
@@ -255,7 +392,7 @@ def window_mass(window, n, alpha, *, offset=1.0, dps=None):
     ball on seeded random grids (worst found :math:`1.22\\,\\varepsilon(1 + |\\ln m|)`,
     ``tests/test_log_distance_rigour.py``); results below :math:`2^{-1022}` carry absolute
     error :math:`2^{-1074}`. The proved value is :func:`window_mass_bounds`, whose
-    enclosure also contains this float.
+    enclosure (relative width at most :math:`2^{-61}`) is not widened to hold this float.
 
     Examples
     --------
@@ -268,7 +405,7 @@ def window_mass(window, n, alpha, *, offset=1.0, dps=None):
     """
     if dps is not None:
         return _broadcast(lambda w, m, a, o: _mp_mass("window", w, m, a, o, dps), _NAMES, (window, n, alpha, offset), "object")
-    return _broadcast(lambda w, m, a, o: _float_masses(w, m, a, o)[0], _NAMES, (window, n, alpha, offset))
+    return _masses_route(0, window, n, alpha, offset)
 
 
 def distant_mass(window, n, alpha, *, offset=1.0, dps=None):
@@ -286,10 +423,22 @@ def distant_mass(window, n, alpha, *, offset=1.0, dps=None):
     """
     if dps is not None:
         return _broadcast(lambda w, m, a, o: _mp_mass("distant", w, m, a, o, dps), _NAMES, (window, n, alpha, offset), "object")
-    return _broadcast(lambda w, m, a, o: _float_masses(w, m, a, o)[1], _NAMES, (window, n, alpha, offset))
+    return _masses_route(1, window, n, alpha, offset)
 
 
 _NAMES = ("window", "n", "alpha", "offset")
+
+
+def _masses_route(which, window, n, alpha, offset):
+    """The float route: vectorised over arrays of machine integers, element-wise otherwise."""
+    args = (window, n, alpha, offset)
+    if any(_is_array(a) for a in args):
+        fast = _fast_arrays(*args)
+        if fast is not None:
+            out = _float_masses_many(*fast)
+            if out is not None:
+                return out[which]
+    return _broadcast(lambda w, m, a, o: _float_masses(w, m, a, o)[which], _NAMES, args)
 
 
 def window_mass_bounds(window, n, alpha, *, offset=1.0, order=None):
@@ -309,8 +458,9 @@ def window_mass_bounds(window, n, alpha, *, offset=1.0, order=None):
     Returns
     -------
     Enclosure
-        ``lo <= m <= hi`` proved (ball end points rounded outward to doubles, widened to
-        hold the float route's :func:`window_mass` too, then intersected with [0, 1]);
+        ``lo <= m <= hi`` proved (ball end points rounded outward to doubles, then
+        intersected with [0, 1]; the float route's :func:`window_mass` lies within its
+        stated error of ``mid``, not necessarily inside);
         ``mid`` is the ball's midpoint and ``rad`` covers both; ``as_dict()``.
         Unpacks as ``(lo, hi)``. An :class:`~otprior._balls.EnclosureArray` for array input.
 

@@ -127,6 +127,9 @@ class _Record:
     log_up: flint.arb  # log of the factor of G that increases in alpha
     log_down: flint.arb  # log of the product of the factors that decrease
     prec: int
+    # the second split of Lemma 9a(iii): G = F1 F2, F1 increasing, F2 = P/(T_{L1} + H/k) decreasing
+    log_up2: flint.arb = None
+    log_down2: flint.arb = None
 
 
 class _Growth:
@@ -183,20 +186,37 @@ class _Growth:
         up = H / (T1 + H / k)
         down = P / T0 if self.relative else P / T0 * (T0 / (T0 + k * H))
         G = up * down
+        # Lemma 9a(iii): where G is close to its limit the factors of (ii) vary much faster than G
+        up2 = H / T0 if self.relative else H / (T0 + k * H)
+        down2 = P / (T1 + H / k)
         if not (G > 0):
             nan = flint.arb("nan")
-            return _Record(phi=nan, d0=d0, d1=d1, growth=G, log_up=nan, log_down=nan, prec=prec)
-        return _Record(phi=G.log(), d0=d0, d1=d1, growth=G, log_up=up.log(), log_down=down.log(), prec=prec)
+            return _Record(phi=nan, d0=d0, d1=d1, growth=G, log_up=nan, log_down=nan, prec=prec, log_up2=nan, log_down2=nan)
+        return _Record(
+            phi=G.log(),
+            d0=d0,
+            d1=d1,
+            growth=G,
+            log_up=up.log(),
+            log_down=down.log(),
+            prec=prec,
+            log_up2=up2.log() if up2 > 0 else flint.arb("nan"),
+            log_down2=down2.log() if down2 > 0 else flint.arb("nan"),
+        )
 
     def interval_bound(self, a, b, ra, rb) -> flint.arb:
-        """Ball containing an upper bound on max phi over [a, b] (Lemma 9a): the smaller of
-        the Lipschitz bound ``(phi+(a) + phi+(b)) / 2 + Lambda (b - a)`` and the monotone
-        bound ``log A(b) + log (G/A)(a)``."""
+        """Ball containing an upper bound on max phi over [a, b] (Lemma 9a): the smallest of
+        the Lipschitz bound ``(phi+(a) + phi+(b)) / 2 + Lambda (b - a)`` and the two monotone
+        bounds ``log A(b) + log (G/A)(a)`` and ``log F1(b) + log F2(a)`` (part iii)."""
         with arb_precision(max(ra.prec, rb.prec, 128)):
             width = arb_from_float(b) - arb_from_float(a)
             lipschitz = ((ra.phi.upper() + rb.phi.upper()) / 2 + self.lipschitz * width / 2).upper()
-            monotone = (rb.log_up.upper() + ra.log_down.upper()).upper()
-            return lipschitz if lipschitz < monotone else monotone
+            best = lipschitz
+            for bound in (rb.log_up.upper() + ra.log_down.upper(), rb.log_up2.upper() + ra.log_down2.upper()):
+                bound = bound.upper()
+                if bound.is_finite() and bound < best:
+                    best = bound
+            return best
 
     def decreasing_upper(self, alpha: float) -> flint.arb:
         """Lemma 9b: a closed-form upper bound on G for alpha > 1, decreasing in alpha.
@@ -214,8 +234,11 @@ class _Growth:
             k = (2 * arb_from_float(self.B)).exp()
             if not self.relative:
                 return k * rho
-            ratio_t = one + flint.arb(self.L1 - self.L0) * (xw / (flint.arb(self.L0) + o)) ** a
-            return ratio_t * (k * rho + k * k) - one
+            # (1 + s)(k rho + k^2) - 1 = s (k rho + k^2) + k rho + expm1(4B), with
+            # s = (L1 - L0)((W + o)/(L0 + o))^alpha: a sum of non-negative terms, so no
+            # cancellation however small the tolerance (Lemma 9b, proofs/margin_selection.md)
+            s = flint.arb(self.L1 - self.L0) * (xw / (flint.arb(self.L0) + o)) ** a
+            return s * (k * rho + k * k) + k * rho + (4 * arb_from_float(self.B)).expm1()
 
 
 def _certainly_at_most(x: flint.arb, level: flint.arb) -> bool:

@@ -468,8 +468,12 @@ def _certified_result(n, rho, dps, float_res, log10_condition=None):
     log_c0 = float_res[1]
     if log10_condition is None:
         log10_condition = -float(float_res[0][-1]) / math.log(10.0)
-    entries, _, cball, bits = _certified_prior(n, rho, log_c0, log10_condition, dps)
+    entries, ratios, cball, bits = _certified_prior(n, rho, log_c0, log10_condition, dps)
     encl = [enclosure_from_arb(e) for e in entries]
+    with arb_precision(bits):
+        # the conditioning as measured on the proved balls: log10(Phi_n / Phi_1)
+        if n >= 1 and ratios[1] > 0:
+            log10_condition = -float(ratios[1].log().mid()) / math.log(10.0)
     import mpmath
 
     ctx = mpmath.MPContext()
@@ -490,7 +494,9 @@ def _certified_result(n, rho, dps, float_res, log10_condition=None):
         log_prior=log_prior,
         log_c=log_c,
         iterations=0,
-        log_error_bound=2.0 * err,
+        # the balls' relative radius (2 err in the logarithm), plus the rounding of the
+        # returned doubles: prior = mid (half an ulp, relative) and log_prior (half an ulp of |log|)
+        log_error_bound=2.0 * err + _EPS * (1.0 + float(np.max(np.abs(log_prior[np.isfinite(log_prior)]), initial=0.0))),
         log10_condition=log10_condition,
         certified=True,
         lo=lo,
@@ -514,6 +520,20 @@ def _solve_or_recur(n, rho, dual_tol, max_iter):
     """
     budget = max_iter if (1.0 - rho) > 1e-4 else min(max_iter, 2000)
     limit = max(_VOUCH_LOG_ERROR, float(dual_tol))
+    # decided before any work: the double route's stated error is at least its rounding
+    # floor over 1 - rho (the residual cannot fall below one sweep's rounding); where that
+    # exceeds the vouching level the certified recurrence is needed, and where even its
+    # fewest passes at 64 bits exceed the work cap, the call is refused at once
+    floor = 4.0 * (math.isqrt(max(n - 1, 0)) + 3) * _EPS / (1.0 - rho)
+    if floor > limit and n * 64.0 * _MIN_PASSES > _MAX_TOTAL_WORK:
+        raise DomainError(
+            "rho",
+            rho,
+            f"values where the OT prior at n={n} can be computed: the double-precision route cannot "
+            f"vouch for a log-error below {floor:.3g} (> {limit:.3g}) and the certified recurrence needs "
+            f"at least {n * 64.0 * _MIN_PASSES:.3g} units of work (cap {_MAX_TOTAL_WORK:.3g}); "
+            "ot_window_mass and ot_dilution_bound answer at any n and rho (proved bounds)",
+        )
     try:
         res = _float_prior(n, rho, dual_tol, budget)
     except ConvergenceError as err:
@@ -528,9 +548,12 @@ def _solve_or_recur(n, rho, dual_tol, max_iter):
         y = None
         why = f"the double-precision route can only vouch for a log-error of {res[3]:.3g} (> {limit:.3g})"
     if y is not None:
-        _, L1 = _sweep(y, rho)
-        log_c = float(L1[-1] / (1.0 - rho))
-        cond = -float(y[0] - L1[-1]) / math.log(10.0)
+        # an unconverged sweep says nothing reliable about c or the conditioning (at n = 16,
+        # rho = 1 - 1e-6 it suggested 976 digits for a true 56): start from the proved lower
+        # bound c >= n and no extra digits, and let the sign test raise the precision where a
+        # sign is undecided (the same inputs always take the same steps)
+        log_c = math.log(n)
+        cond = 0.0
     else:
         log_c = res[1]
         cond = -float(res[0][-1]) / math.log(10.0)
@@ -650,36 +673,207 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
 # --- masses and bounds -----------------------------------------------------------------------
 
 
+_MAX_LENGTH = int(1e300)  # the double 1e300 as an exact integer: every n up to it is answered
+# exact routes up to these lengths (above: the proved bounds of Theorem 4 and Lemma 4.1,
+# proofs/ot_asymptotics.md); the exact route is O(n) and its cost grows as rho -> 1
+_EXACT_FLOAT_MAX = 1 << 16
+_EXACT_CERT_MAX = 1 << 14
+# windows up to this size are mapped through the exact W-step backward recurrence
+# (Lemma 4.2); larger windows use the closed forms of Theorem 4(i)
+_RECUR_W_MAX = 1 << 12
+# below this 1 - rho the exact route's sweeps and bits grow without a usable a-priori estimate
+_EXACT_MIN_Q = 1e-4
+# ... except for short prefixes, where the certified recurrence answers within its caps
+_EXACT_NEAR_ONE_MAX = 256
+ROUTES = ("exact", "exact-rho0", "bounds")
+
+
 def _broadcast_ints(window, n):
-    w = np.asarray(window)
-    nn = np.asarray(n)
-    for name, arr, raw in (("window", w, window), ("n", nn, n)):
-        if arr.dtype == object or arr.dtype.kind not in "iuf" or arr.dtype == np.bool_:
-            raise DomainError(name, raw, "integers (or arrays of integers) at least 1")
-    return np.broadcast_arrays(w, nn)
+    """``(window, n)`` broadcast as object arrays of exact Python ints, ``1 <= window <= n <= 1e300``.
+
+    Python ints, numpy integers, integral floats and object arrays of them are taken
+    exactly (``check_int``); the error names the parameter, its value and the domain.
+    """
+    arrays = []
+    for name, raw in (("window", window), ("n", n)):
+        try:
+            arr = np.asarray(raw, dtype=object)
+        except ValueError:
+            raise DomainError(name, raw, "integers (or rectangular arrays of integers) at least 1") from None
+        arrays.append(arr)
+    try:
+        w, nn = np.broadcast_arrays(*arrays)
+    except ValueError:
+        raise DomainError("window", window, f"an array whose shape broadcasts with n's {np.shape(arrays[1])}") from None
+    wo = np.empty(w.shape, dtype=object)
+    no = np.empty(w.shape, dtype=object)
+    for index in np.ndindex(w.shape):
+        nk = check_int(nn[index], "n", minimum=1, maximum=_MAX_LENGTH)
+        no[index] = nk
+        wo[index] = check_int(w[index], "window", minimum=1, maximum=nk)
+    return wo, no
 
 
 def _scalar_or_array(out, shape):
-    return float(out.reshape(())) if shape == () else out.reshape(shape)
+    if shape == ():
+        return out.reshape(())[()] if out.dtype == object else float(out.reshape(()))
+    return out.reshape(shape)
 
 
-def ot_window_mass(window, n, rho, *, certified=False):
+def _c_bounds_arb(n, r):
+    """Proved ``(c_lo, c_hi)`` with ``c_lo <= c_n <= c_hi`` as balls (Lemma 4.1, proofs/ot_asymptotics.md).
+
+    ``c_n >= n`` (Theorem 4(iii), Jensen) and ``c_n^{1-rho} <= H_n^{(rho)}``.
+    """
+    import flint
+
+    q = 1 - r
+    H = _power_sum_arb(n, r)
+    return flint.arb(n), (H.log() / q).exp()
+
+
+def _window_from_c_arb(W, c, r):
+    """``1 - Phi_{t-W}(c)/c`` by W steps of Theorem 2's backward recurrence (Lemma 4.2), a ball.
+
+    The recurrence started at ``Phi_t = c`` does not involve ``t``. Returns ``None`` when
+    a ``Phi_k`` is not proved positive along the way.
+    """
+    import flint
+
+    phi = c
+    psi = flint.arb(0)
+    total = flint.arb(0)  # sum of the W newest v_k: m = total / c, no cancellation when m is tiny
+    mr = -r
+    for _ in range(int(W)):
+        psi += 1 / phi
+        v = psi**mr
+        total += v
+        phi = phi - v
+        if not phi > 0:
+            return None
+    return total / c
+
+
+def _window_from_c_float(W, c, rho):
+    phi, psi, total = c, 0.0, 0.0
+    for _ in range(int(W)):
+        psi += 1.0 / phi
+        v = psi ** (-rho)
+        total += v
+        phi -= v
+        if not phi > 0.0:
+            return math.nan
+    return total / c
+
+
+def _bounds_mass_arb(W, n, rho):
+    """Proved enclosure of ``m_n(W; rho)`` at any ``n`` from bounds on ``c_n`` (route ``"bounds"``).
+
+    Lemma 4.2 (proofs/ot_asymptotics.md): ``m = 1 - N_{n-W}(c_n)`` is decreasing in ``c``
+    (Lemma 2.1), so ``[f_W(c_hi), f_W(c_lo)]`` with ``f_W`` the W-step recurrence; for large
+    windows Theorem 4(i)'s closed forms at both ends; always ``W/n <= m <= H_W n^{rho-1}``
+    (the prior decreases in ``d``; Theorem 4(iii)). Returns ``(lo, hi)`` as floats rounded outward.
+    """
+    import flint
+
+    if W >= n:
+        return 1.0, 1.0
+    with arb_precision(128):
+        r = arb_from_float(rho)
+        c_lo, c_hi = _c_bounds_arb(n, r)
+        H = _power_sum_arb(W, r)
+        upper = H * flint.arb(n) ** (r - 1)  # Theorem 4(iii)
+        lower = flint.arb(W) / n  # the prior decreases in d
+        hi_end = min(1.0, enclosure_from_arb(upper).hi)
+        lo_end = enclosure_from_arb(lower).lo
+        if W <= _RECUR_W_MAX:
+            f_hi = _window_from_c_arb(W, c_hi, r)  # c_hi is above the root: every Phi_k > 0
+            f_lo = _window_from_c_arb(W, c_lo, r)
+            if f_hi is not None:
+                lo_end = max(lo_end, enclosure_from_arb(f_hi).lo)
+            if f_lo is not None:
+                hi_end = min(hi_end, enclosure_from_arb(f_lo).hi)
+        else:
+            # Theorem 4(i): H x (1 - (W-1) x)^rho <= m <= H x, x = c^{rho-1} in [c_hi^{rho-1}, c_lo^{rho-1}];
+            # the lower function is unimodal in x: its minimum over the interval is at an end
+            lows = []
+            for c in (c_lo, c_hi):
+                x = c ** (r - 1)
+                base = 1 - (W - 1) * x
+                lows.append(H * x * base**r if base > 0 else flint.arb(0))
+            lo_end = max(lo_end, min(enclosure_from_arb(v).lo for v in lows))
+    return max(0.0, lo_end), min(1.0, hi_end)
+
+
+def _asymptotic_mass_float(W, n, rho, lo, hi):
+    """Theorem 4(ii)'s estimate ``f_W(n / Z_q)`` (``H_W (Z_q/n)^{1-rho}`` for large windows),
+    clipped into the proved ``[lo, hi]``."""
+    q = 1.0 - rho
+    log_c = math.log(n) - log_normaliser(q)
+    if W <= _RECUR_W_MAX and log_c < 700.0:
+        v = _window_from_c_float(W, math.exp(log_c), rho)
+    else:
+        v = power_sum(1, W, rho) * math.exp(-q * log_c)
+    if not math.isfinite(v):
+        v = math.sqrt(lo * hi) if lo > 0 else hi / 2
+    return min(max(v, lo), hi)
+
+
+def _exact_affordable(n, rho, certified):
+    """The rule, decided before any work, of when the exact O(n) route is used (see Notes of ``ot_window_mass``)."""
+    if n > (_EXACT_CERT_MAX if certified else _EXACT_FLOAT_MAX):
+        return False
+    if n <= _EXACT_NEAR_ONE_MAX:
+        return True  # the double route, or the certified recurrence within its caps
+    # the double route's rounding floor 4 (sqrt(n) + 3) eps (1 + |y|) / (1 - rho) with |y| >= log n
+    # must stay below the vouching level, else the certified recurrence (work n * bits) is needed
+    floor = 4.0 * (math.isqrt(n) + 3) * _EPS * (1.0 + math.log(n)) / (1.0 - rho)
+    return 1.0 - rho >= _EXACT_MIN_Q and floor <= _VOUCH_LOG_ERROR
+
+
+def ot_window_mass(window, n, rho, *, certified=False, return_route=False, method="auto"):
     """Window mass :math:`m_n(W;\\rho) = \\sum_{d<W} \\pi_n(d)` of the constant-score prior.
 
     Parameters
     ----------
     window, n : int or array_like of int
-        ``1 <= window <= n``; broadcast against each other.
+        ``1 <= window <= n <= 1e300`` (the double ``1e300`` as an exact integer); Python
+        ints of any size, numpy integers and object arrays are taken exactly; broadcast
+        against each other.
     rho : float
     certified : bool
         Return an :class:`~otprior.Enclosure` proved in ball arithmetic (fields are
         arrays for array input) instead of floats.
+    return_route : bool
+        Also return which route answered (a string, or an object array of strings):
+        ``"exact"`` (Theorem 2 solved), ``"exact-rho0"`` (``rho = 0``: ``W/n``) or
+        ``"bounds"`` (proved bounds on ``c_n``, Lemmas 4.1 and 4.2 of
+        ``proofs/ot_asymptotics.md``).
+    method : {"auto", "exact", "bounds"}
+        ``"auto"``: the rule below; ``"exact"``: the exact route whatever ``n`` (within
+        the memory and work caps of :func:`ot_prior`, whose errors it raises);
+        ``"bounds"``: the bounds route.
 
     Notes
     -----
-    Evaluated as :math:`m = -\\mathrm{expm1}(L1_{n-W} - L1_n)`, i.e. ``1 - Phi_{n-W}/Phi_n``
+    Exact route: :math:`m = -\\mathrm{expm1}(L1_{n-W} - L1_n)`, i.e. ``1 - Phi_{n-W}/Phi_n``
     from the log cumulative sums of the solved scalings, which keeps full relative
-    accuracy as ``m -> 1`` and as ``m -> 0``. One solve per distinct ``n``.
+    accuracy as ``m -> 1`` and as ``m -> 0``. One solve per distinct ``n``; O(n) time.
+
+    It is used, by a rule decided before any work, when ``n <= 256``, or when
+    ``n <= 65536`` (float) or ``n <= 16384`` (certified), ``1 - rho >= 1e-4`` and the
+    double route's rounding floor ``4 (sqrt(n) + 3) eps (1 + log n) / (1 - rho)`` is at
+    most ``1e-6``; where the exact route still refuses, the bounds route answers
+    instead. The same inputs always take the same route.
+
+    Bounds route (any ``n``, O(W) time, ``W`` capped at 4096 steps): ``m = f_W(c_n)``
+    with ``f_W(c) = 1 - Phi_{n-W}(c)/c`` given by ``W`` steps of Theorem 2's backward
+    recurrence (they do not involve ``n``) and decreasing in ``c`` (Lemma 2.1); with
+    ``n <= c_n <= (H_n^{(rho)})^{1/(1-rho)}`` (Lemma 4.1) the enclosure is
+    ``[f_W(c_hi), f_W(c_lo)]``, intersected with ``[W/n, H_W n^{rho-1}]``. It is proved
+    but not narrow: its ends differ by a factor up to about ``1/(1-rho)``. The float
+    value on this route is Theorem 4(ii)'s asymptotic estimate ``f_W(n / Z_q)`` (a formal
+    limit, not a proved bound), clipped into the proved enclosure.
 
     Examples
     --------
@@ -687,36 +881,78 @@ def ot_window_mass(window, n, rho, *, certified=False):
     0.1111
     >>> ot_window_mass([1, 10], 1024, 0.5).round(4).tolist()
     [0.0225, 0.1111]
+    >>> e, route = ot_window_mass(64, 10**18, 0.5, certified=True, return_route=True)
+    >>> route, f"{e.lo:.3g}", f"{e.hi:.3g}"   # Lemma 4.2 with t <= c <= H_t^(1/(1-rho))
+    ('bounds', '7.3e-09', '1.46e-08')
     """
     rho = check_rho(rho)
     if not isinstance(certified, bool):
         raise DomainError("certified", certified, "True or False (a Python bool)")
+    if method not in ("auto", "exact", "bounds"):
+        raise DomainError("method", method, "'auto', 'exact' or 'bounds'")
     w, nn = _broadcast_ints(window, n)
     shape = w.shape
     wf, nf = w.ravel(), nn.ravel()
-    for k in range(wf.size):
-        nk = check_int(nf[k].item(), "n", minimum=1)
-        check_int(wf[k].item(), "window", minimum=1, maximum=nk)
-        _check_n_allocation(nk)
-    wf = wf.astype(np.int64)
-    nf = nf.astype(np.int64)
+    if method == "exact":
+        for nk in set(nf.tolist()):
+            _check_n_allocation(nk)
+    routes = np.empty(wf.size, dtype=object)
+    lo, hi, mid, rad = (np.empty(wf.size) for _ in range(4))
+    out = np.empty(wf.size)
+    for nk in sorted(set(nf.tolist())):
+        sel = np.flatnonzero(np.array([x == nk for x in nf]))
+        ws = [int(wf[k]) for k in sel]
+        done = False
+        if rho == 0.0:
+            routes[sel] = "exact-rho0"
+            if certified:
+                import flint
+
+                with arb_precision(128):
+                    for k, wk in zip(sel, ws, strict=True):
+                        e = enclosure_from_arb(flint.arb(wk) / flint.arb(nk))
+                        lo[k], hi[k], mid[k], rad[k] = e.lo, e.hi, e.mid, e.rad
+            else:
+                for k, wk in zip(sel, ws, strict=True):
+                    out[k] = wk / nk if nk < 1 << 1000 else math.exp(math.log(wk) - math.log(nk))
+            continue
+        if method == "exact" or (method == "auto" and _exact_affordable(nk, rho, certified)):
+            try:
+                if certified:
+                    encl = _certified_masses(nk, rho, np.array(ws, dtype=np.int64))
+                    for k, e in zip(sel, encl, strict=True):
+                        lo[k], hi[k], mid[k], rad[k] = e.lo, e.hi, e.mid, e.rad
+                else:
+                    out[sel] = _float_masses(nk, rho, np.array(ws, dtype=np.int64))
+                routes[sel] = "exact"
+                done = True
+            except (DomainError, PrecisionError, ConvergenceError):
+                if method == "exact":
+                    raise
+                done = False  # near rho = 1: the proved bounds answer instead
+        if done:
+            continue
+        routes[sel] = "bounds"
+        for k, wk in zip(sel, ws, strict=True):
+            a, b = _bounds_mass_arb(wk, nk, rho)
+            if certified:
+                lo[k], hi[k] = a, b
+                mid[k] = 0.5 * (a + b)
+                rad[k] = math.nextafter(max(mid[k] - a, b - mid[k]), math.inf)
+            else:
+                out[k] = 1.0 if wk >= nk else _asymptotic_mass_float(wk, nk, rho, a, b)
+    route = _scalar_or_array(routes, shape)
     if certified:
-        lo, hi, mid, rad = (np.empty(wf.size) for _ in range(4))
-        for nk in np.unique(nf):
-            sel = np.flatnonzero(nf == nk)
-            for k, e in zip(sel, _certified_masses(int(nk), rho, wf[sel]), strict=True):
-                lo[k], hi[k], mid[k], rad[k] = e.lo, e.hi, e.mid, e.rad
         # a mass lies in [0, 1]: intersecting the proved enclosure with it stays proved
         lo, hi = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
         mid = np.clip(mid, lo, hi)
         if shape == ():
-            return Enclosure(lo=float(lo[0]), hi=float(hi[0]), mid=float(mid[0]), rad=float(rad[0]))
-        return Enclosure(lo=lo.reshape(shape), hi=hi.reshape(shape), mid=mid.reshape(shape), rad=rad.reshape(shape))
-    out = np.empty(wf.size)
-    for nk in np.unique(nf):
-        sel = np.flatnonzero(nf == nk)
-        out[sel] = _float_masses(int(nk), rho, wf[sel])
-    return _scalar_or_array(out, shape)
+            res = Enclosure(lo=float(lo[0]), hi=float(hi[0]), mid=float(mid[0]), rad=float(rad[0]))
+        else:
+            res = Enclosure(lo=lo.reshape(shape), hi=hi.reshape(shape), mid=mid.reshape(shape), rad=rad.reshape(shape))
+    else:
+        res = float(out[0]) if shape == () else out.reshape(shape)
+    return (res, route) if return_route else res
 
 
 def _float_masses(n, rho, windows):
@@ -808,8 +1044,6 @@ def ot_window_law(window, n, rho):
     q = 1.0 - rho
     out = np.empty(w.size)
     for k, (wk, nk) in enumerate(zip(w.ravel(), nn.ravel(), strict=True)):
-        nk = check_int(nk.item(), "n", minimum=1)
-        wk = check_int(wk.item(), "window", minimum=1, maximum=nk)
         out[k] = power_sum(1, wk, rho) * math.exp(q * (log_normaliser(q) - math.log(nk)))
     return _scalar_or_array(out, w.shape)
 
@@ -836,8 +1070,6 @@ def ot_window_mass_bound(window, n, rho):
     with arb_precision(128):
         r = arb_from_float(rho)
         for k, (wk, nk) in enumerate(zip(w.ravel(), nn.ravel(), strict=True)):
-            nk = check_int(nk.item(), "n", minimum=1)
-            wk = check_int(wk.item(), "window", minimum=1, maximum=nk)
             H = _power_sum_arb(wk, r)
             val = H * flint.arb(nk) ** (r - 1)
             out[k] = min(1.0, enclosure_from_arb(val).hi)
@@ -873,12 +1105,16 @@ class DilutionBound:
         The certified constant-score window mass.
     log_k : float or ndarray
         :math:`\\log K`.
+    route : str or ndarray or None
+        Which route gave ``m0`` (see :func:`ot_window_mass`): ``"exact"``,
+        ``"exact-rho0"`` or ``"bounds"``.
     """
 
     bound: object
     enclosure: Enclosure
     m0: Enclosure
     log_k: object
+    route: object = None
 
     def __float__(self):
         return float(self.bound)
@@ -898,6 +1134,7 @@ class DilutionBound:
             "enclosure": {k: plain(v) for k, v in self.enclosure.as_dict().items()},
             "m0": {k: plain(v) for k, v in self.m0.as_dict().items()},
             "log_k": plain(self.log_k),
+            "route": plain(self.route),
         }
 
 
@@ -931,8 +1168,10 @@ def ot_dilution_bound(window, n, rho, score_bound):
 
     Notes
     -----
-    ``m0`` is the certified enclosure of :func:`ot_window_mass`; the expression is
-    increasing in ``m0`` and is evaluated in Arb on the ball, as
+    ``m0`` is the certified enclosure of :func:`ot_window_mass` (exact up to its
+    crossover, the proved bounds of ``proofs/ot_asymptotics.md`` beyond: any ``n`` up to
+    1e300 in bounded time); the expression is increasing in ``m0``, so its upper end
+    bounds the mass whichever route gave ``m0``. It is evaluated in Arb on the ball, as
     ``1 / (1 + exp(-log K) (1 - m0) / m0)`` (no overflow for any ``B``).
 
     Examples
@@ -942,7 +1181,7 @@ def ot_dilution_bound(window, n, rho, score_bound):
     """
     rho = check_rho(rho)
     B = check_real(score_bound, "score_bound", low=0.0)
-    m0 = ot_window_mass(window, n, rho, certified=True)
+    m0, route = ot_window_mass(window, n, rho, certified=True, return_route=True)
     lo_m = np.atleast_1d(np.asarray(m0.lo, dtype=float)).ravel()
     hi_m = np.atleast_1d(np.asarray(m0.hi, dtype=float)).ravel()
     shape = np.shape(m0.lo)
@@ -965,7 +1204,7 @@ def ot_dilution_bound(window, n, rho, score_bound):
     else:
         enclosure = Enclosure(**{k: v.reshape(shape) for k, v in fields_.items()})
         bound = np.minimum(1.0, enclosure.hi)
-    return DilutionBound(bound=bound, enclosure=enclosure, m0=m0, log_k=lk)
+    return DilutionBound(bound=bound, enclosure=enclosure, m0=m0, log_k=lk, route=route)
 
 
 def _recurrence_prior(n, rho, c_guess, wp):

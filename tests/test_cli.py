@@ -286,7 +286,7 @@ def test_library_errors_name_the_command_flag(capsys):
     assert code == 2 and "--expr" in err and "symbol" not in err.split(":")[2]
     code, _, err = run(capsys, "classify", "log-distance", "--alpha", "1.2", "--normaliser", "temperature", "--temperature-factor", "-1")
     assert code == 2 and "--temperature-factor" in err and "--alpha" not in err
-    code, _, err = run(capsys, "classify", "kerple-power", "--r1", "1", "--r2", "0.5", "--window", "1e12")
+    code, _, err = run(capsys, "classify", "kerple-power", "--r1", "1", "--r2", "0.5", "--window", "0")
     assert code == 2 and "--window" in err and "--n" not in err
 
 

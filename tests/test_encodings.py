@@ -233,9 +233,21 @@ def test_refusals(make, name):
     assert info.value.parameter == name
 
 
-def test_kerple_power_limit_refused_when_too_slow_to_sum():
-    enc = KerplePower(1e-3, 0.05)  # weights stay above e^-800 far beyond direct summation
-    with pytest.raises(otprior.PrecisionError, match="too far to sum"):
-        classify(enc).limit_distant_mass(8)
+def test_kerple_power_limits_of_slow_decays():
+    """Theorem 12 (proofs/closed_form_tails.md): incomplete-gamma tails with the Euler–Maclaurin
+    bracket answer slow decays that direct summation cannot reach. References: the published
+    15-digit values, and for a fast decay the direct log-sum-exp of the encoding's own bias."""
+    for (r1, r2), ref in (((0.05, 0.4), 0.991049072895256), ((2.0, 0.2), 0.418061067467670), ((1.0, 0.3), 0.369038376915370)):
+        v = classify(KerplePower(r1, r2))
+        assert v.limit_distant_mass(64) == pytest.approx(ref, abs=2e-15)
+        assert "n^(1-r2)" in v.rate and "(r1 r2 S)" in v.rate
+    assert 1.0 - 1e-20 <= classify(KerplePower(0.01, 0.1)).limit_distant_mass(64) <= 1.0
     fast = KerplePower(0.5, 0.7)
     assert classify(fast).limit_distant_mass(8) == pytest.approx(direct_D(fast, 8, 4000), rel=1e-12)
+    for W, n in ((8, 3000), (64, 200_000), (3, 10)):  # finite lengths against direct sums
+        for enc in (KerplePower(0.05, 0.4), KerplePower(0.3, 1.5), KerplePower(0.02, 2.0)):
+            assert enc.distant_mass(W, n) == pytest.approx(direct_D(enc, W, n), rel=1e-12, abs=1e-300)
+    # any length, O(1): the masses settle on the limit
+    enc = KerplePower(0.05, 0.4)
+    D = enc.distant_mass(64, [10**9, 10**18, int(1e300)])
+    assert np.all(np.abs(D - 0.991049072895256) <= 2e-15)

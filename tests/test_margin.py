@@ -337,3 +337,24 @@ def test_lemma_9a_monotone_factors_and_slope(W, extra0, ratio, B, log_offset, st
             assert abs(g2 - g1) <= 2 * lam * flint.arb(x2 - x1)
     finally:
         flint.ctx.prec = old
+
+
+def test_tiny_relative_tolerances_need_few_evaluations():
+    """Lemma 9b's relative bound as a sum of non-negative balls (no cancellation): tolerances
+    down to 1e-300 are decided in a few dozen ball evaluations, and the growth at the margin
+    is within tol while a point of the bracket's lower end exceeds it."""
+    for tol in (1e-38, 1e-120, 1e-300):
+        r = otprior.margin_for(64, (512, 8192), tol, growth="relative")
+        assert r.evaluations <= 60, (tol, r.evaluations)
+        assert r.growth_bounds.hi <= tol
+        assert r.bracket.hi - r.bracket.lo <= 1e-8 * r.margin
+
+
+def test_growth_near_its_limit_answers():
+    """Absolute growth with B = 100 tends to one over a long plateau; Lemma 9a(iii)'s split
+    F1 F2 bounds intervals sharply there (this call used to walk down in 1e-4 steps)."""
+    r = otprior.margin_for(64, (512, 8192), 0.999999, score_bound=100)
+    assert r.evaluations <= 80
+    assert r.growth_bounds.hi <= 0.999999
+    lo = r.bracket.lo
+    assert 40.0 < lo <= r.margin <= lo + 1e-8 * r.margin

@@ -348,8 +348,11 @@ def test_certified_routes_return_or_refuse_within_their_work_cap(name):
 def test_resource_and_type_refusals_are_named():
     from otprior.limits import ResourceError
 
+    # any length is answered (proofs/ot_asymptotics.md): W/n <= m0 <= 1, by the bounds route
+    res = otprior.ot_dilution_bound(10**17 + 3, 10**17 + 4, 0.5, 1.0)
+    assert res.route == "bounds" and res.m0.lo >= 1 - 2.3e-16 and res.m0.hi == 1.0 and res.bound == 1.0
     with pytest.raises(ResourceError) as info:
-        otprior.ot_dilution_bound(10**17 + 3, 10**17 + 4, 0.5, 1.0)
+        otprior.ot_window_mass(10**17 + 3, 10**17 + 4, 0.5, method="exact")
     assert info.value.parameter == "n"
     with pytest.raises(DomainError) as info:
         otprior.ot_prior(10**300, 0.5)
@@ -373,3 +376,16 @@ def test_certified_masses_lie_in_the_unit_interval(n, rho):
     e = otprior.ot_window_mass(np.arange(1, n + 1), n, rho, certified=True)
     assert np.all((0.0 <= e.lo) & (e.lo <= e.mid) & (e.mid <= e.hi) & (e.hi <= 1.0))
     assert e.hi[-1] == 1.0 and e.lo[-1] >= 1.0 - 1e-15  # the whole prefix: mass one
+
+
+@pytest.mark.parametrize("n", [16, 20])
+def test_conditioning_near_rho_one_is_measured_not_guessed(n):
+    """At rho = 1 - 1e-6 the double sweep does not converge; the certified fallback starts from
+    c >= n and reports log10(Phi_n/Phi_1) measured on its balls (it reported 976.6 for a true
+    56.3 at n = 16, and refused n = 18, 20 for want of 17,000 bits)."""
+    rho = 1.0 - 1e-6
+    res = otprior.ot_prior(n, rho)
+    ref_log, _ = _reference_prior_near_one(n, rho)
+    true_cond = -ref_log[-1] / math.log(10.0)
+    assert abs(res.log10_condition - true_cond) <= 1e-6 * true_cond
+    assert abs(res.log_prior[-1] - ref_log[-1]) <= res.log_error_bound

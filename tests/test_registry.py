@@ -80,7 +80,7 @@ def test_allocations_are_checked_before_they_happen():
     with pytest.raises(ResourceError):
         E.ALiBi(heads=10**12)
     with pytest.raises(DomainError):
-        E.FIRE().window_mass(4, 10**12)  # no closed form: direct summation refused
+        E.FIRE(f=lambda x: -8.0 * x).window_mass(4, 10**12)  # a general callable: no closed form, direct summation refused
 
 
 def test_content_dependent_limit_at_constant_content():

@@ -281,11 +281,36 @@ class Encoding:
         """``(m_n(W), D_n(W))`` for scalar, validated ``window <= n``: direct log-sum-exp."""
         return direct_masses(self.log_weights(n), window)
 
+    def _masses_array(self, window: int, n: np.ndarray):
+        """``(m, D)`` over an int64 array of lengths in one vectorised pass, or ``None`` (then
+        the lengths are taken one by one through :meth:`_masses`). ``window <= n`` is checked."""
+        return None
+
+    def _vectorised(self, window, n, which):
+        """The vectorised route for a machine-integer array ``n`` (single head), else ``None``."""
+        if not isinstance(n, np.ndarray) or n.dtype.kind not in "iu" or n.ndim == 0 or n.size == 0:
+            return None
+        if n.dtype.kind == "u" and n.max() > np.iinfo(np.int64).max:
+            return None
+        window = check_int(window, "window")
+        nn = n.astype(np.int64)
+        if nn.min() < window:
+            return None  # the element-wise route raises the element's own error
+        out = self._masses_array(window, nn)
+        return None if out is None else np.asarray(out[which], dtype=float).reshape(n.shape)
+
     def window_mass(self, window, n):
-        """:math:`m_n(W)` of the constant-score prior; ``n`` array-like (same shape back)."""
+        """:math:`m_n(W)` of the constant-score prior; ``n`` array-like (same shape back).
+
+        Arrays of machine integers take the encoding's vectorised route where it has one
+        (:meth:`_masses_array`); otherwise each length is evaluated in turn.
+        """
         hs = self.per_head()
         if hs is not None:
             return np.stack([np.asarray(h.window_mass(window, n), dtype=float) for h in hs])
+        fast = self._vectorised(window, n, 0)
+        if fast is not None:
+            return fast
         return over_lengths(window, n, lambda w, v: self._masses(w, v)[0])
 
     def distant_mass(self, window, n):
@@ -293,6 +318,9 @@ class Encoding:
         hs = self.per_head()
         if hs is not None:
             return np.stack([np.asarray(h.distant_mass(window, n), dtype=float) for h in hs])
+        fast = self._vectorised(window, n, 1)
+        if fast is not None:
+            return fast
         return over_lengths(window, n, lambda w, v: self._masses(w, v)[1])
 
     def distant_mass_range(self, window, n) -> tuple:

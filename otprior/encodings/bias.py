@@ -19,14 +19,47 @@ from ..expression import (
     parse_bias,
     run_budgeted,
 )
-from ._base import Encoding, Verdict, nonneg, register
+from ._base import DIRECT_MAX, Encoding, Verdict, nonneg, register
 
 __all__ = ["Bias"]
 
 
-def _decide(b, d):
+def _real_domain_problem(b, d, asymptotic_only=False):
+    """``None`` when sympy proves ``b`` real and continuous on all of ``[0, oo)``, else the reason.
+
+    The verdict's comparisons (limits as ``d -> oo``) and the tails of ``D_oo`` read ``b`` on the
+    whole half-line; a pole, a logarithm of a non-positive value or a root of a negative one at
+    some ``d > 64`` (beyond the construction's check at ``d = 0..64``) makes them meaningless.
+    """
+    sp = import_sympy()
+    from sympy.calculus.util import continuous_domain
+
+    half_line = sp.Interval(0, sp.oo)
+    try:
+        dom = continuous_domain(b, d, half_line)
+    except Exception as exc:  # sympy raises a variety of errors on hard domains
+        return f"sympy could not establish where b(d) is real and continuous on [0, oo) ({type(exc).__name__})"
+    if dom != half_line:
+        gap_set = sp.Complement(half_line, dom)
+        if asymptotic_only:  # a callable's asymptotic form need only hold far out
+            try:
+                if gap_set.is_empty or bool(gap_set.sup.is_finite):
+                    return None
+            except Exception:  # a set sympy cannot bound: reported below
+                pass
+        gaps = str(gap_set)
+        if len(gaps) > 160:
+            gaps = gaps[:160] + "..."
+        return f"b(d) is not real and finite on all of [0, oo): it fails on {gaps}"
+    return None
+
+
+def _decide(b, d, asymptotic_only=False):
     """(kind, reason) for sum_d e^b(d): log-distance and Bertrand comparisons, then sympy's tests."""
     sp = import_sympy()
+    problem = _real_domain_problem(b, d, asymptotic_only)
+    if problem is not None:
+        return "undecided", f"{problem}, so the comparisons as d -> oo do not apply."
 
     try:
         L1 = sp.limit(b / sp.log(d), d, sp.oo)
@@ -82,6 +115,169 @@ def _tail_limit(bias_fn, b, d, W):
     return values
 
 
+_TAIL_PIECES = 2048  # geometric pieces [x, 2x] of the tail beyond direct summation (n up to 1e300)
+
+
+def _ball_eval(expr, d, x, complex_=False, analytic=False):
+    """``expr`` at the ball ``x`` (``arb``, or ``acb`` with ``complex_``) by its sympy tree.
+
+    Supported: numbers, the symbol, ``+``, ``*``, powers, ``log``, ``exp``, ``sin``, ``cos``;
+    anything else returns ``None`` (the caller refuses). With ``analytic`` (Arb integration)
+    the branch cuts of ``log`` and of non-integer powers are checked: a ball that touches
+    one gives a non-finite result, as ``acb.integral`` requires.
+    """
+    import flint
+
+    sp = import_sympy()
+    kind = flint.acb if complex_ else flint.arb
+
+    def ev(e):
+        if e == d:
+            return x
+        if e.is_Number:
+            if e.is_Integer:
+                return kind(int(e))
+            if e.is_Rational:
+                return kind(int(e.p)) / int(e.q)
+            return kind(flint.arb(str(sp.Float(e, 40))))
+        if e.is_Add:
+            out = kind(0)
+            for a in e.args:
+                v = ev(a)
+                if v is None:
+                    return None
+                out += v
+            return out
+        if e.is_Mul:
+            out = kind(1)
+            for a in e.args:
+                v = ev(a)
+                if v is None:
+                    return None
+                out *= v
+            return out
+        if e.is_Pow:
+            base, ex = ev(e.args[0]), e.args[1]
+            if base is None:
+                return None
+            if ex.is_Integer:
+                return base ** int(ex)
+            if ex.is_Rational and ex.q == 2 and complex_:
+                return base.sqrt(analytic=analytic) ** int(ex.p)
+            ev_ex = ev(ex)
+            if ev_ex is None:
+                return None
+            if complex_:
+                return (ev_ex * base.log(analytic=analytic)).exp()
+            return base**ev_ex
+        name = type(e).__name__
+        if name in ("log", "exp", "sin", "cos") and len(e.args) == 1:
+            v = ev(e.args[0])
+            if v is None:
+                return None
+            if name == "log":
+                return v.log(analytic=analytic) if complex_ else v.log()
+            return getattr(v, name)()
+        return None
+
+    return ev(expr)
+
+
+def _tail_sum_arb(expr, d, N, n, prec=96):
+    """A ball containing ``sum_{k=N}^{n-1} e^{b(k)}`` for a bias decreasing on ``[N, n]`` (Theorem 13).
+
+    ``b`` decreasing on ``[N, n]`` (``b' < 0`` proved on geometric pieces ``[x, 2x]`` in Arb)
+    gives ``int_N^n f <= sum <= f(N) + int_N^{n-1} f`` with ``f = e^b``; each piece of the
+    integral is Arb's rigorous ``acb.integral``. Returns ``None`` when a step is not proved
+    (then the caller refuses), or when the expression has an unsupported function.
+    """
+    import flint
+
+    from .._balls import arb_precision
+
+    sp = import_sympy()
+    db = sp.diff(expr, d)
+    with arb_precision(prec):
+        edges = [N]
+        while edges[-1] < n - 1:
+            edges.append(min(2 * edges[-1], n - 1))
+            if len(edges) > _TAIL_PIECES:
+                return None
+        total = flint.arb(0)
+        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+            # b' < 0 on [lo, hi]: split the interval a few times before giving up
+            pieces = [(lo, hi)]
+            for _ in range(6):
+                undecided = []
+                for a, b in pieces:
+                    ball = flint.arb(a).union(flint.arb(b))
+                    val = _ball_eval(db, d, ball)
+                    if val is None:
+                        return None
+                    if not val < 0:
+                        undecided.extend([(a, (a + b) / 2), ((a + b) / 2, b)])
+                pieces = undecided
+                if not pieces:
+                    break
+            if pieces:
+                return None
+
+            def f(z, analytic):
+                v = _ball_eval(expr, d, z, complex_=True, analytic=analytic)
+                return v.exp() if v is not None else flint.acb("nan")
+
+            piece = flint.acb.integral(f, flint.acb(lo), flint.acb(hi), rel_tol=flint.arb(2) ** -70, eval_limit=20000)
+            if not piece.real.is_finite() or not (piece.imag.rad() < 1):
+                return None
+            total += piece.real
+        fN = _ball_eval(expr, d, flint.arb(N))
+        if fN is None:
+            return None
+        fN = fN.exp()
+        # total = int_N^{n-1} f <= int_N^n f <= sum_{k=N}^{n-1} f(k) <= f(N) + int_N^{n-1} f
+        lower, upper = total, total + fN
+        # Theorem 13(ii): where f = e^b is also convex (b'' + b'^2 >= 0, proved on the pieces),
+        # trapezoid <= sum <= midpoint: width about f'(N)/8 instead of f(N)
+        g = sp.diff(db, d) + db**2
+        half = flint.arb(1) / 2
+        convex = True
+        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+            a0 = flint.arb(lo) - half if lo == N else flint.arb(lo)
+            b0 = flint.arb(hi) + half if hi == n - 1 else flint.arb(hi)
+            pieces = [(a0, b0)]
+            for _ in range(6):
+                undecided = []
+                for a, b in pieces:
+                    val = _ball_eval(g, d, a.union(b))
+                    if val is None:
+                        return lower.union(upper)
+                    if not val >= 0:
+                        m = (a + b) / 2
+                        undecided.extend([(a, m), (m, b)])
+                pieces = undecided
+                if not pieces:
+                    break
+            if pieces:
+                convex = False
+                break
+        if convex:
+
+            def f(z, analytic):
+                v = _ball_eval(expr, d, z, complex_=True, analytic=analytic)
+                return v.exp() if v is not None else flint.acb("nan")
+
+            first = flint.acb.integral(f, flint.acb(flint.arb(N) - half), flint.acb(N), rel_tol=flint.arb(2) ** -70)
+            last = flint.acb.integral(f, flint.acb(n - 1), flint.acb(flint.arb(n - 1) + half), rel_tol=flint.arb(2) ** -70)
+            f_last = _ball_eval(expr, d, flint.arb(n - 1)).exp()
+            trapezoid = total + (fN + f_last) / 2
+            midpoint = first.real + total + last.real
+            if trapezoid.is_finite() and midpoint.is_finite():
+                lo_end = trapezoid.lower() if trapezoid.lower() > lower.lower() else lower.lower()
+                hi_end = midpoint.upper() if midpoint.upper() < upper.upper() else upper.upper()
+                return flint.arb(lo_end).union(flint.arb(hi_end))
+        return lower.union(upper)
+
+
 @register
 @dataclass(frozen=True, repr=False)
 class Bias(Encoding):
@@ -113,7 +309,16 @@ class Bias(Encoding):
     :math:`> -1` not); at :math:`L_1 = -1`, :math:`L_2 = \\lim (b(d) + \\log d)/\\log\\log d`
     likewise. When sympy cannot take the limits or both are borderline, sympy's
     ``is_convergent`` is asked. If that fails too, or the budget ends, the verdict is
-    "undecided", never a guess.
+    "undecided", never a guess. Before any comparison, sympy's ``continuous_domain`` must
+    find ``b`` real and continuous on all of ``[0, oo)`` (a pole or a complex value past the
+    construction's check at ``d = 0..64`` gives "undecided", naming where it fails).
+
+    Masses: direct log-sum-exp up to ``n = 2**22`` (4,194,304); beyond, for an expression
+    bias, the direct head (from ``2**12`` terms, grown as needed) plus the proved tail of
+    Theorem 13 (``proofs/closed_form_tails.md``: ``b`` proved decreasing, and convex where
+    possible, in Arb; the integral by ``acb.integral``), for any ``n`` up to 1e300. A
+    callable bias, an expression with ``Abs``/``Min``/``Max``, or a tail that cannot be
+    proved keeps the cap ``n <= 2**22`` (a ``DomainError`` naming ``n``).
     """
 
     name = "bias"
@@ -181,10 +386,72 @@ class Bias(Encoding):
                 raise DomainError("expr", str(self.expression), "an expression real at every distance (this one is complex)")
             return values.astype(float) * np.ones_like(d)
 
+    def _masses(self, window, n):
+        """Direct log-sum-exp up to ``DIRECT_MAX``; beyond, the direct head plus Theorem 13's
+        monotone tail (proved decreasing, integrated by Arb) for an expression bias."""
+        if n <= 1 << 16 or self._callable is not None:
+            return super()._masses(window, n)
+        d, b = self._sym
+        if window > DIRECT_MAX:
+            raise DomainError("window", window, f"an integer at most {DIRECT_MAX} for a user bias")
+        if n - 1 <= max(1 << 12, window):
+            return super()._masses(window, n)
+        # the direct head grows (x16) until the tail bracket's width f(N) is below 2^-60 of the total
+        N = 1 << 12
+        while True:
+            N = max(N, window)
+            logw = self.log_weights(N)
+            shift = float(np.max(logw))
+            w = np.exp(logw - shift)
+            head = math.fsum(w[:window])
+            mid_part = math.fsum(w[window:])
+            tail = _tail_sum_arb(b - shift, d, N, n)
+            if tail is None:
+                raise DomainError(
+                    "n",
+                    n,
+                    f"an integer at most {DIRECT_MAX} for this bias: beyond it the tail needs b(d) proved "
+                    "decreasing (log, exp, powers, sin, cos only) and its integral enclosed by Arb",
+                )
+            t = float(tail.mid())
+            total = head + mid_part + t
+            width = float(tail.rad()) * 2
+            if width <= 2.0**-60 * total or N >= DIRECT_MAX:
+                return head / total, (mid_part + t) / total
+            N = min(N * 16, DIRECT_MAX)
+            if N >= n - 1:  # the head would reach the end: the direct sum is exact and no dearer
+                return super()._masses(window, n)
+
+    def _masses_array(self, window, n):
+        """Arrays of lengths up to ``2**22``: one row of log-weights for the longest, and the tail
+        of each length as a log-sum-exp over the segment since the previous length, accumulated
+        with ``logaddexp`` (each weight is read once; the bias does not depend on ``n``)."""
+        from scipy.special import logsumexp
+
+        top = int(n.max())
+        if top > DIRECT_MAX:
+            return None
+        logw = self.log_weights(top)
+        head = logsumexp(logw[:window])
+        uniq, inverse = np.unique(n, return_inverse=True)
+        tails = np.empty(uniq.size)
+        acc, start = -np.inf, window
+        for i, nk in enumerate(uniq.tolist()):
+            if nk > start:
+                acc = np.logaddexp(acc, logsumexp(logw[start:nk]))
+                start = nk
+            tails[i] = acc
+        total = np.logaddexp(head, tails)
+        m = np.exp(head - total)
+        D = np.where(np.isneginf(tails), 0.0, np.exp(tails - total))
+        return m[inverse].reshape(n.shape), D[inverse].reshape(n.shape)
+
     def _verdict(self):
         d, b = self._sym
         try:
-            kind, reason = run_budgeted(_decide, b, d, time_budget=self.time_budget, memory_budget=self.memory_budget)
+            kind, reason = run_budgeted(
+                _decide, b, d, self._callable is not None, time_budget=self.time_budget, memory_budget=self.memory_budget
+            )
         except BudgetExceeded as exc:
             return Verdict(self, None, "undecided", f"the summability of e^b(d) was not decided: {exc.reason}.")
         if kind == "bounded":
@@ -201,6 +468,8 @@ class Bias(Encoding):
                 values = run_budgeted(_tail_limit, self.bias, b, d, W, time_budget=self.time_budget, memory_budget=self.memory_budget)
             except BudgetExceeded as exc:
                 raise PrecisionError(f"D_oo(W) for exp({self.expression}) was not computed: {exc.reason}") from None
+            if not all(math.isfinite(v) for v in values):
+                raise PrecisionError(f"D_oo(W) for exp({self.expression}) is not finite at the cut-offs 2^14 and 2^17")
             if abs(values[0] - values[1]) > 1e-6 * abs(values[1]):
                 raise PrecisionError(
                     f"D_oo(W) for exp({self.expression}) cannot be certified: cut-offs 2^14 and 2^17 give "

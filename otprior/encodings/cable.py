@@ -61,6 +61,19 @@ class CABLE(Encoding):
         linear = ALiBi(self.min_increment)  # constant increments: the linear bias, in closed form
         return linear.window_mass(window, n), linear.distant_mass(window, n)
 
+    def _masses_array(self, window, n):
+        """Geometric closed form over an array of lengths, ``r = e^-eps``:
+        ``m = expm1(-eps W) / expm1(-eps n)``, ``D = e^(-eps W) expm1(-eps (n - W)) / expm1(-eps n)``
+        (each a ratio of accurately formed terms, no cancellation)."""
+        e = self.min_increment
+        nf = n.astype(float)
+        if e == 0.0:
+            return window / nf, (nf - window) / nf
+        den = np.expm1(-e * nf)
+        m = math.expm1(-e * window) / den
+        D = math.exp(-e * window) * np.expm1(-e * (nf - window)) / den
+        return m, D
+
     def _verdict(self):
         e = self.min_increment
         if e == 0.0:

@@ -128,6 +128,79 @@ class FIRE(Encoding):
         n = float(d.max() + 1) if n is None else float(n)
         return self._f(fire_input(d, n, self.c, self.L, self.eps))
 
+    def _linear_pieces(self):
+        """``[(u0, u1, a, b)]``: ``f(u) = a + b u`` on ``[u0, u1]``, covering [0, 1], or ``None``
+        (a general callable). The default ``-8 x`` is one piece; a one-head MLP is linear
+        between its ReLU kinks (the active set fixed on each piece)."""
+        if self.mlp is None:
+            return None if self.f is not None else [(0.0, 1.0, 0.0, -8.0)]
+        W1, b1, W2, b2 = self._mlp_arrays()
+        if W2.shape[0] != 1:
+            return None
+        with np.errstate(divide="ignore", invalid="ignore"):
+            kinks = -b1 / W1
+        cuts = np.unique(np.concatenate([[0.0, 1.0], kinks[np.isfinite(kinks) & (kinks > 0) & (kinks < 1)]]))
+        pieces = []
+        for u0, u1 in zip(cuts[:-1], cuts[1:], strict=True):
+            mid = 0.5 * (u0 + u1)
+            active = (W1 * mid + b1) > 0
+            slope = float(np.sum(W2[0] * W1 * active))
+            icpt = float(np.sum(W2[0] * b1 * active) + b2[0])
+            pieces.append((float(u0), float(u1), icpt, slope))
+        return pieces
+
+    def _sum_pieces(self, top, n):
+        """``sum_{d=0}^{top} e^{b_n(d)}`` over the linear pieces of ``f`` as a ball (Theorem 14):
+        on a piece ``e^{a + b u(d)} = e^a (|c| d + 1)^{b / Lam}``, a Hurwitz-zeta difference in
+        ``d + 1/|c|``; ``Lam = log(|c| max(n - 1, |L|) + 1) + eps``."""
+        import flint
+
+        c = abs(self.c)
+        lam = flint.arb(abs(c * max(n - 1, abs(self.L))) + 1.0).log() + flint.arb(self.eps)
+        o = flint.arb(1) / flint.arb(c)
+        total = flint.arb(0)
+        start = 0
+        pieces = self._linear_pieces()
+        for k, (_u0, u1, a, b) in enumerate(pieces):
+            if start > top:
+                break
+            if k == len(pieces) - 1:
+                end = top
+            else:  # the last d with u(d) <= u1: d <= (e^{u1 Lam} - 1)/|c|
+                edge = ((flint.arb(u1) * lam).exp() - 1) / flint.arb(c)
+                end = min(top, int(math.floor(float(edge.mid()))))
+            if end < start:
+                continue
+            s = flint.arb(b) / lam  # exponent of (|c| d + 1)
+            scale = flint.arb(a).exp() * flint.arb(c) ** s
+            if end - start < 40:
+                part = sum(((flint.arb(d) + o) ** s for d in range(start, end + 1)), flint.arb(0))
+            elif s == 0:
+                part = flint.arb(end - start + 1)
+            else:
+                ms = -s
+                part = ms.zeta(flint.arb(start) + o) - ms.zeta(flint.arb(end + 1) + o)
+            total += scale * part
+            start = end + 1
+        return total
+
+    def _masses(self, window, n):
+        pieces = None if n <= 1 << 16 else self._linear_pieces()
+        if pieces is None:  # short rows, or a general callable f (capped at DIRECT_MAX by log_weights)
+            return super()._masses(window, n)
+        from .._balls import arb_precision
+
+        prec = 128
+        while True:
+            with arb_precision(prec):
+                head = self._sum_pieces(window - 1, n)
+                total = self._sum_pieces(n - 1, n)
+                tail = total - head
+                m, D = head / total, tail / total
+                if (m.rad() < 2.0**-55 * m.mid().abs_lower() and D.rad() < 2.0**-55 * D.mid().abs_lower()) or prec >= 2048:
+                    return float(m.mid()), float(D.mid())
+            prec *= 2
+
     def _verdict(self):
         if self.mlp is not None:
             lo, hi = _mlp_range(self._mlp_arrays())

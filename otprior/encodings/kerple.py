@@ -22,7 +22,7 @@ import numpy as np
 from .._registry import param
 from .._validation import DomainError, PrecisionError, check_real
 from ._base import DIRECT_MAX, Encoding, Verdict, decisive, nonneg, per_head_values, register
-from .power_law import power_law_masses, power_law_verdict
+from .power_law import power_law_masses, power_law_masses_array, power_law_verdict
 
 __all__ = ["KerpleLog", "KerplePower", "kerple_clamp", "kerple_clamp_bounds", "KERPLE_EPS"]
 
@@ -122,6 +122,9 @@ class KerpleLog(Encoding):
     def _masses(self, window, n):
         return power_law_masses(window, n, self.r1, 1.0 / self.r2)
 
+    def _masses_array(self, window, n):
+        return power_law_masses_array(window, n, self.r1, 1.0 / self.r2)
+
     def far_profile(self, window):
         return ("minus-infinity",) if self.r1 > 0 else ("constant-tail", 0.0, -math.inf, 0.0)
 
@@ -192,18 +195,50 @@ class KerplePower(Encoding):
     def far_profile(self, window):
         return ("minus-infinity",) if self.r1 > 0 else ("constant-tail", 0.0, -math.inf, 0.0)
 
-    def _cut(self):
-        """Distance beyond which every weight e^(-r1 d^r2) is below e^-800 (None: beyond direct summation)."""
-        # cut = (800 / r1)^(1/r2), compared in logarithms: it exceeds any double for small r1 or r2
-        log_cut = (math.log(800.0) - math.log(self.r1)) / self.r2
-        return int(math.exp(log_cut)) + 2 if log_cut < math.log(DIRECT_MAX) else None
+    def _sums(self, window, n):
+        """Balls ``(H, T)``: ``H = sum_{d<W} e^{-r1 d^r2}``, ``T = sum_{W<=d<n}`` (``n`` None: to infinity).
+
+        Theorem 12 (``proofs/closed_form_tails.md``): incomplete-gamma integrals with the
+        Euler–Maclaurin bracket (``r2 <= 1``, completely monotone) or the convexity bracket
+        (``r2 > 1``); O(1) work at any ``n``.
+        """
+        from .._tails import stretched_sum_arb
+
+        H = stretched_sum_arb(self.r1, self.r2, 0, window - 1)
+        T = stretched_sum_arb(self.r1, self.r2, window, None if n is None else n - 1)
+        return H, T
+
+    def _mass_balls(self, window, n):
+        from .._balls import arb_precision
+
+        prec = 128
+        while True:
+            with arb_precision(prec):
+                H, T = self._sums(window, n)
+                total = H + T
+                m, D = H / total, T / total
+                tight = all(x.rad() <= x.mid().abs_lower() * flint_two() ** -60 or x == 0 for x in (m, D))
+                if tight or prec >= 1024:
+                    return m, D, prec
+            prec *= 2
 
     def _masses(self, window, n):
         if self.r1 == 0.0:
             return window / n, (n - window) / n
-        cut = self._cut()
-        # terms beyond the cut are below e^-800 of the first: the sum stops there
-        return super()._masses(window, n if cut is None else min(n, max(window, cut)))
+        if window >= n:
+            return 1.0, 0.0
+        m, D, _ = self._mass_balls(window, n)
+        if _tight(m) and _tight(D):
+            return float(m.mid()), float(D.mid())
+        # the brackets did not tighten (extreme r1, r2: cancellation in the incomplete gammas)
+        if n <= DIRECT_MAX:
+            return super()._masses(window, n)
+        raise DomainError(
+            "n",
+            n,
+            f"an integer at most {DIRECT_MAX} for r1 = {self.r1:g}, r2 = {self.r2:g}: the closed-form bracket "
+            "(Theorem 12) does not tighten at 1024 bits and direct summation stops there",
+        )
 
     def _verdict(self):
         r1, r2 = self.r1, self.r2
@@ -211,14 +246,19 @@ class KerplePower(Encoding):
             return Verdict(self, False, "diluting", "r1 = 0: no bias, uniform prior.", "1 - D_n(W) = W/n")
 
         def limit(W):
-            cut = self._cut()
-            if cut is None:
+            D = self._mass_balls(W, None)[1]
+            if not _tight(D):
                 raise PrecisionError(
-                    f"D_oo(W) for r1 = {r1:g}, r2 = {r2:g}: the weights stay above e^-800 beyond d = {DIRECT_MAX}, "
-                    "too far to sum directly"
+                    f"D_oo(W) for r1 = {r1:g}, r2 = {r2:g}: the closed-form bracket (Theorem 12) does not "
+                    "tighten at 1024 bits"
                 )
-            return self._masses(W, max(W, cut))[1]
+            return float(D.mid())
 
+        from .._balls import arb_precision
+        from .._tails import stretched_sum_arb
+
+        with arb_precision(128):
+            S = float(stretched_sum_arb(r1, r2, 0, None).mid())
         kern = "" if self.wei_a is None else " The multiplicative kernel only scales content logits by w(d) in (0, 1]."
         return Verdict(
             self,
@@ -226,9 +266,21 @@ class KerplePower(Encoding):
             "bounded",
             f"e^(-r1 d^r2) with r1 = {decisive(r1, 0.0)} > 0, r2 = {decisive(r2, 0.0)} > 0 decays faster than any power "
             f"of d: summable.{kern}",
-            "D_n(W) reaches D_oo(W) up to e^{-r1 n^r2}",
+            # D_oo - D_n = m_oo R_n / S_n with R_n = sum_{d>=n} e^(-r1 d^r2) ~ n^(1-r2) e^(-r1 n^r2) / (r1 r2)
+            f"D_oo(W) - D_n(W) ~ m_oo(W) n^(1-r2) e^(-r1 n^r2) / (r1 r2 S), S = sum_d e^(-r1 d^r2) = {S:.6g} "
+            "(Theorem 12)",
             limit_fn=limit,
         )
+
+
+def _tight(x):
+    return x.is_finite() and (x == 0 or x.rad() <= x.mid().abs_lower() * flint_two() ** -50)
+
+
+def flint_two():
+    import flint
+
+    return flint.arb(2)
 
 
 def _broadcast(a, b, name_b):

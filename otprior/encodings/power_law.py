@@ -15,7 +15,7 @@ from .._registry import param
 from .._validation import check_real
 from ._base import Encoding, Verdict, decisive, nonneg, per_head_values, register
 
-__all__ = ["LogDistance", "power_law_masses", "power_law_verdict"]
+__all__ = ["LogDistance", "power_law_masses", "power_law_masses_array", "power_law_verdict"]
 
 
 def power_law_masses(window, n, alpha, offset):
@@ -25,6 +25,16 @@ def power_law_masses(window, n, alpha, offset):
     if alpha == 0.0:
         return window / n, (n - window) / n
     return window_mass(window, n, alpha, offset=offset), distant_mass(window, n, alpha, offset=offset)
+
+
+def power_law_masses_array(window, n, alpha, offset):
+    """``(m, D)`` arrays over an int64 array ``n``: the vectorised log-distance route (Theorem 7)."""
+    from ..log_distance import _fast_arrays, _float_masses_many
+
+    if alpha == 0.0:
+        return window / n, (n - window) / n
+    fast = _fast_arrays(window, n, alpha, offset)
+    return None if fast is None else _float_masses_many(*fast)
 
 
 def power_law_verdict(encoding, alpha, offset, label) -> Verdict:
@@ -97,6 +107,9 @@ class LogDistance(Encoding):
 
     def _masses(self, window, n):
         return power_law_masses(window, n, self.alpha, self.offset)
+
+    def _masses_array(self, window, n):
+        return power_law_masses_array(window, n, self.alpha, self.offset)
 
     def _verdict(self):
         return power_law_verdict(self, self.alpha, self.offset, f"alpha = {decisive(self.alpha, 1.0)}")

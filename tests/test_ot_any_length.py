@@ -1,0 +1,122 @@
+"""The OT prior at any length (proofs/ot_asymptotics.md): proved bounds on the root
+(Lemma 4.1), the window mass from them (Lemma 4.2), lengths up to 1e300 of every integer
+type, and refusals decided before the work."""
+
+import math
+import time
+
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import otprior
+from otprior import DomainError
+
+
+def _hurwitz_power_sum(n, rho, dps=40):
+    """H_n^(rho) by mpmath (private context): direct sum or zeta difference."""
+    ctx = mpmath.MPContext()
+    ctx.dps = dps + 20
+    if n <= 2000:
+        return ctx.fsum(ctx.power(k, -rho) for k in range(1, n + 1))
+    return ctx.zeta(rho) - ctx.zeta(rho, n + 1)
+
+
+@pytest.mark.parametrize("rho", [0.1, 0.5, 0.9, 0.99])
+def test_lemma_4_1_brackets_the_exact_root(rho):
+    """t <= c_t <= (H_t^(rho))^(1/(1-rho)) against the solved root (Theorem 2, exact route)."""
+    for t in (1, 2, 7, 300, 1500):
+        log_c = otprior.ot_prior(t, rho).log_c
+        log_hi = float(mpmath.log(_hurwitz_power_sum(t, rho))) / (1 - rho)
+        assert math.log(t) - 1e-9 <= log_c <= log_hi + 1e-9, (t, rho, log_c, log_hi)
+
+
+@pytest.mark.parametrize("rho", [0.1, 0.5, 0.9, 0.99])
+def test_bounds_route_contains_the_exact_route(rho):
+    """The proved enclosure of the bounds route contains the exact route's certified value
+    wherever both run, for windows from 1 to n - 1 (large windows through Theorem 4(i))."""
+    for n in (50, 1500):
+        windows = np.array([1, 3, min(64, n - 2), n // 2, n - 1])
+        exact = otprior.ot_window_mass(windows, n, rho, certified=True, method="exact")
+        bounds, route = otprior.ot_window_mass(windows, n, rho, certified=True, method="bounds", return_route=True)
+        assert set(route.tolist()) == {"bounds"}
+        assert np.all(bounds.lo <= exact.lo) and np.all(exact.hi <= bounds.hi), (n, rho, bounds, exact)
+        f = otprior.ot_window_mass(windows, n, rho, method="bounds")
+        assert np.all((bounds.lo <= f) & (f <= bounds.hi))
+
+
+def test_large_windows_use_theorem_4_closed_forms():
+    W, n, rho = 10_000, 20_000, 0.5  # W above the recurrence cap: Theorem 4(i) at both ends of c
+    exact = otprior.ot_window_mass(W, n, rho, method="exact")
+    e = otprior.ot_window_mass(W, n, rho, certified=True, method="bounds")
+    assert e.lo <= exact <= e.hi and e.lo >= W / n * (1 - 1e-15)
+
+
+@pytest.mark.parametrize("rho", [0.1, 0.5, 0.9, 0.99, 0.999, 1 - 1e-6])
+def test_any_length_is_answered_with_a_proved_enclosure(rho):
+    for n in (10**6, 10**18, int(1e300), np.int64(10**18), np.uint64(2**63)):
+        _check_any_length(n, rho)
+
+
+def _check_any_length(n, rho):
+    e, route = otprior.ot_window_mass(64, n, rho, certified=True, return_route=True)
+    m = otprior.ot_window_mass(64, n, rho)
+    assert route == "bounds"
+    assert 0.0 <= e.lo <= m <= e.hi <= 1.0
+    # the closed-form ends of Lemma 4.2(c), computed here by mpmath
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+    H = ctx.mpf(_hurwitz_power_sum(64, rho))
+    assert e.hi <= min(1.0, float(H * ctx.mpf(int(n)) ** (ctx.mpf(rho) - 1))) * (1 + 1e-14)
+    assert e.lo >= 64 / int(n) * (1 - 1e-14)
+
+
+def test_object_arrays_numpy_ints_and_1e300():
+    n = np.array([10**6, int(1e300)], dtype=object)
+    b = otprior.ot_window_mass_bound(4, n, 0.5)
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+    ref = ctx.mpf(_hurwitz_power_sum(4, 0.5)) / ctx.sqrt(ctx.mpf(int(1e300)))
+    assert b.shape == (2,) and abs(b[1] - float(ref)) <= 1e-14 * float(ref)
+    law = otprior.ot_window_law(4, int(1e300), 0.5)
+    assert 0 < law < b[1]  # Z_q^q < 1: the law lies below the bound
+    assert otprior.ot_window_mass_bound(np.int64(4), np.int64(10**18), 0.5) > 0
+    for bad_n in (int(1e300) * 10, 0, "7", 2.5):
+        with pytest.raises(DomainError) as info:
+            otprior.ot_window_mass_bound(1, bad_n, 0.5)
+        assert info.value.parameter == "n"
+
+
+def test_dilution_bound_at_any_length():
+    """Theorem 5 on the upper end of the bounds route's enclosure: at most K H_W n^-(1-rho)."""
+    r = otprior.ot_dilution_bound(4, 10**7, 0.5, 0.3)
+    K = math.exp(2 * 0.3 * 1.5 / 0.5)
+    H = float(_hurwitz_power_sum(4, 0.5))
+    assert r.route == "bounds"
+    assert r.bound <= K * H * 10**-3.5 * (1 + 1e-12)
+    big = otprior.ot_dilution_bound(64, [10**9, 10**18, int(1e300)], 0.9, 0.1)
+    assert np.all(np.diff(big.bound) < 0) and big.bound[-1] < 1e-20
+
+
+def test_refusal_before_the_work_and_same_answer_twice():
+    start = time.perf_counter()
+    with pytest.raises(DomainError) as info:
+        otprior.ot_prior(10**6, 0.999999999999)
+    assert info.value.parameter == "rho" and time.perf_counter() - start < 5.0
+    a = otprior.ot_window_mass(64, 10**6, 1 - 1e-6, certified=True, return_route=True)
+    b = otprior.ot_window_mass(64, 10**6, 1 - 1e-6, certified=True, return_route=True)
+    assert a == b
+    with pytest.raises(DomainError) as info:
+        otprior.ot_window_mass(1, 5, 0.5, method="fast")
+    assert info.value.parameter == "method"
+
+
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(2, 3000), frac=st.floats(0.0, 1.0), rho=st.floats(0.01, 0.995))
+def test_bounds_route_contains_the_exact_route_property(n, frac, rho):
+    W = 1 + int(frac * (n - 2))
+    exact = otprior.ot_window_mass(W, n, rho, certified=True, method="exact")
+    bounds = otprior.ot_window_mass(W, n, rho, certified=True, method="bounds")
+    assert bounds.lo <= exact.lo and exact.hi <= bounds.hi, (W, n, rho, bounds, exact)
