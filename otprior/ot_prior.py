@@ -696,6 +696,8 @@ def _broadcast_ints(window, n):
     """
     arrays = []
     for name, raw in (("window", window), ("n", n)):
+        if isinstance(raw, (str, bytes, bytearray, memoryview)):  # a memoryview may hold raw bytes
+            raise DomainError(name, raw, "integers (or rectangular arrays of integers) at least 1")
         try:
             arr = np.asarray(raw, dtype=object)
         except ValueError:

@@ -251,3 +251,14 @@ def test_kerple_power_limits_of_slow_decays():
     enc = KerplePower(0.05, 0.4)
     D = enc.distant_mass(64, [10**9, 10**18, int(1e300)])
     assert np.all(np.abs(D - 0.991049072895256) <= 2e-15)
+
+
+def test_causal_ot_encoding_answers_at_any_length_inside_the_certified_enclosure():
+    # beyond the exact crossover the encoding takes ot_window_mass's routes (proofs/ot_asymptotics.md)
+    enc = otprior.encodings.get("causal-ot", rho=0.5)
+    for n in (10**7, 10**18):
+        m = enc.window_mass(64, n)
+        box = otprior.ot_window_mass(64, n, 0.5, certified=True)
+        assert box.lo <= m <= box.hi
+        assert enc.distant_mass(64, n) == pytest.approx(1.0 - m, rel=1e-15)
+        assert m <= otprior.ot_window_mass_bound(64, n, 0.5)

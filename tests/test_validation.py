@@ -292,3 +292,18 @@ def test_alibi_counts_its_heads_from_the_slopes():
     assert enc.heads == 3 and len(enc.per_head()) == 3 and all(h.heads is None for h in enc.per_head())
     assert E.ALiBi((0.5,)).heads is None and E.ALiBi(heads=4).heads == 4
     assert E.ALiBi((0.5, 0.25), heads=2) == E.ALiBi((0.5, 0.25))
+
+
+def test_callable_bias_with_complex_values_is_refused():
+    from otprior.encodings import Bias
+
+    b = Bias(lambda d: -2 * np.log(d + 1) + 1j, asymptotic="-2*log(d+1)")
+    with pytest.raises(otprior.DomainError, match="real values"):
+        b.bias([0, 1, 2])
+
+
+@pytest.mark.parametrize("func", ["ot_window_mass", "ot_window_law", "ot_window_mass_bound"])
+def test_ot_masses_refuse_memoryview_lengths(func):
+    raw = memoryview(b"\x40\x00\x00\x00")
+    with pytest.raises(otprior.DomainError, match="n="):
+        getattr(otprior, func)(4, raw, 0.5)

@@ -9,7 +9,7 @@ import mpmath
 import numpy as np
 
 from .._registry import param
-from .._validation import DomainError, PrecisionError, check_real
+from .._validation import DomainError, PrecisionError, check_real, real_array
 from ..expression import (
     DEFAULT_MEMORY_BUDGET,
     DEFAULT_TIME_BUDGET,
@@ -377,7 +377,7 @@ class Bias(Encoding):
         d = np.asarray(d, dtype=float)
         with np.errstate(all="ignore"):
             if self._callable is not None:
-                return np.asarray(self._callable(d), dtype=float) * np.ones_like(d)
+                return real_array(self._callable(d), "bias", "a callable returning real values") * np.ones_like(d)
             sp = import_sympy()
 
             fn = sp.lambdify(self._sym[0], self._sym[1], "numpy")

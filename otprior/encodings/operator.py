@@ -23,6 +23,8 @@ class CausalOT(Encoding):
     rho: float = param(doc="balancing strength rho in [0, 1)")
     logit_bound: float = param(0.0, doc="bound B >= 0 on |content logit - constant|", kw_only=True)
 
+    _EXACT_N = 65536  # the prior itself up to here (D_n(W) summed directly); ot_window_mass beyond
+
     def __post_init__(self):
         object.__setattr__(self, "rho", check_rho(self.rho))
         object.__setattr__(self, "logit_bound", nonneg(self.logit_bound, "logit_bound"))
@@ -35,8 +37,14 @@ class CausalOT(Encoding):
         return np.log(ot_prior(n, self.rho))[d]
 
     def _masses(self, window, n):
-        from ..ot_prior import ot_prior
+        from ..ot_prior import ot_prior, ot_window_mass
 
+        if n > self._EXACT_N:
+            # any length: ot_window_mass's own rule picks the exact route or the bounds route
+            # (proofs/ot_asymptotics.md, Lemmas 4.1 and 4.2); here m_n(W) < H_W n^(rho-1) is small,
+            # so D_n(W) = 1 - m_n(W) loses no relative accuracy
+            m = float(ot_window_mass(window, n, self.rho))
+            return m, 1.0 - m
         prior = ot_prior(n, self.rho)
         return float(np.sum(prior[:window])), float(np.sum(prior[window:]))
 
