@@ -487,9 +487,11 @@ def test_falcon_classify_names_no_flag_the_user_did_not_give(capsys):
     argv = ["classify", "alibi", "--slope", "0.0625", "--variant", "falcon", "--head-dim", "64"]
     code, out, err = run(capsys, *argv)
     assert code == 0 and err == "" and "--window" not in out
-    assert "D_oo(W = 64) not given" in out
+    assert "no limit: liminf D_n(W = 64) = 0, limsup = 1" in out  # the oscillating verdict's bounds
     code, out, _ = run(capsys, *argv, "--json")
-    assert code == 0 and json.loads(out)["limit_distant_mass"] is None
+    doc = json.loads(out)
+    assert code == 0 and doc.get("limit_distant_mass") is None
+    assert (doc["liminf_distant_mass"], doc["limsup_distant_mass"]) == (0.0, 1.0)
     code, out, _ = run(capsys, "classify", "alibi", "--slope", "0.0625", "--window", "4")
     assert code == 0 and f"D_oo(W = 4) = {math.exp(-0.25):.6g}" in out  # e^(-mW), unchanged
 
