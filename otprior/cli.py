@@ -109,7 +109,7 @@ from ._output import (
     write_stderr_line,
     write_stdout,
 )
-from ._validation import ALPHA, OFFSET, TOL, ConvergenceError, DomainError, FileFormatError, PrecisionError
+from ._validation import ALPHA, OFFSET, TOL, ConvergenceError, DomainError, FileFormatError, Interval, PrecisionError
 
 __all__ = [
     "main",
@@ -284,9 +284,11 @@ def _real_type(low=-MAX_MAGNITUDE, high=MAX_MAGNITUDE, *, low_open=False, high_o
     return parse
 
 
-def _domain_type(interval):
+def _domain_type(interval, *, cost=None):
     """Reals in one of the library's shared domains (:class:`otprior._validation.Interval`): the
-    command line accepts exactly what the API accepts."""
+    command line refuses what the API refuses, with the same domain. ``cost``, an interval
+    inside it, is a time limit of the command line (see :data:`MARGIN_COST`): a value of the
+    domain beyond it is refused as such, naming both."""
 
     def parse(text):
         text = _text_of(text).strip()
@@ -296,6 +298,9 @@ def _domain_type(interval):
             raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a number") from None
         if not math.isfinite(value) or value not in interval:
             raise argparse.ArgumentTypeError(f"{text[:80]!r} is outside the valid domain: a finite number in {interval}")
+        if cost is not None and value not in cost:
+            raise argparse.ArgumentTypeError(f"{text[:80]!r} is in the valid domain {interval} but beyond the command line's time limit: "
+                                             f"a number in {cost} (otprior.margin_for answers it, in seconds to minutes)")
         return value
 
     parse.__name__ = "number"
@@ -335,6 +340,11 @@ MAX_PARAMETER_MAGNITUDE = 1e12
 #: Parameters whose domain the library defines once (``otprior._validation``): their flags accept
 #: exactly that domain, as the API does.
 SHARED_DOMAINS = {"alpha": ALPHA, "offset": OFFSET}
+#: Time limits of ``margin`` and ``checkpoint``'s margin inside the API's domains of tol and offset:
+#: the certified bisection's cost grows with the margin, and beyond these it took 2 to 35 s of CPU
+#: (tol = 5e-324 with relative growth: 16-34 s; offset 1e15: 2 s, 1e23: 30 s); within them every
+#: corner measured (W = 1, L up to 1e18, B = 100, both growths) took under 0.3 s.
+MARGIN_COST = {"tol": Interval(1e-12, 1.0, high_open=True), "offset": Interval(1e-300, 1e6)}
 #: Largest content bound B (``--logit-bound`` of every encoding, ``margin --score-bound``): the
 #: factor e^(2B) of Theorem 10 is a double up to B of about 354.
 MAX_CONTENT_BOUND = 100.0
@@ -1035,10 +1045,12 @@ def _add_margin(command):
                 "growth of distant mass D_L(W) between the two lengths within tol.")
     p.add_argument("--window", type=_LENGTH, required=True, help="window W: the W nearest keys (d < W)")
     p.add_argument("--lengths", type=_LENGTH, nargs=2, required=True, metavar=("L0", "L1"), help="the two context lengths, L0 < L1")
-    p.add_argument("--tol", type=_domain_type(TOL), required=True, help=f"allowed growth of distant mass, in {TOL}")
+    p.add_argument("--tol", type=_domain_type(TOL, cost=MARGIN_COST["tol"]), required=True,
+                   help=f"allowed growth of distant mass, in {TOL} (command line: {MARGIN_COST['tol']})")
     p.add_argument("--growth", choices=["absolute", "relative"], default="absolute", help="D_L1 - D_L0 (default) or D_L1/D_L0 - 1")
     p.add_argument("--score-bound", type=_real_type(0.0, 100.0), default=0.0, help="bound B in [0, 100] on content scores around a constant (Theorem 10)")
-    p.add_argument("--offset", type=_domain_type(OFFSET), default=1.0, help=f"offset o in {OFFSET} of the bias -alpha log(d + o)")
+    p.add_argument("--offset", type=_domain_type(OFFSET, cost=MARGIN_COST["offset"]), default=1.0,
+                   help=f"offset o in {OFFSET} of the bias -alpha log(d + o) (command line: {MARGIN_COST['offset']})")
     p.add_argument("--json", action="store_true", help=_JSON_HELP)
 
 
@@ -1162,8 +1174,8 @@ def _add_checkpoint(command):
     k.add_argument("--window", type=_LENGTH, help="window W (default min(64, L0/2))")
     k.add_argument("--lengths", type=_int_type(2, MAX_LENGTH), nargs="+", metavar="L",
                    help="2 to 64 increasing context lengths (default: the training length found and 8 times it)")
-    k.add_argument("--tol", type=_domain_type(TOL), default=0.05,
-                   help=f"growth tolerance for the margin (power-law schemes), in {TOL} (default 0.05)")
+    k.add_argument("--tol", type=_domain_type(TOL, cost=MARGIN_COST["tol"]), default=0.05,
+                   help=f"growth tolerance for the margin (power-law schemes), in {TOL} (command line: {MARGIN_COST['tol']}; default 0.05)")
     k.add_argument("--implementation", choices=("transformers", "original"), default="transformers",
                    help="whose code to model where they differ: transformers' class (default) or the family's original (MPT)")
     k.add_argument("--measure", action="store_true", help="also run the model on --text and measure each head's masses (reference model or transformers folder)")

@@ -68,8 +68,7 @@ def test_classify_score_bound_flag_refused_naming_logit_bound(capsys):
 @pytest.mark.parametrize(
     "argv",
     [
-        ["margin", "--window", "64", "--lengths", "512", "8192", "--tol", "1e-300"],  # the API answers: so does the CLI
-        ["margin", "--window", "64", "--lengths", "512", "8192", "--tol", "0.05", "--offset", "1e-300"],
+        ["margin", "--window", "64", "--lengths", "512", "8192", "--tol", "0.05", "--offset", "1e-300"],  # was refused below 1e-6
         ["classify", "log-distance", "--alpha", "1e15", "--json"],
     ],
 )
@@ -90,6 +89,16 @@ def test_cli_accepts_what_the_api_accepts(capsys, argv):
 def test_cli_refuses_what_the_api_refuses_with_its_domain(capsys, argv, flag, domain):
     code, _, err = run(capsys, *argv)
     assert code == 2 and err.startswith(f"otprior: error: {flag}:") and str(domain) in err
+
+
+@pytest.mark.parametrize("argv, flag", [(["--tol", "1e-13"], "--tol"), (["--tol", "0.05", "--offset", "1e7"], "--offset")])
+def test_margin_time_limits_are_named_as_such_inside_the_domain(capsys, argv, flag):
+    """Inside the API's domain but beyond the command line's time limit: refused, naming both intervals."""
+    code, _, err = run(capsys, "margin", "--window", "64", "--lengths", "512", "8192", *argv)
+    domain, limit = (TOL, cli.MARGIN_COST["tol"]) if flag == "--tol" else (OFFSET, cli.MARGIN_COST["offset"])
+    assert code == 2 and err.startswith(f"otprior: error: {flag}:")
+    assert f"in the valid domain {domain} but beyond the command line's time limit: a number in {limit}" in err
+    assert limit.low >= domain.low and limit.high <= domain.high  # the limit lies inside the API's domain
 
 
 def test_api_domains_agree_at_the_ends():
