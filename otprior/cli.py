@@ -145,6 +145,8 @@ EXIT_BROKEN_PIPE = 141
 def _did_you_mean(tokens, options) -> str | None:
     """``"unrecognized argument --length (did you mean --lengths?)"`` for the first ``--flag`` of
     ``tokens`` that is not one of ``options`` but close to one (difflib), else None."""
+    # a parser's actions: a hidden former spelling close to the token suggests its new spelling
+    shown = {o: (action.new if isinstance(action, _Renamed) else o) for o, action in options.items()} if isinstance(options, dict) else {}
     options = [o for o in options if o.startswith("--")]
     for token in tokens:
         flag = token.split("=", 1)[0]
@@ -152,7 +154,7 @@ def _did_you_mean(tokens, options) -> str | None:
             continue
         close = difflib.get_close_matches(flag, options, n=1, cutoff=0.75)
         if close:
-            return f"unrecognized argument {flag} (did you mean {close[0]}?)"
+            return f"unrecognized argument {flag} (did you mean {shown.get(close[0], close[0])}?)"
     return None
 
 
@@ -463,7 +465,7 @@ class _Renamed(argparse.Action):
 
     def __init__(self, option_strings, dest, new, why="", **kwargs):
         self.new, self.why = new, why
-        super().__init__(option_strings, dest, nargs=None, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
+        super().__init__(option_strings, dest, nargs="?", default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
         parser.error(f"{option_string}: a former name, spelled {self.new} now" + (f" ({self.why})" if self.why else ""))

@@ -151,3 +151,10 @@ def test_multi_head_verdicts_summary_and_still_a_tuple():
     assert len(lines) == 3
     assert lines[1].split() == ["bounded", "2", "heads", "0,", "3"] and lines[2].rstrip(")").split() == ["diluting", "3", "heads", "1-2,", "4"]
     assert otprior.Verdicts(()).__repr__() == "Verdicts()"
+
+
+def test_did_you_mean_never_suggests_a_former_spelling(capsys):
+    code, _, err = run(capsys, "classify", "yarn", "--factor", "8", "--logit-bound", "1", "--scal", "8")
+    assert code == 2 and "(did you mean --factor?)" in err and "--scale" not in err
+    code, _, err = run(capsys, "classify", "rope", "--logit-bound", "1", "--score-bound")  # even without its value
+    assert code == 2 and "spelled --logit-bound now" in err
