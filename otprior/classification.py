@@ -80,7 +80,9 @@ def classify(encoding, normaliser=None, score_bound=None, *, structure=None):
     normaliser : Normaliser or str, optional
         From :mod:`otprior.normalisers` (a registered name is accepted); ``None`` is softmax.
     score_bound : float, optional
-        The bound ``B`` on content logits (default: the encoding's ``score_bound``).
+        The bound ``B`` on the content logits the normaliser sees (default: the encoding's
+        ``score_bound``, its ``logit_bound`` times ``a^2`` under a RoPE attention factor ``a``,
+        Theorem R). The command line has one flag for it, the encoding's ``--logit-bound``.
     structure : Structure or str, optional
         From :mod:`otprior.structures` (a registered name without parameters is accepted);
         ``None`` is full causal attention. Structures are analysed with softmax only
