@@ -10,7 +10,7 @@ from . import encodings, normalisers, structures
 from ._balls import Enclosure
 from ._validation import ConvergenceError, DomainError, PrecisionError
 from .causal_ot import causal_ot_attention, causal_ot_fixed_point
-from .classification import classify
+from .classification import Verdicts, classify
 from .content_bound import ContentBand, content_band
 from .log_distance import distant_mass, distant_mass_bounds, window_mass, window_mass_bounds
 from .margin import MarginResult, NoMarginError, margin_for
@@ -51,6 +51,7 @@ __all__ = [
     "margin_for",
     "MarginResult",
     "classify",
+    "Verdicts",
     "encodings",
     "structures",
     "NoMarginError",

@@ -9,10 +9,11 @@ so that :func:`Registry.parameters` can describe it to a command line or a form.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from dataclasses import MISSING, dataclass, field
 
-from ._validation import DomainError
+from ._validation import DomainError, RenamedError
 
 __all__ = ["Parameter", "Registry", "param", "REQUIRED"]
 
@@ -91,6 +92,29 @@ class Parameter:
         return t
 
 
+def renamed_parameters(cls) -> dict:
+    """``{old: new}``: the former keyword names a registered class refuses (its ``renamed`` attribute)."""
+    return dict(getattr(cls, "renamed", None) or {})
+
+
+def _refuse_renamed(cls) -> None:
+    """Make ``cls(old=...)`` raise :class:`RenamedError` naming the new keyword (not ``TypeError``)."""
+    renamed = renamed_parameters(cls)
+    if not renamed or getattr(cls.__init__, "_refuses_renamed", False):
+        return
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        for old in kwargs:
+            if old in renamed:
+                raise RenamedError(old, kwargs[old], renamed[old], getattr(cls, "renamed_reason", "") or f"a parameter of {cls.__name__}")
+        init(self, *args, **kwargs)
+
+    __init__._refuses_renamed = True
+    cls.__init__ = __init__
+
+
 class Registry:
     """Name -> frozen dataclass, filled by the ``register`` decorator where each class is defined."""
 
@@ -107,6 +131,7 @@ class Registry:
         if name in self._classes and self._classes[name] is not cls:
             raise TypeError(f"{self.kind} name {name!r} registered twice")
         self._classes[name] = cls
+        _refuse_renamed(cls)
         return cls
 
     def names(self) -> tuple:
@@ -121,6 +146,8 @@ class Registry:
         cls = self.lookup(name)
         accepted = {p.name for p in self.parameters(name)}
         for key in params:
+            if key in renamed_parameters(cls):
+                raise RenamedError(key, params[key], renamed_parameters(cls)[key], getattr(cls, "renamed_reason", "") or f"a parameter of {self.kind} {name!r}")
             if key not in accepted:
                 raise DomainError(key, params[key], f"a parameter of {self.kind} {name!r}: one of {', '.join(sorted(accepted))}")
         missing = [p.name for p in self.parameters(name) if p.required and p.name not in params]

@@ -13,7 +13,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["DomainError", "ConvergenceError", "PrecisionError", "FileFormatError"]
+__all__ = ["DomainError", "RenamedError", "ConvergenceError", "PrecisionError", "FileFormatError"]
 
 
 #: Largest number of decimal digits an error message writes out; bigger integers are described by
@@ -71,6 +71,18 @@ class DomainError(ValueError):
         self.value = value
         self.domain = domain
         super().__init__(f"{name}={describe_value(value)} is outside the valid domain: {domain}")
+
+
+class RenamedError(DomainError):
+    """An old spelling of a parameter or flag: refused, with the one spelling that replaced it.
+
+    ``RenamedError("scale", 8.0, "factor")`` reads ``scale=8.0 is outside the valid domain:
+    a former name, spelled factor now``; ``.new`` holds the new spelling.
+    """
+
+    def __init__(self, name: str, value, new: str, why: str = ""):
+        self.new = new
+        super().__init__(name, value, f"a former name, spelled {new} now" + (f" ({why})" if why else ""))
 
 
 class FileFormatError(ValueError):
@@ -200,6 +212,43 @@ def _real(value, name: str, domain: str) -> float:
     if not math.isfinite(out):
         raise DomainError(name, value, domain)
     return out
+
+
+class Interval:
+    """A real interval, the one domain of a quantity that the API and the command line both check.
+
+    ``Interval(0, 1, low_open=True, high_open=True).check(tol, "tol")`` is
+    :func:`check_real` with these ends; ``str()`` writes it as ``(0, 1)``.
+    """
+
+    __slots__ = ("low", "high", "low_open", "high_open")
+
+    def __init__(self, low: float, high: float, *, low_open: bool = False, high_open: bool = False):
+        self.low, self.high, self.low_open, self.high_open = float(low), float(high), low_open, high_open
+
+    def check(self, value, name: str) -> float:
+        """``value`` as a float in the interval, else a :class:`DomainError` naming ``name``."""
+        return check_real(value, name, low=self.low, high=self.high, low_open=self.low_open, high_open=self.high_open)
+
+    def __contains__(self, value) -> bool:
+        lo_ok = value > self.low if self.low_open else value >= self.low
+        hi_ok = value < self.high if self.high_open else value <= self.high
+        return bool(lo_ok and hi_ok)
+
+    def __str__(self):
+        return f"{'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+
+    def __repr__(self):
+        return f"Interval{self}"
+
+
+#: The exponent alpha of the log-distance bias -alpha log(d + o) (the mass routines, the
+#: ``log-distance`` encoding, ``--alpha``): beyond 1e15 the tail sums underflow every working precision.
+ALPHA = Interval(0.0, 1e15, low_open=True)
+#: The offset o of -alpha log(d + o) (``offset=``, ``--offset``).
+OFFSET = Interval(1e-300, 1e300)
+#: A growth tolerance of the margin (``tol=``, ``--tol``).
+TOL = Interval(0.0, 1.0, low_open=True, high_open=True)
 
 
 def check_window(window, n, name: str = "window") -> int:

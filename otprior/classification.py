@@ -6,7 +6,66 @@ It sits above the three families (:mod:`otprior.encodings`, :mod:`otprior.normal
 
 from __future__ import annotations
 
-__all__ = ["classify"]
+__all__ = ["classify", "Verdicts"]
+
+
+def _runs(indices) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2, 5, 7-8"``."""
+    parts, start, prev = [], None, None
+    for i in indices:
+        if start is not None and i == prev + 1:
+            prev = i
+            continue
+        if start is not None:
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = i
+    if start is not None:
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+    return ", ".join(parts)
+
+
+class Verdicts(tuple):
+    """The per-head verdicts of a multi-head classification: a ``tuple`` of :class:`Verdict`.
+
+    Everything a tuple does it does (indexing, iteration, ``len``, equality with a plain tuple of the
+    same verdicts); only its ``repr`` differs: one line per kind, with the count and the heads
+    (``0-59, 62``), instead of every head's verdict, so that 64 heads print in a few lines.
+
+    Examples
+    --------
+    >>> from otprior.encodings import ALiBi
+    >>> v = classify(ALiBi(heads=8))
+    >>> len(v), v[0].kind, isinstance(v, tuple)
+    (8, 'bounded', True)
+    >>> v
+    Verdicts(8 heads of ALiBi:
+      bounded  8  heads 0-7)
+    """
+
+    __slots__ = ()
+
+    def kinds(self) -> dict:
+        """``{kind: (head, ...)}`` in the order the kinds first occur."""
+        out = {}
+        for h, v in enumerate(self):
+            out.setdefault(v.kind, []).append(h)
+        return {k: tuple(h) for k, h in out.items()}
+
+    def __repr__(self):
+        if not self:
+            return "Verdicts()"
+        kinds = self.kinds()
+        width = max(len(k) for k in kinds)
+        count = len(str(len(self)))
+        first = self[0]
+        what = type(first.encoding).__name__
+        if first.normaliser is not None:
+            what += f" with {type(first.normaliser).__name__}"
+        lines = [f"  {k:<{width}}  {len(h):>{count}}  head{'s' if len(h) > 1 else ''} {_runs(h)}" for k, h in kinds.items()]
+        return f"Verdicts({len(self)} head{'s' if len(self) > 1 else ''} of {what}:\n" + "\n".join(lines) + ")"
+
+    def _repr_pretty_(self, p, cycle):  # IPython and Jupyter: the same summary
+        p.text(repr(self))
 
 
 def classify(encoding, normaliser=None, score_bound=None, *, structure=None):
@@ -14,12 +73,16 @@ def classify(encoding, normaliser=None, score_bound=None, *, structure=None):
 
     Parameters
     ----------
-    encoding : Encoding
-        An instance from :mod:`otprior.encodings` (multi-head: a tuple of verdicts, one per head).
+    encoding : Encoding or str
+        An instance from :mod:`otprior.encodings` (multi-head: :class:`Verdicts`, a tuple of
+        verdicts, one per head), or a registered name, built with its defaults as
+        ``otprior.encodings.get(name)`` builds it (parameters: build it with ``get(name, **params)``).
     normaliser : Normaliser or str, optional
         From :mod:`otprior.normalisers` (a registered name is accepted); ``None`` is softmax.
     score_bound : float, optional
-        The bound ``B`` on content logits (default: the encoding's ``score_bound``).
+        The bound ``B`` on the content logits the normaliser sees (default: the encoding's
+        ``score_bound``, its ``logit_bound`` times ``a^2`` under a RoPE attention factor ``a``,
+        Theorem R). The command line has one flag for it, the encoding's ``--logit-bound``.
     structure : Structure or str, optional
         From :mod:`otprior.structures` (a registered name without parameters is accepted);
         ``None`` is full causal attention. Structures are analysed with softmax only
@@ -28,7 +91,7 @@ def classify(encoding, normaliser=None, score_bound=None, *, structure=None):
 
     Returns
     -------
-    Verdict or tuple of Verdict
+    Verdict or Verdicts
         ``.kind``, ``.bounded``, ``.reason``, ``.rate``, ``.threshold`` (content-dependent),
         ``.limit_distant_mass(W)``, ``.distant_mass_bounds(W)`` (liminf, limsup) and
         ``.window_mass(W, n)`` (the constant-score prior of the whole).
@@ -55,16 +118,26 @@ def classify(encoding, normaliser=None, score_bound=None, *, structure=None):
     0.333333
     >>> classify(NoPE(), structure=Chunked(128)).distant_mass_bounds(64)   # (0, 64/128)
     (0.0, 0.5)
+    >>> classify("nope", "ssmax", score_bound=1.0).kind   # names, as for the normaliser
+    'content-dependent'
     """
     from dataclasses import replace
 
+    from . import encodings as E
     from . import normalisers as N
     from . import structures as S
     from ._validation import DomainError, check_real
     from .encodings import Encoding
 
+    if isinstance(encoding, str):
+        E.lookup(encoding)  # an unknown name: refused with the registered names
+        try:
+            encoding = E.get(encoding)
+        except DomainError as exc:
+            raise DomainError(exc.parameter, exc.value, f"{exc.domain} (the name {encoding!r} alone builds the encoding with its defaults; "
+                              f"give parameters as classify(otprior.encodings.get({encoding!r}, {exc.parameter}=...)))") from None
     if not isinstance(encoding, Encoding):
-        raise DomainError("encoding", encoding, "an instance of an otprior.encodings class")
+        raise DomainError("encoding", encoding, f"an instance of an otprior.encodings class or one of {', '.join(E.names())}")
     B = encoding.score_bound if score_bound is None else check_real(score_bound, "score_bound", low=0.0)
     if isinstance(structure, str):
         structure = S.get(structure)
@@ -83,7 +156,7 @@ def classify(encoding, normaliser=None, score_bound=None, *, structure=None):
             raise DomainError("structure", structure, f"per-head parts for the encoding's {len(heads)} heads")
         count = len(heads) if heads is not None else sH
         singles = heads if heads is not None else (encoding,) * count
-        return tuple(
+        return Verdicts(
             classify(e, normaliser, B, structure=None if structure is None else structure.for_head(h)) for h, e in enumerate(singles)
         )
     if structure is not None:

@@ -3,7 +3,7 @@
 Subcommands (``otprior COMMAND --help`` for each)::
 
     otprior margin --window W --lengths L0 L1 --tol T [--growth G] [--score-bound B] [--offset O]
-    otprior classify ENCODING [its flags] [--normaliser NAME [--NAME-PARAM V ...]] [--score-bound B] [--window W]
+    otprior classify ENCODING [its flags] [--logit-bound B] [--normaliser NAME [--NAME-PARAM V ...]] [--window W]
     otprior prior --rho R --n N [--full] [--plot FILE [--force]]
     otprior mass [ENCODING] [its flags] --window W --n N [N ...] [--dps D]
     otprior report [--out DIR] [--force]
@@ -30,8 +30,8 @@ Encodings and normalisers
     hold Python objects (callables, weight matrices: :data:`LIBRARY_ONLY`) are set from the
     library. The normaliser (:mod:`otprior.normalisers`, default softmax) is chosen with
     ``--normaliser NAME`` and its parameters are spelled ``--NAME-PARAMETER``
-    (``--ssmax-s 2``); ``--score-bound B`` is the content bound of the pair's verdict
-    (:func:`otprior.classify`). ``otprior mass`` without an encoding is ``mass log-distance``.
+    (``--ssmax-s 2``); the encoding's ``--logit-bound B`` is the content bound of the pair's
+    verdict (:func:`otprior.classify`; ``classify --score-bound`` is refused as its former name). ``otprior mass`` without an encoding is ``mass log-distance``.
 
 Errors
     Every input is validated before any work: the type and domain of each flag when it is
@@ -109,7 +109,7 @@ from ._output import (
     write_stderr_line,
     write_stdout,
 )
-from ._validation import ConvergenceError, DomainError, FileFormatError, PrecisionError
+from ._validation import ALPHA, OFFSET, TOL, ConvergenceError, DomainError, FileFormatError, Interval, PrecisionError
 
 __all__ = [
     "main",
@@ -127,9 +127,6 @@ __all__ = [
 MAX_LENGTH = 10**18
 #: Largest magnitude of a real-valued flag (beyond it no routine of the library is checked).
 MAX_MAGNITUDE = 1e6
-#: Smallest growth tolerance of ``margin``: below it the growth of distant mass is under
-#: the resolution of double precision around the margin.
-MIN_TOL = 1e-12
 #: Bytes per entry that :func:`otprior.ot_prior` holds at once, with a margin: the Anderson
 #: solver keeps 2 x 8 history rows of n doubles besides its iterate, image, residual and
 #: output, and the block cumulative sums a few more (``prior`` measured 215 n bytes of
@@ -148,6 +145,8 @@ EXIT_BROKEN_PIPE = 141
 def _did_you_mean(tokens, options) -> str | None:
     """``"unrecognized argument --length (did you mean --lengths?)"`` for the first ``--flag`` of
     ``tokens`` that is not one of ``options`` but close to one (difflib), else None."""
+    # a parser's actions: a hidden former spelling close to the token suggests its new spelling
+    shown = {o: (action.new if isinstance(action, _Renamed) else o) for o, action in options.items()} if isinstance(options, dict) else {}
     options = [o for o in options if o.startswith("--")]
     for token in tokens:
         flag = token.split("=", 1)[0]
@@ -155,7 +154,7 @@ def _did_you_mean(tokens, options) -> str | None:
             continue
         close = difflib.get_close_matches(flag, options, n=1, cutoff=0.75)
         if close:
-            return f"unrecognized argument {flag} (did you mean {close[0]}?)"
+            return f"unrecognized argument {flag} (did you mean {shown.get(close[0], close[0])}?)"
     return None
 
 
@@ -287,6 +286,29 @@ def _real_type(low=-MAX_MAGNITUDE, high=MAX_MAGNITUDE, *, low_open=False, high_o
     return parse
 
 
+def _domain_type(interval, *, cost=None):
+    """Reals in one of the library's shared domains (:class:`otprior._validation.Interval`): the
+    command line refuses what the API refuses, with the same domain. ``cost``, an interval
+    inside it, is a time limit of the command line (see :data:`MARGIN_COST`): a value of the
+    domain beyond it is refused as such, naming both."""
+
+    def parse(text):
+        text = _text_of(text).strip()
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a number") from None
+        if not math.isfinite(value) or value not in interval:
+            raise argparse.ArgumentTypeError(f"{text[:80]!r} is outside the valid domain: a finite number in {interval}")
+        if cost is not None and value not in cost:
+            raise argparse.ArgumentTypeError(f"{text[:80]!r} is in the valid domain {interval} but beyond the command line's time limit: "
+                                             f"a number in {cost} (otprior.margin_for answers it, in seconds to minutes)")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
 def _name_type(max_length=64):
     def parse(text):
         text = _text_of(text).strip()
@@ -314,9 +336,18 @@ _path_type.__name__ = "path"
 #: Constructor parameters that hold Python objects (callables, weight matrices): they are set
 #: from the library, and no flag is generated for them.
 LIBRARY_ONLY = {"bias": ("asymptotic",), "fire": ("f", "mlp")}
-#: Largest magnitude of a real-valued encoding or normaliser parameter on the command line.
+#: Largest magnitude of a real-valued encoding or normaliser parameter on the command line
+#: (but those of :data:`SHARED_DOMAINS`).
 MAX_PARAMETER_MAGNITUDE = 1e12
-#: Largest content bound B (``--logit-bound`` of every encoding, ``--score-bound``): the
+#: Parameters whose domain the library defines once (``otprior._validation``): their flags accept
+#: exactly that domain, as the API does.
+SHARED_DOMAINS = {"alpha": ALPHA, "offset": OFFSET}
+#: Time limits of ``margin`` and ``checkpoint``'s margin inside the API's domains of tol and offset:
+#: the certified bisection's cost grows with the margin, and beyond these it took 2 to 35 s of CPU
+#: (tol = 5e-324 with relative growth: 16-34 s; offset 1e15: 2 s, 1e23: 30 s); within them every
+#: corner measured (W = 1, L up to 1e18, B = 100, both growths) took under 0.3 s.
+MARGIN_COST = {"tol": Interval(1e-12, 1.0, high_open=True), "offset": Interval(1e-300, 1e6)}
+#: Largest content bound B (``--logit-bound`` of every encoding, ``margin --score-bound``): the
 #: factor e^(2B) of Theorem 10 is a double up to B of about 354.
 MAX_CONTENT_BOUND = 100.0
 #: Values beyond which a parameter is "huge" when the library overflows on it (see ``_overflow``).
@@ -384,7 +415,10 @@ def _parameter_type(p, *, per_head: bool):
             if numeric:
                 raise argparse.ArgumentTypeError(f"{text.strip()[:80]!r} is not {'an integer' if integer else 'a number'}") from None
             raise argparse.ArgumentTypeError(f"{text.strip()[:80]!r}: {exc.domain}") from None
-        if numeric and (not math.isfinite(value) or abs(value) > (MAX_LENGTH if integer else MAX_PARAMETER_MAGNITUDE)):
+        shared = SHARED_DOMAINS.get(p.name)
+        if shared is not None and numeric and not (math.isfinite(value) and value in shared):
+            raise argparse.ArgumentTypeError(f"{text.strip()[:80]!r} is outside the valid domain: a finite number in {shared}")
+        if shared is None and numeric and (not math.isfinite(value) or abs(value) > (MAX_LENGTH if integer else MAX_PARAMETER_MAGNITUDE)):
             bound = f"{MAX_LENGTH:.0e}" if integer else f"{MAX_PARAMETER_MAGNITUDE:g}"
             raise argparse.ArgumentTypeError(f"{text.strip()[:80]!r} is outside the valid domain: a finite number within +-{bound}")
         if p.name == "logit_bound" and not 0 <= value <= MAX_CONTENT_BOUND:
@@ -426,8 +460,31 @@ def _help(p, prefix="") -> str:
     return text
 
 
+class _Renamed(argparse.Action):
+    """A former spelling of a flag: hidden from ``--help``, refused with the one that replaced it."""
+
+    def __init__(self, option_strings, dest, new, why="", **kwargs):
+        self.new, self.why = new, why
+        super().__init__(option_strings, dest, nargs="?", default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string}: a former name, spelled {self.new} now" + (f" ({self.why})" if self.why else ""))
+
+
+def _add_renamed(parser, renamed: dict, why="") -> None:
+    """Hidden flags ``{old flag: new flag}`` that refuse the old spelling and name the new one."""
+    for old, new in renamed.items():
+        parser.add_argument(old, dest=f"_renamed:{old}", action=_Renamed, new=new, why=why)
+
+
 def _add_encoding_flags(parser, name) -> None:
-    """One flag per parameter of encoding ``name`` (``--r1``, ``--logit-bound``, ...)."""
+    """One flag per parameter of encoding ``name`` (``--r1``, ``--logit-bound``, ...); the class's
+    former keyword names (its ``renamed`` table) as refused flags that name the new ones."""
+    from . import encodings as E
+    from ._registry import renamed_parameters
+
+    cls = E.lookup(name)
+    _add_renamed(parser, {_flag(old): _flag(new) for old, new in renamed_parameters(cls).items()}, getattr(cls, "renamed_reason", ""))
     group = parser.add_argument_group(f"parameters of {name}")
     for p in encoding_parameters(name):
         kw = {"dest": p.name, "type": _parameter_type(p, per_head=True), "help": _help(p), "metavar": p.name.upper()}
@@ -589,7 +646,7 @@ def _cmd_classify(args):
     normaliser = build_normaliser(args)
     structure = build_structure(args)
     with _overflow(given):
-        result = classify(enc, normaliser, args.score_bound, structure=structure)
+        result = classify(enc, normaliser, structure=structure)
         return _classify_output(enc, normaliser, result, args.window, structure)
 
 
@@ -998,10 +1055,12 @@ def _add_margin(command):
                 "growth of distant mass D_L(W) between the two lengths within tol.")
     p.add_argument("--window", type=_LENGTH, required=True, help="window W: the W nearest keys (d < W)")
     p.add_argument("--lengths", type=_LENGTH, nargs=2, required=True, metavar=("L0", "L1"), help="the two context lengths, L0 < L1")
-    p.add_argument("--tol", type=_real_type(MIN_TOL, 1.0, high_open=True), required=True, help=f"allowed growth of distant mass, in [{MIN_TOL:g}, 1)")
+    p.add_argument("--tol", type=_domain_type(TOL, cost=MARGIN_COST["tol"]), required=True,
+                   help=f"allowed growth of distant mass, in {TOL} (command line: {MARGIN_COST['tol']})")
     p.add_argument("--growth", choices=["absolute", "relative"], default="absolute", help="D_L1 - D_L0 (default) or D_L1/D_L0 - 1")
     p.add_argument("--score-bound", type=_real_type(0.0, 100.0), default=0.0, help="bound B in [0, 100] on content scores around a constant (Theorem 10)")
-    p.add_argument("--offset", type=_real_type(1e-6, MAX_MAGNITUDE), default=1.0, help="offset o in [1e-6, 1e6] of the bias -alpha log(d + o)")
+    p.add_argument("--offset", type=_domain_type(OFFSET, cost=MARGIN_COST["offset"]), default=1.0,
+                   help=f"offset o in {OFFSET} of the bias -alpha log(d + o) (command line: {MARGIN_COST['offset']})")
     p.add_argument("--json", action="store_true", help=_JSON_HELP)
 
 
@@ -1058,8 +1117,8 @@ def _add_classify(command):
         _add_normaliser_flags(e)
         _add_structure_flags(e)
         g = e.add_argument_group("classification")
-        g.add_argument("--score-bound", type=_real_type(0.0, 100.0), default=None,
-                       help="bound B in [0, 100] on the content logits (default: the encoding's logit bound)")
+        # the content bound is the encoding's own --logit-bound: one flag for one quantity
+        _add_renamed(e, {"--score-bound": "--logit-bound"}, "the content bound B is the encoding's parameter")
         g.add_argument("--window", type=_LENGTH, default=64, help="window W for D_oo(W) (default 64)")
         g.add_argument("--json", action="store_true", help=_JSON_HELP)
 
@@ -1125,8 +1184,8 @@ def _add_checkpoint(command):
     k.add_argument("--window", type=_LENGTH, help="window W (default min(64, L0/2))")
     k.add_argument("--lengths", type=_int_type(2, MAX_LENGTH), nargs="+", metavar="L",
                    help="2 to 64 increasing context lengths (default: the training length found and 8 times it)")
-    k.add_argument("--tol", type=_real_type(MIN_TOL, 1.0, high_open=True), default=0.05,
-                   help=f"growth tolerance for the margin (power-law schemes), in [{MIN_TOL:g}, 1) (default 0.05)")
+    k.add_argument("--tol", type=_domain_type(TOL, cost=MARGIN_COST["tol"]), default=0.05,
+                   help=f"growth tolerance for the margin (power-law schemes), in {TOL} (command line: {MARGIN_COST['tol']}; default 0.05)")
     k.add_argument("--implementation", choices=("transformers", "original"), default="transformers",
                    help="whose code to model where they differ: transformers' class (default) or the family's original (MPT)")
     k.add_argument("--measure", action="store_true", help="also run the model on --text and measure each head's masses (reference model or transformers folder)")

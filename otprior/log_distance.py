@@ -43,14 +43,14 @@ from ._power_sums import (
     scaled_sum_many,
     scaled_sum_vec,
 )
-from ._validation import DomainError, PrecisionError, check_int, check_real
+from ._validation import ALPHA, OFFSET, DomainError, PrecisionError, check_int, check_real
 from .content_bound import MAX_SCORE_BOUND, content_band_balls
 
 __all__ = ["window_mass", "distant_mass", "window_mass_bounds", "distant_mass_bounds"]
 
 MAX_LENGTH = int(1e300)  # the double 1e300 as an exact integer (10**300 + 5.3e283): the bound is inclusive of it
-MAX_ALPHA = 1e15
-MIN_OFFSET, MAX_OFFSET = 1e-300, 1e300
+MAX_ALPHA = ALPHA.high  # the one domain of alpha and offset: otprior._validation (API, encoding, CLI)
+MIN_OFFSET, MAX_OFFSET = OFFSET.low, OFFSET.high
 _MAX_DPS = 950
 _START_PREC = 96
 _MAX_PREC = 1 << 14

@@ -31,9 +31,8 @@ import numpy as np
 
 from ._balls import Enclosure, arb_from_float, arb_precision, enclosure_from_arb
 from ._power_sums import arb_sum
-from ._validation import DomainError, check_int, check_real
+from ._validation import OFFSET, TOL, DomainError, check_int, check_real
 from .content_bound import MAX_SCORE_BOUND, content_band_balls
-from .log_distance import MAX_OFFSET, MIN_OFFSET
 
 __all__ = ["margin_for", "MarginResult", "NoMarginError"]
 
@@ -307,11 +306,11 @@ def margin_for(window, Lrange, tol, *, growth="absolute", score_bound=0.0, offse
         raise DomainError("Lrange", Lrange, domain)
     if window >= L0:
         raise DomainError("window", window, f"an integer in [1, min(Lrange) - 1] = [1, {L0 - 1}]")
-    tol = check_real(tol, "tol", low=0.0, high=1.0, low_open=True, high_open=True)
+    tol = TOL.check(tol, "tol")
     if growth not in ("absolute", "relative"):
         raise DomainError("growth", growth, "'absolute' or 'relative'")
     B = check_real(score_bound, "score_bound", low=0.0, high=MAX_SCORE_BOUND)
-    offset = check_real(offset, "offset", low=MIN_OFFSET, high=MAX_OFFSET)
+    offset = OFFSET.check(offset, "offset")
     precision = check_real(precision, "precision", low=1e-14, high=0.1)
     relative = growth == "relative"
     with arb_precision(256):

@@ -58,7 +58,7 @@ BAD_VALUES = [
 # one valid value per required encoding parameter (the flag's name in the registry)
 VALID_ENCODING_VALUES = {
     "logit_bound": "1",
-    "scale": "8",
+    "factor": "8",
     "r1": "1.5",
     "r2": "1",
     "min_increment": "0.05",
@@ -423,7 +423,7 @@ BOMBS = [
     ["classify", "bias", "--expr", "lambda: 0"],
     ["classify", "bias", "--expr", "[d]*10**9"],
     ["classify", "bias", "--expr", "exp(d, x=1)"],
-    ["margin", "--window", "64", "--lengths", "512", "8192", "--tol", "1e-300"],
+    ["margin", "--window", "64", "--lengths", "512", "8192", "--tol", "0"],
     ["mass", "--window", "64", "--n", "1e12", "--alpha", "1", "--dps", "1e9"],
     ["report", "--out", ""],
     ["report", "--out", "/proc"],

@@ -34,7 +34,7 @@ def test_margin_json_equals_library(capsys):
     [
         (["nope"], "diluting"),
         (["rope", "--logit-bound", "2"], "diluting"),
-        (["yarn", "--scale", "8", "--logit-bound", "1"], "diluting"),
+        (["yarn", "--factor", "8", "--logit-bound", "1"], "diluting"),
         (["alibi", "--slope", "0.25"], "bounded"),
         (["kerple-log", "--r1", "0.9", "--r2", "1"], "diluting"),
         (["kerple-log", "--r1", "1.4", "--r2", "1"], "bounded"),
@@ -134,7 +134,8 @@ def test_mass_of_any_encoding(capsys):
         (["classify", "cable", "--min-increment", "0.1,0.2"], "--min-increment"),
         (["mass", "nope", "--window", "4", "--n", "64", "--slope", "1"], "nope does not take --slope"),
         (["classify", "alibi", "--slope", "nan"], "--slope"),
-        (["margin", "--window", "64", "--lengths", "512", "8192", "--tol", "1e-300"], "--tol"),
+        (["margin", "--window", "64", "--lengths", "512", "8192", "--tol", "0"], "--tol"),
+        (["margin", "--window", "64", "--lengths", "512", "8192", "--tol", "0.05", "--offset", "1e301"], "--offset"),
         (["prior", "--rho", "0.5", "--n", "1e12"], "--n"),
         (["mass", "causal-ot", "--rho", "0.5", "--window", "4", "--n", "1e12"], "--n"),
         (["mass", "alibi", "--heads", "1e12", "--window", "4", "--n", "64"], "--heads"),
@@ -319,7 +320,7 @@ _NEEDS = {
     "kerple-power": (["--r1", "0.5", "--r2", "1"], {"r1": 0.5, "r2": 1.0}),
     "causal-ot": (["--rho", "0.5"], {"rho": 0.5}),
     "rope": (["--logit-bound", "1"], {"logit_bound": 1.0}),
-    "yarn": (["--scale", "8", "--logit-bound", "1"], {"scale": 8.0, "logit_bound": 1.0}),
+    "yarn": (["--factor", "8", "--logit-bound", "1"], {"factor": 8.0, "logit_bound": 1.0}),
     "t5": (["--values=" + ",".join(map(str, _T5_TABLE))], {"values": tuple(_T5_TABLE)}),
     "nope": ([], {}),
     "fire": ([], {}),
@@ -364,10 +365,10 @@ def test_classify_covers_every_normaliser(capsys, encoding):
         if encoding == "bias" and name not in ("softmax", "ssmax"):
             continue  # each expression verdict runs a child process; two suffice for the wiring
         extra, kwargs = _NORMALISER_NEEDS.get(name, ([], {}))
-        code, out, err = run(capsys, "classify", encoding, *flags, "--normaliser", name, *extra, "--score-bound", "0.5", "--json")
+        code, out, err = run(capsys, "classify", encoding, *flags, "--normaliser", name, *extra, "--logit-bound", "0.5", "--json")
         assert code == 0, (name, err)
         data = _strict(out)
-        expected = classify(encodings.get(encoding, **params), normalisers.get(name, **kwargs), 0.5)
+        expected = classify(encodings.get(encoding, **{**params, "logit_bound": 0.5}), normalisers.get(name, **kwargs))
         assert data["kind"] == expected.kind and data["reason"] == expected.reason
         assert data["normaliser"] == repr(normalisers.get(name, **kwargs))
 

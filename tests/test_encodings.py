@@ -220,10 +220,12 @@ def test_content_bound_band():
         (lambda: CausalOT(1.0), "rho"),
         (lambda: LogDistance(0.0), "alpha"),
         (lambda: RoPE(-1.0), "logit_bound"),
-        (lambda: YaRN(0.5, 1.0), "scale"),
+        (lambda: YaRN(0.5, 1.0), "factor"),
         (lambda: T5Buckets(values=[0.0, 1.0]), "values"),
         (lambda: Bias(lambda x: -x), "asymptotic"),
-        (lambda: classify("alibi"), "encoding"),
+        (lambda: classify("alibi"), "slope"),  # a name is built as encodings.get builds it: ALiBi needs a slope
+        (lambda: classify("no-such-encoding"), "encoding"),
+        (lambda: classify(3.0), "encoding"),
         (lambda: ALiBi(0.1).distant_mass(10, 5), "window"),
     ],
 )

@@ -223,7 +223,7 @@ def test_rope_longrope_and_default():
 def test_yarn_class_equals_rope_yarn_and_the_factor_bound_is_attained():
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    y = YaRN(8.0, 1.0, original_max_position=4096, mscale=1.0, mscale_all_dim=0.5)
+    y = YaRN(8.0, 1.0, original_max_position_embeddings=4096, mscale=1.0, mscale_all_dim=0.5)
     config = _config(128, 10000.0, {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 4096, "mscale": 1.0, "mscale_all_dim": 0.5})
     inv, factor = ROPE_INIT_FUNCTIONS["yarn"](config, "cpu")
     assert np.allclose(y.inverse_frequencies(), inv.double().numpy(), rtol=2e-6)

@@ -11,7 +11,7 @@ from otprior._registry import REQUIRED
 
 def test_every_registered_encoding_builds_from_its_parameters():
     assert set(E.names()) >= {"nope", "rope", "yarn", "alibi", "kerple-log", "kerple-power", "t5", "fire", "cable", "log-distance", "causal-ot", "bias"}
-    examples = {"rope": {"logit_bound": 1.0}, "yarn": {"scale": 4.0, "logit_bound": 1.0}, "alibi": {"slope": 0.1}, "kerple-log": {"r1": 1.2, "r2": 0.5},
+    examples = {"rope": {"logit_bound": 1.0}, "yarn": {"factor": 4.0, "logit_bound": 1.0}, "alibi": {"slope": 0.1}, "kerple-log": {"r1": 1.2, "r2": 0.5},
                 "kerple-power": {"r1": 0.5, "r2": 1.0}, "cable": {"min_increment": 0.1}, "log-distance": {"alpha": 1.1}, "causal-ot": {"rho": 0.5},
                 "bias": {"expr": "-2*log(d+1)"}}
     for name in E.names():

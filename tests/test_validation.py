@@ -109,7 +109,7 @@ def test_huge_parameters_are_refused_by_name(name, params, parameter):
     assert info.value.parameter == parameter
 
 
-@pytest.mark.parametrize("name, params", [("rope", {"logit_bound": 1e300}), ("yarn", {"scale": 1e300, "logit_bound": 1.0})])
+@pytest.mark.parametrize("name, params", [("rope", {"logit_bound": 1e300}), ("yarn", {"factor": 1e300, "logit_bound": 1.0})])
 def test_huge_logit_bounds_are_classified_without_overflow(name, params):
     v = otprior.classify(E.get(name, **params))
     assert v.kind == "diluting" and "e+" in v.rate  # e^(2B) written in powers of ten

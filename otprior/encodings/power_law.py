@@ -12,7 +12,7 @@ import mpmath
 import numpy as np
 
 from .._registry import param
-from .._validation import check_real
+from .._validation import ALPHA, OFFSET
 from ._base import Encoding, Verdict, decisive, nonneg, per_head_values, register
 
 __all__ = ["LogDistance", "power_law_masses", "power_law_masses_array", "power_law_verdict"]
@@ -71,11 +71,11 @@ def power_law_verdict(encoding, alpha, offset, label) -> Verdict:
 
 
 def _alpha(v, name):
-    return check_real(v, name, low=0.0, low_open=True)
+    return ALPHA.check(v, name)  # the one domain of alpha (otprior._validation), as the mass routines check it
 
 
 def _offset(v, name):
-    return check_real(v, name, low=0.0, low_open=True)
+    return OFFSET.check(v, name)
 
 
 @register

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
@@ -283,22 +284,29 @@ def rope_inverse_frequencies(rope: RoPE, seq_len=None) -> np.ndarray:
 @register
 @dataclass(frozen=True, repr=False)
 class YaRN(_BiasFree):
-    """RoPE with YaRN scaling (``rope_type="yarn"``): the keywords of ``_compute_yarn_parameters``.
+    """RoPE with YaRN scaling (``rope_type="yarn"``), its parameters named as in a ``transformers`` config.
 
-    ``YaRN(scale, logit_bound)`` is ``RoPE(logit_bound, rope_type="yarn", factor=scale,
-    original_max_position_embeddings=original_max_position, ...)``; the attention factor
-    (``0.1 ln s + 1`` by default, or from ``mscale``/``mscale_all_dim``, or given) scales
-    the logit bound by its square (Theorem R). The verdict stays diluting.
+    ``YaRN(factor, logit_bound, original_max_position_embeddings=L, ...)`` is
+    ``RoPE(logit_bound, rope_type="yarn", factor=factor, original_max_position_embeddings=L, ...)``:
+    the keywords of ``rope_scaling`` (``_compute_yarn_parameters``), one spelling each. The
+    former spellings ``scale`` and ``original_max_position`` are refused with a
+    :class:`~otprior.DomainError` (``RenamedError``) that names the new one. The attention
+    factor (``0.1 ln s + 1`` for ``s = factor`` by default, or from ``mscale``/``mscale_all_dim``,
+    or given) scales the logit bound by its square (Theorem R). The verdict stays diluting.
     """
 
     name = "yarn"
+    #: Former keyword -> the ``transformers`` name that replaced it (refused, naming the new one).
+    renamed = MappingProxyType({"scale": "factor", "original_max_position": "original_max_position_embeddings"})
+    renamed_reason = "the names of transformers' rope_scaling"
 
-    scale: float = param(doc="context scale factor s >= 1 (rope_scaling factor)")
+    factor: float = param(doc="context scale factor s >= 1 (rope_scaling factor)")
     logit_bound: float = param(doc="bound B >= 0 on |q.k| / sqrt(head_dim) before the attention factor")
-    original_max_position: int = param(4096, doc="original_max_position_embeddings", kw_only=True)
+    original_max_position_embeddings: int = param(4096, doc="pre-training context length (rope_scaling original_max_position_embeddings)",
+                                                  kw_only=True)
     beta_fast: float = param(32.0, doc="beta_fast > 0", kw_only=True)
     beta_slow: float = param(1.0, doc="beta_slow > 0", kw_only=True)
-    attention_factor: float | None = param(None, doc="factor on cos and sin (default: derived from scale and mscale)", kw_only=True)
+    attention_factor: float | None = param(None, doc="factor on cos and sin (default: derived from factor and mscale)", kw_only=True)
     mscale: float | None = param(None, doc="mscale", kw_only=True)
     mscale_all_dim: float | None = param(None, doc="mscale_all_dim", kw_only=True)
     truncate: bool = param(True, doc="round the correction range to integers", kw_only=True)
@@ -306,9 +314,10 @@ class YaRN(_BiasFree):
     rope_theta: float = param(10000.0, doc="base period theta > 1", kw_only=True)
 
     def __post_init__(self):
-        object.__setattr__(self, "scale", check_real(self.scale, "scale", low=1.0))
+        object.__setattr__(self, "factor", check_real(self.factor, "factor", low=1.0))
         object.__setattr__(self, "logit_bound", nonneg(self.logit_bound, "logit_bound"))
-        object.__setattr__(self, "original_max_position", check_int(self.original_max_position, "original_max_position"))
+        object.__setattr__(self, "original_max_position_embeddings",
+                           check_int(self.original_max_position_embeddings, "original_max_position_embeddings"))
         self.rope  # noqa: B018 - validates the remaining keywords
 
     @property
@@ -317,8 +326,8 @@ class YaRN(_BiasFree):
         return RoPE(
             self.logit_bound,
             rope_type="yarn",
-            factor=self.scale,
-            original_max_position_embeddings=self.original_max_position,
+            factor=self.factor,
+            original_max_position_embeddings=self.original_max_position_embeddings,
             beta_fast=self.beta_fast,
             beta_slow=self.beta_slow,
             attention_factor=self.attention_factor,
