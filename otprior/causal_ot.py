@@ -20,10 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logsumexp
 
 from ._anderson import anderson_memory, anderson_solve
-from ._validation import MACHINE_EPSILON, DomainError, check_int, check_real, check_rho, check_scores
+from ._validation import MACHINE_EPSILON, ConvergenceError, DomainError, check_int, check_real, check_rho, check_scores
 from .limits import check_allocation
 
 __all__ = ["causal_ot_attention", "causal_ot_fixed_point", "FixedPoint"]
@@ -84,12 +83,20 @@ def _threshold(dual_tol, rho):
     return dual_tol * (1.0 - rho)
 
 
+def _logsumexp(a, axis):
+    """``log(sum(exp(a), axis))`` with the maximum factored out (entries ``-inf`` allowed)."""
+    m = np.max(a, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(under="ignore", divide="ignore"):
+        return np.log(np.sum(np.exp(a - m), axis=axis)) + np.squeeze(m, axis=axis)
+
+
 def _log_map(s_masked, rho):
     """The normalised dual update on one prefix, in the log domain (Theorem 1)."""
 
     def G(x, rows):
-        f = -logsumexp(s_masked[None, :, :] + x[:, None, :], axis=2)
-        out = -rho * logsumexp(s_masked[None, :, :] + f[:, :, None], axis=1)
+        f = -_logsumexp(s_masked[None, :, :] + x[:, None, :], axis=2)
+        out = -rho * _logsumexp(s_masked[None, :, :] + f[:, :, None], axis=1)
         return out - out[:, -1:]
 
     return G
@@ -148,7 +155,7 @@ def causal_ot_fixed_point(scores, rho, *, dual_tol=1e-12, max_iter=100_000, acce
         floor=lambda img: _floor(n) * (1.0 + np.max(np.abs(img), axis=1)),
     )
     g = g[0]
-    f = -logsumexp(sm + g[None, :], axis=1)
+    f = -_logsumexp(sm + g[None, :], axis=1)
     f = f - s.max(axis=1, where=tri, initial=-np.inf)
     bound = float(info["residual"][0]) / (1.0 - rho) if rho < 1 else np.inf
     return FixedPoint(f=f, g=g, residuals=info["history"], iterations=int(info["iterations"][0]), error_bound=bound)
@@ -278,7 +285,13 @@ def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
             g = np.where(m, -rho * np.log(C), 0.0)
             return np.where(m, g - g[np.arange(rows.size), last[rows]][:, None], 0.0)
 
-    x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w)
+    try:
+        x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w, bound=_KERNEL_DUAL)
+    except ConvergenceError as err:
+        # a plain step that overflows or leaves the safe range: the log-domain path is exact there
+        if err.failures["tolerance"].size == 0:
+            raise _KernelRange from err
+        raise
     if np.abs(x).max() > _KERNEL_DUAL:
         raise _KernelRange
     with np.errstate(under="ignore"):
@@ -290,16 +303,17 @@ def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
     return _normalise_rows(rows)
 
 
-def _solve(G, x0, rho, dual_tol, max_iter, accelerate, width):
+def _solve(G, x0, rho, dual_tol, max_iter, accelerate, width, bound=None):
     return anderson_solve(
-            G,
-            x0,
-            _threshold(dual_tol, rho),
-            max_iter=max_iter,
-            accelerate=accelerate,
-            memory=anderson_memory(rho),
-            seminorm="osc",
+        G,
+        x0,
+        _threshold(dual_tol, rho),
+        max_iter=max_iter,
+        accelerate=accelerate,
+        memory=anderson_memory(rho),
+        seminorm="osc",
         floor=lambda img: _floor(width) * (1.0 + np.max(np.abs(img), axis=1)),
+        bound=bound,
     )
 
 
