@@ -152,7 +152,7 @@ def causal_ot_fixed_point(scores, rho, *, dual_tol=1e-12, max_iter=100_000, acce
         memory=anderson_memory(rho),
         history=True,
         seminorm="osc",
-        floor=lambda img: _floor(n) * (1.0 + np.max(np.abs(img), axis=1)),
+        floor=lambda amax: _floor(n) * (1.0 + amax),
     )
     g = g[0]
     f = -_logsumexp(sm + g[None, :], axis=1)
@@ -273,17 +273,30 @@ def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
     with np.errstate(under="ignore"):
         K = np.exp(sm[:w, :w])  # exactly zero above the diagonal
     mask = np.arange(w)[None, :] <= P[:, None]
-    last = P
+    maskf = mask.astype(float)
+    # adding offf before a division or logarithm keeps the entries outside each prefix
+    # finite; multiplying by maskf zeroes them (inside, both are exact no-ops)
+    offf = 1.0 - maskf
+    KT = np.ascontiguousarray(K.T)
 
     def G(x, rows):
-        m = mask[rows]
+        if rows.size == P.size:
+            mf, of, last = maskf, offf, P
+        else:
+            mf, of, last = maskf[rows], offf[rows], P[rows]
         with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
-            V = np.where(m, np.exp(x), 0.0)
-            R = V @ K.T
-            U = np.where(m, 1.0 / R, 0.0)
+            V = np.exp(x)
+            V *= mf
+            R = V @ KT
+            R += of
+            U = np.divide(mf, R, out=R)
             C = U @ K
-            g = np.where(m, -rho * np.log(C), 0.0)
-            return np.where(m, g - g[np.arange(rows.size), last[rows]][:, None], 0.0)
+            C += of
+            g = np.log(C, out=C)
+            g *= -rho
+            g -= g[np.arange(last.size), last][:, None]
+            g *= mf
+            return g
 
     try:
         x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w, bound=_KERNEL_DUAL)
@@ -312,7 +325,7 @@ def _solve(G, x0, rho, dual_tol, max_iter, accelerate, width, bound=None):
         accelerate=accelerate,
         memory=anderson_memory(rho),
         seminorm="osc",
-        floor=lambda img: _floor(width) * (1.0 + np.max(np.abs(img), axis=1)),
+        floor=lambda amax: _floor(width) * (1.0 + amax),
         bound=bound,
     )
 

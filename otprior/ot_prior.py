@@ -256,7 +256,7 @@ def _float_prior(n: int, rho: float, dual_tol: float, max_iter: int):
         max_iter=max_iter,
         memory=anderson_memory(rho),
         seminorm="osc",
-        floor=lambda img: rounding * (1.0 + np.max(np.abs(img), axis=1)),
+        floor=lambda amax: rounding * (1.0 + amax),
     )
     y = x[0]
     _, L1 = _sweep(y, rho)
