@@ -344,31 +344,54 @@ _SAFE = 1e-280
 def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
     """Solve the prefixes ``P`` together in the log domain (nothing can overflow).
 
-    Each log-sum-exp is evaluated as a matrix product of scaled exponentials: rows of
-    ``S`` have maximum 0 (shifted), columns are scaled by their maximum over the block's
-    rows, and each prefix's duals by their maximum, so every factor is at most one and
-    nothing overflows. A product that stays above ``1e-280`` has lost only terms below
-    ``w * 1e-308`` (relative error below ``1e-25``); the entries that fall below it are
-    evaluated exactly by ``logsumexp`` on gathered rows. The sweep is the kernel path's,
-    so the number of sweeps is the same.
+    Each log-sum-exp is evaluated as a matrix product of scaled exponentials, with the
+    current duals absorbed into the kernel (the stabilisation of log-domain Sinkhorn):
+    for any vector ``h``,
+
+    .. math::
+
+        \\sum_j e^{S_{ij} + X_{pj}} = e^{c_i + a_p} \\sum_j e^{S_{ij} + h_j - c_i}\\,
+        e^{X_{pj} - h_j - a_p},
+
+    with ``c_i = max_j (S_ij + h_j)`` and ``a_p = max_j (X_pj - h_j)``, so every factor is
+    at most one and nothing overflows. Taking ``h_j`` the largest current dual of column
+    ``j`` over the block's prefixes, refreshed every sweep (``w^2`` exponentials, a small
+    part of the two ``|P| w^2`` products), makes the leading terms of the products of
+    order one even for scores spread over thousands, where a kernel shifted by the row
+    maxima alone underflows. A product that stays above ``1e-280`` has lost only terms
+    below ``w * 1e-308`` (relative error below ``1e-25``); the entries that fall below it
+    are evaluated exactly by ``logsumexp`` on gathered rows. The sweep is the kernel
+    path's, so the number of sweeps is the same.
     """
     w = int(P[-1]) + 1
     S = sm[:w, :w]
     mask = np.arange(w)[None, :] <= P[:, None]
-    with np.errstate(under="ignore"):
-        K = np.exp(S)  # row maxima are 1 (rows shifted by their maximum)
-        col = np.max(S, axis=0)  # column maxima over the block's rows: every entry of Kc <= 1
-        col = np.where(np.isfinite(col), col, 0.0)
-        Kc = np.exp(S - col[None, :])
+
+    def absorbed(X, m, axis):
+        # returns (log of the scaled products, their values) for LSE over `axis` of S
+        Xm = np.where(m, X, -np.inf)
+        h = np.max(Xm, axis=0)
+        h = np.where(np.isfinite(h), h, 0.0)
+        with np.errstate(under="ignore", divide="ignore", invalid="ignore"):
+            if axis == 1:  # LSE_j (S_ij + X_pj): h on the columns of S
+                T = S + h[None, :]
+                c = np.max(T, axis=1)
+                Kt = np.exp(T - c[:, None]).T
+            else:  # LSE_i (S_ij + F_pi): h on the rows of S
+                T = S + h[:, None]
+                c = np.max(T, axis=0)
+                c = np.where(np.isfinite(c), c, 0.0)
+                Kt = np.exp(T - c[None, :])
+            Z = Xm - h[None, :]
+            a = np.max(Z, axis=1)
+            R = np.exp(Z - a[:, None]) @ Kt
+            out = np.log(R) + a[:, None] + c[None, :]
+        return out, R, Xm
 
     def row_lse(X, rows):
         # LSE_j (S_ij + X_pj) for all (p, i)
         m = mask[rows]
-        Xm = np.where(m, X, -np.inf)
-        b = np.max(Xm, axis=1)
-        with np.errstate(under="ignore", divide="ignore"):
-            R = np.exp(Xm - b[:, None]) @ K.T
-            out = np.log(R) + b[:, None]
+        out, R, Xm = absorbed(X, m, 1)
         bad = (R < _SAFE) & m
         if bad.any():
             pp, ii = np.nonzero(bad)
@@ -378,11 +401,7 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
     def col_lse(F, rows):
         # LSE_{j <= i <= p} (S_ij + F_pi) for all (p, j)
         m = mask[rows]
-        Fm = np.where(m, F, -np.inf)
-        b = np.max(Fm, axis=1)
-        with np.errstate(under="ignore", divide="ignore"):
-            C = np.exp(Fm - b[:, None]) @ Kc
-            out = np.log(C) + b[:, None] + col[None, :]
+        out, C, Fm = absorbed(F, m, 0)
         bad = (C < _SAFE) & m
         if bad.any():
             pp, jj = np.nonzero(bad)
