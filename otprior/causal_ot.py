@@ -267,6 +267,35 @@ def _normalise_rows(A):
     return A / total
 
 
+# column tiles of the products with the lower-triangular kernel (zero tiles are skipped)
+_TILE = 128
+
+
+def _times_kt(V, K, KT):
+    """``V @ K.T`` for a lower-triangular ``K``: column tile ``[i0, i1)`` only involves
+    ``j < i1`` (about half the multiply-adds of the dense product for large widths)."""
+    w = K.shape[0]
+    if w <= _TILE:
+        return V @ KT
+    out = np.empty((V.shape[0], w))
+    for i0 in range(0, w, _TILE):
+        i1 = min(w, i0 + _TILE)
+        np.matmul(V[:, :i1], KT[:i1, i0:i1], out=out[:, i0:i1])
+    return out
+
+
+def _times_k(U, K):
+    """``U @ K`` for a lower-triangular ``K``: column tile ``[j0, j1)`` only involves ``i >= j0``."""
+    w = K.shape[0]
+    if w <= _TILE:
+        return U @ K
+    out = np.empty((U.shape[0], w))
+    for j0 in range(0, w, _TILE):
+        j1 = min(w, j0 + _TILE)
+        np.matmul(U[:, j0:], K[j0:, j0:j1], out=out[:, j0:j1])
+    return out
+
+
 def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
     """Solve the prefixes ``P`` together with matrix products (kernel domain)."""
     w = int(P[-1]) + 1
@@ -287,10 +316,10 @@ def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
         with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
             V = np.exp(x)
             V *= mf
-            R = V @ KT
+            R = _times_kt(V, K, KT)
             R += of
             U = np.divide(mf, R, out=R)
-            C = U @ K
+            C = _times_k(U, K)
             C += of
             g = np.log(C, out=C)
             g *= -rho
