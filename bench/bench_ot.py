@@ -28,9 +28,11 @@ from __future__ import annotations
 import os
 import sys
 
-# one thread for every BLAS, fixed before numpy starts its threads
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_var] = "1"
+# one thread for every BLAS, fixed before numpy (and torch) start their threads; only when
+# run as a script (an importing test process keeps its settings)
+if __name__ == "__main__":
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = "1"
 
 import argparse  # noqa: E402
 import json  # noqa: E402
@@ -104,9 +106,9 @@ def bench_pot(sizes, rhos, strata, reps, tol=1e-10):
     return rows
 
 
-def bench_prior(n, rhos, reps):
+def bench_prior(n, rhos, reps, ref_size=10**6):
     rows = []
-    x = np.random.default_rng(0).normal(size=10**6)
+    x = np.random.default_rng(0).normal(size=ref_size)
     buf = np.empty_like(x)
 
     def reference():
@@ -241,6 +243,7 @@ def main(argv=None, *, sizes=None):
         "certified": [(64, 0.5)] if a.quick else [(256, 0.5), (1024, 0.99), (64, 0.9999)],
         "design": (128, 64) if a.quick else (1024, 512),
         "reps": 1 if a.quick else 3,
+        "ref_size": 10**6,
     }
     cfg.update(sizes or {})
     if a.pot_sizes:
@@ -251,7 +254,7 @@ def main(argv=None, *, sizes=None):
     print("== causal_ot_attention vs POT per prefix (matched accuracy 1e-10)")
     out["pot"] = bench_pot(cfg["pot_sizes"], cfg["pot_rhos"], cfg["strata"], max(1, reps - 2))
     print("== ot_prior")
-    out["prior"] = bench_prior(cfg["prior_n"], (0.5, 0.9, 0.99), reps)
+    out["prior"] = bench_prior(cfg["prior_n"], (0.5, 0.9, 0.99), reps, cfg["ref_size"])
     print("== large score spread")
     out["spread"] = bench_spread(cfg["spread_n"], (0.5, 0.9), reps)
     print("== certified vs double ot_prior")
