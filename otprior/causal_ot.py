@@ -368,6 +368,85 @@ def _lse_rows(a):
 
 
 _SAFE = 1e-280
+# sparse log-sum-exp of the entries whose scaled product underflows: the terms within
+# _MARGIN of the largest are kept (at most _KMAX of them), and reused while the duals of
+# the prefix move by at most _DRIFT in oscillation from where they were found
+_KMAX = 16
+_MARGIN = 100.0
+_DRIFT = 20.0
+
+
+class _Supports:
+    """Exact log-sum-exps ``LSE_j (A_ej + X_{p_e j})`` of gathered rows, on sparse supports.
+
+    The first evaluation of an entry ``e`` is dense (every ``j``); the indices of the terms
+    within ``_MARGIN`` of the largest are kept (when there are at most ``_KMAX``), and
+    later evaluations sum over them only, while the duals ``X_p`` of the entry's prefix
+    have moved by at most ``_DRIFT`` in oscillation since the reference point of that
+    prefix (then its supports are dropped and found again). Error: a term left out was
+    below the largest by ``_MARGIN`` when found; since then the duals have moved by at
+    most ``2 _DRIFT`` in oscillation relative to that point (the reference and the
+    point where the entry was found are both within ``_DRIFT`` of it), so it stays below the
+    new largest by ``_MARGIN - 2 _DRIFT = 60``: all of them add at most ``w e^{-60}``
+    (below ``1e-23`` for ``w <= 1e3``) relative to the sum, far under rounding.
+    """
+
+    def __init__(self, problems, width):
+        self.width = width
+        self.index = np.full((problems * width, _KMAX), -1, dtype=np.int64)
+        self.known = np.zeros(problems * width, dtype=bool)
+        self.count = np.zeros(problems * width, dtype=np.int64)
+        self.ref = np.zeros((problems, width))
+        self.has_ref = np.zeros(problems, dtype=bool)
+
+    def lse(self, A, ii, Xm, pp, rows):
+        w = self.width
+        gp = rows[pp]
+        # drift of each prefix involved since its reference point
+        involved = np.unique(pp)
+        gi = rows[involved]
+        with np.errstate(invalid="ignore"):
+            diff = np.where(np.isfinite(Xm[involved]), Xm[involved] - self.ref[gi], np.nan)
+            osc = np.nanmax(diff, axis=1, initial=-np.inf) - np.nanmin(diff, axis=1, initial=np.inf)
+        moved = ~self.has_ref[gi] | ~(osc <= _DRIFT)
+        for g in gi[moved]:
+            self.known[g * w : (g + 1) * w] = False
+        self.ref[gi[moved]] = np.where(np.isfinite(Xm[involved[moved]]), Xm[involved[moved]], 0.0)
+        self.has_ref[gi[moved]] = True
+        e = gp * w + ii
+        out = np.empty(e.size)
+        use = self.known[e]
+        if use.any():
+            eu = e[use]
+            k = int(self.count[eu].max())
+            J = self.index[eu, :k]
+            ok = J >= 0
+            # flat gathers; a missing index points at a trailing -inf
+            flat_a = np.append(A.ravel(), -np.inf)
+            flat_x = np.append(Xm.ravel(), -np.inf)
+            ia = np.where(ok, ii[use, None] * A.shape[1] + J, flat_a.size - 1)
+            ix = np.where(ok, pp[use, None] * Xm.shape[1] + J, flat_x.size - 1)
+            out[use] = _lse_rows(flat_a[ia] + flat_x[ix])
+        new = ~use
+        if new.any():
+            T = A[ii[new]] + Xm[pp[new]]
+            out[new] = _lse_rows(T)
+            k = min(_KMAX, w)
+            top = np.argpartition(-T, k - 1, axis=1)[:, :k] if k < w else np.tile(np.arange(w), (T.shape[0], 1))
+            vals = np.take_along_axis(T, top, axis=1)
+            with np.errstate(invalid="ignore"):
+                keep = vals >= out[new][:, None] - _MARGIN
+                count = np.sum(T >= out[new][:, None] - _MARGIN, axis=1)
+            fits = count <= _KMAX
+            en = e[new]
+            # the kept indices first (stable order), then -1
+            order = np.argsort(~keep, axis=1, kind="stable")
+            idx = np.full((en.size, _KMAX), -1, dtype=np.int64)
+            idx[:, :k] = np.where(np.take_along_axis(keep, order, axis=1), np.take_along_axis(top, order, axis=1), -1)
+            self.index[en[fits]] = idx[fits]
+            self.count[en[fits]] = count[fits]
+            self.known[en[fits]] = True
+        return out
 
 
 def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
@@ -394,6 +473,7 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
     """
     w = int(P[-1]) + 1
     S = sm[:w, :w]
+    ST = np.ascontiguousarray(S.T)
     mask = np.arange(w)[None, :] <= P[:, None]
 
     def absorbed(X, m, axis):
@@ -417,6 +497,9 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
             out = np.log(R) + a[:, None] + c[None, :]
         return out, R, Xm
 
+    row_support = _Supports(P.size, w)
+    col_support = _Supports(P.size, w)
+
     def row_lse(X, rows):
         # LSE_j (S_ij + X_pj) for all (p, i)
         m = mask[rows]
@@ -424,7 +507,7 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
         bad = (R < _SAFE) & m
         if bad.any():
             pp, ii = np.nonzero(bad)
-            out[pp, ii] = _lse_rows(S[ii] + Xm[pp])
+            out[pp, ii] = row_support.lse(S, ii, Xm, pp, rows)
         return out
 
     def col_lse(F, rows):
@@ -434,7 +517,7 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
         bad = (C < _SAFE) & m
         if bad.any():
             pp, jj = np.nonzero(bad)
-            out[pp, jj] = _lse_rows(S[:, jj].T + Fm[pp])
+            out[pp, jj] = col_support.lse(ST, jj, Fm, pp, rows)
         return out
 
     def G(x, rows):
