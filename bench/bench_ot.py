@@ -44,6 +44,7 @@ import numpy as np  # noqa: E402
 import otprior  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "ot.json"
+SECTIONS = ("pot", "prior", "spread", "certified", "design")
 
 
 def interleaved(funcs, reps):
@@ -233,6 +234,8 @@ def main(argv=None, *, sizes=None):
     ap.add_argument("--quick", action="store_true", help="small sizes (seconds)")
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--pot-sizes", type=int, nargs="+", help="n for the POT comparison (default 1024 2048)")
+    ap.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
+                    help="run these sections only; the others are kept from the existing output file")
     a = ap.parse_args(argv)
     cfg = {
         "pot_sizes": [64] if a.quick else [1024, 2048],
@@ -249,18 +252,26 @@ def main(argv=None, *, sizes=None):
     if a.pot_sizes:
         cfg["pot_sizes"] = a.pot_sizes
     reps = cfg["reps"]
-    out = {"quick": a.quick, "threads": 1, "clock": "process_time (CPU), median of interleaved warm runs",
-           "python": sys.version.split()[0], "numpy": np.__version__}
-    print("== causal_ot_attention vs POT per prefix (matched accuracy 1e-10)")
-    out["pot"] = bench_pot(cfg["pot_sizes"], cfg["pot_rhos"], cfg["strata"], max(1, reps - 2))
-    print("== ot_prior")
-    out["prior"] = bench_prior(cfg["prior_n"], (0.5, 0.9, 0.99), reps, cfg["ref_size"])
-    print("== large score spread")
-    out["spread"] = bench_spread(cfg["spread_n"], (0.5, 0.9), reps)
-    print("== certified vs double ot_prior")
-    out["certified"] = bench_certified(cfg["certified"], reps)
-    print("== design choices")
-    out["design"] = bench_design(*cfg["design"], reps)
+    out = {}
+    if set(a.sections) != set(SECTIONS) and Path(a.out).exists():
+        out = json.loads(Path(a.out).read_text())
+    out.update({"quick": a.quick, "threads": 1, "clock": "process_time (CPU), median of interleaved warm runs",
+                "python": sys.version.split()[0], "numpy": np.__version__})
+    if "pot" in a.sections:
+        print("== causal_ot_attention vs POT per prefix (matched accuracy 1e-10)")
+        out["pot"] = bench_pot(cfg["pot_sizes"], cfg["pot_rhos"], cfg["strata"], max(1, reps - 2))
+    if "prior" in a.sections:
+        print("== ot_prior")
+        out["prior"] = bench_prior(cfg["prior_n"], (0.5, 0.9, 0.99), reps, cfg["ref_size"])
+    if "spread" in a.sections:
+        print("== large score spread")
+        out["spread"] = bench_spread(cfg["spread_n"], (0.5, 0.9), reps)
+    if "certified" in a.sections:
+        print("== certified vs double ot_prior")
+        out["certified"] = bench_certified(cfg["certified"], reps)
+    if "design" in a.sections:
+        print("== design choices")
+        out["design"] = bench_design(*cfg["design"], reps)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
     return out
