@@ -382,8 +382,12 @@ def _backward(grad, A, gstar, K, rho, tol, chunk):
         )
         Cb, Rb = adjoint(lam)
         # dG/dK contracted with lambda: K enters R = V K^T and C = U K
-        Kbar = Rb.transpose(1, 2) @ V + U.transpose(1, 2) @ Cb
-        ds[:, :w, :w] += Kbar * Kc
+        # only the lower triangle of Kbar meets a non-zero K_ij: row tiles [i0, i1) up to column i1
+        RbT, UT = Rb.transpose(1, 2), U.transpose(1, 2)
+        for i0 in range(0, w, _TILE):
+            i1 = min(w, i0 + _TILE)
+            Kbar = torch.bmm(RbT[:, i0:i1], V[..., :i1]) + torch.bmm(UT[:, i0:i1], Cb[..., :i1])
+            ds[:, i0:i1, :i1] += Kbar * Kc[:, i0:i1, :i1]
     return ds
 
 
