@@ -286,6 +286,7 @@ def anderson_solve(
             break
     if rows.size:
         kind[rows] = "tolerance"
+        residual[rows] = np.where(have_prev, best_rn, residual[rows])
         # the image of the best accepted point is the best answer available
         out[rows] = np.where(have_prev[:, None], best_img, x)
     failed = kind != ""
