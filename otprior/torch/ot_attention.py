@@ -327,9 +327,8 @@ def _solve(s, rho, tol, chunk):
         )
         sweeps += k
         V = torch.exp(x) * maskf
-        R = V @ KcT
-        r = R[:, torch.arange(p1 - p0, device=s.device), P]  # R[p, p]: row p of its own prefix
-        A[:, p0:p1, :w] = Kc[:, P, :] * V / r[..., None]
+        row = Kc[:, P, :] * V  # K_pj V_pj: row p of its own prefix; its sum is R_pp
+        A[:, p0:p1, :w] = row / row.sum(-1, keepdim=True)
         gstar[:, p0:p1, :w] = x
         warm = x[:, -1, :]
     return A, gstar, K, sweeps
