@@ -205,10 +205,15 @@ def causal_ot_attention(scores, rho, *, dual_tol=1e-12, max_iter=10_000, variant
     ``g_t = 0`` (this removes the constant mode, which contracts only at rate
     ``rho``, Theorem 1). When the score spread is at most 200, one sweep of a block
     is two matrix products with the kernel ``K_ij = exp(s_ij - max_k s_ik)`` of the
-    block's width; otherwise (or if a dual leaves ``[-600, 600]``) the same sweep is
-    evaluated in the log domain on (prefixes x width x width) arrays, batched over
-    the block, with the same number of sweeps. Anderson mixing is safeguarded
-    (restarts, plain-step fallback) and its memory is chosen by ``rho``.
+    block's width (the products skip its zero tiles); otherwise (or if a plain step
+    overflows or leaves ``[-600, 600]``) the same sweep is evaluated in the log domain:
+    matrix products of a kernel into which the current duals are absorbed, and the
+    entries that underflow there as exact log-sum-exps on sparse supports (see
+    ``_log_block``), with the same number of sweeps. Anderson mixing is safeguarded
+    (``otprior/_anderson.py``): a candidate outside the kernel's safe range, or whose
+    residual exceeds 10 times the best, is replaced by the plain step, so the
+    accelerated operator converges wherever the plain iteration does; its memory is
+    chosen by ``rho``.
 
     Examples
     --------
