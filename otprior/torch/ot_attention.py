@@ -14,8 +14,9 @@ loop needs:
 * **Converged.** Every prefix is iterated until the sup-norm residual of its column
   duals is at most ``tol (1 - rho)``, which certifies ``|g - g*| <= rho tol`` because the
   dual update is a ``rho``-contraction (Theorem 1, ``proofs/contraction.md``). From
-  ``rho = 0.6`` on, the iteration (and the adjoint's) is accelerated by safeguarded
-  Anderson mixing (the numpy operator's safeguard: a candidate is used only if finite and
+  ``rho = 0.6`` on (below it, for blocks wider than 512), the iteration and the adjoint's
+  are accelerated by safeguarded Anderson mixing (the numpy operator's safeguard: a
+  candidate is used only if finite and
   kept only if its residual stays within 10 times the best, else the plain step of the
   best point is taken), so it converges wherever the plain iteration does. Convergence is
   read by the host once every 8 sweeps on accelerators (every sweep on the CPU, where it
@@ -152,16 +153,17 @@ def _sweep(x, K, KT, maskf, offf, rho):
     return torch.log(C + offf).mul_(-rho).mul_(maskf), V, R, U, C
 
 
-def _memory(rho):
-    """Anderson memory by ``rho`` (0: the plain iteration).
+def _memory(rho, width):
+    """Anderson memory by ``rho`` and the block's width (0: the plain iteration).
 
-    Measured on the CPU, forward and backward at T = 256 .. 1024 (``bench/bench_ot_attention.py``):
-    below ``rho = 0.6`` the warm-started plain iteration needs so few sweeps that the
-    mixing's own work does not pay; memory 3 up to 0.9 and 6 beyond (the history costs
-    ``2 m`` working arrays of the block).
+    Measured on the CPU, forward and backward of one layer at T = 256 .. 1024: below
+    ``rho = 0.6`` the warm-started plain iteration needs so few sweeps that mixing pays only
+    where a sweep is expensive (width above 512: memory 3, 13% faster at T = 1024; 0
+    below, where mixing's own work made T = 256 20% slower); memory 3 up to 0.9 and 6
+    beyond (the history costs ``2 m`` working arrays of the block).
     """
     if rho < 0.6:
-        return 0
+        return 3 if width > 512 else 0
     if rho < 0.9:
         return 3
     return 6
@@ -321,7 +323,7 @@ def _solve(s, rho, tol, chunk):
             x,
             lambda img, rn: thr * img.abs().amax(-1).clamp(min=1.0),
             max_iter=max_iter,
-            memory=_memory(rho),
+            memory=_memory(rho, w),
             norm="sup",
             what=f"prefixes {p0}..{p1 - 1}",
         )
@@ -375,7 +377,7 @@ def _backward(grad, A, gstar, K, rho, tol, chunk):
             direct,
             lambda img, rn, bscale=bscale: thr * bscale.expand_as(rn),
             max_iter=max_iter,
-            memory=_memory(rho),
+            memory=_memory(rho, w),
             norm="l1",
             what=f"adjoint of prefixes {p0}..{p1 - 1}",
         )
