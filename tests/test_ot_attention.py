@@ -124,7 +124,7 @@ def test_model_with_ot_attention_trains_a_step():
     assert torch.isfinite(loss) and grads and all(torch.isfinite(g).all() for g in grads)
 
 
-@pytest.mark.parametrize("host_checks", [True, False])
+@pytest.mark.parametrize("host_checks", [pytest.param(True, marks=pytest.mark.slow), False])
 def test_anderson_and_device_checks_agree_with_the_numpy_operator(monkeypatch, host_checks):
     # rho = 0.95 uses Anderson mixing (memory 6); host_checks=False runs the accelerator
     # path on the CPU (selections by torch.where, the flag read every _CHECK_EVERY sweeps);
