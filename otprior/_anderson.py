@@ -16,12 +16,14 @@ is accepted only if its residual is at most ``10`` times the best accepted resid
 rejected useful steps: measured on the operator at ``rho = 0.99``, 2.2x more sweeps). A
 rejected candidate is discarded; so is the memory of a problem whose best residual has
 not improved for ``2 m`` accepted points. Either way the iteration resumes with the plain
-step from the best point (its image is kept), and Anderson is paused for ``2, 4, 8, ...``
-(at most 32) plain steps after successive rejections. Hence a candidate that overflows or
-leaves the safe range is never a failure of the problem: a problem fails only where a
-plain step from an accepted point fails (non-finite image, safe range left) or when the
-sweep budget runs out, and rejections cost one sweep per ``2^j`` plain steps after the
-``j``-th. The best residual never increases and the answer is certified at its own point.
+step of the last accepted point (the plain trajectory goes on, so near the rounding floor,
+where residuals only fluctuate, it dips below the threshold as the plain iteration does),
+and Anderson is paused for ``2, 4, 8, ...`` (at most 32) plain steps after successive
+rejections. Hence a
+candidate that overflows or leaves the safe range is never a failure of the problem: a
+problem fails only where a plain step from an accepted point fails (non-finite image,
+safe range left) or when the sweep budget runs out. Every accepted residual is at most
+10 times the best, and the answer is certified at its own point.
 
 The least-squares problem ``min_gamma ||r_k - dR gamma||`` is solved in the small
 ``m x m`` space: the Gram matrix ``dR^T dR`` of the stored residual differences is kept
@@ -244,10 +246,11 @@ def anderson_solve(
             # a problem whose best residual has not improved for 2 m accepted points restarts
             reject |= go & (stale > 2 * m)
             stale[reject] = 0
-        # --- rejections: resume with the plain step of the best point ---
+        # --- rejections: resume with the plain step of the last accepted point (for a
+        # restart, the current one): the plain trajectory goes on, as it would without mixing
         x_next = img
         if reject.any():
-            x_next = np.where(reject[:, None], best_img, img)
+            x_next = np.where(reject[:, None], prev_img, img)
             rejected_total[rows[reject]] += 1
             rejections[rows[reject]] += 1
             pause[rows[reject]] = np.minimum(2 ** np.minimum(rejections[rows[reject]], 5), _MAX_PAUSE)

@@ -16,9 +16,9 @@ loop needs:
   dual update is a ``rho``-contraction (Theorem 1, ``proofs/contraction.md``). From
   ``rho = 0.6`` on (below it, for blocks wider than 512), the iteration and the adjoint's
   are accelerated by safeguarded Anderson mixing (the numpy operator's safeguard: a
-  candidate is used only if finite and
-  kept only if its residual stays within 10 times the best, else the plain step of the
-  best point is taken), so it converges wherever the plain iteration does. Convergence is
+  candidate is used only if finite and kept only if its residual stays within 10 times
+  the best, else the plain step of the last accepted point is taken), so it converges
+  wherever the plain iteration does. Convergence is
   read by the host once every 8 sweeps on accelerators (every sweep on the CPU, where it
   costs nothing), so a training step does not synchronise once per sweep.
 * **O(T^2) memory.** Prefixes are solved in blocks of ``chunk`` (about 128): a block of
@@ -177,8 +177,8 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what):
     over the last axis). The safeguard is the numpy operator's (``otprior._anderson``):
     the Anderson candidate is used only if finite, and accepted only if its residual is at
     most 10 times the problem's best; a rejection (or ``2 m`` accepted points without a new
-    best) clears the problem's memory, resumes with the plain step of its best point and
-    pauses mixing for ``2, 4, ..., 32`` plain steps. Every problem returns the image of its
+    best) clears the problem's memory, resumes with the plain step of the last accepted
+    point and pauses mixing for ``2, 4, ..., 32`` plain steps. Every problem returns the image of its
     best point, whose residual is the certificate, so mixing can only help. All of this
     runs as tensor operations; the host reads one flag every ``_CHECK_EVERY`` sweeps
     (every sweep on the CPU, where reading it costs nothing).
@@ -275,7 +275,7 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what):
         cand = img - torch.bmm(gamma.reshape(-1, 1, m), d_img.reshape(-1, m, x.shape[-1])).reshape(x.shape)
         use = go & ~reject & (pause == 0) & valid.any(-1) & torch.isfinite(cand.sum(-1))
         pause = torch.where(go & ~use & (pause > 0), pause - 1, pause)
-        x = sel(use, cand, sel(reject, best_img, img))
+        x = sel(use, cand, sel(reject, prev_img, img))  # a rejection resumes the plain trajectory
         trial = use
         if k % every == 0 or k == max_iter:
             done = best_rn <= thr(best_img, best_rn)
