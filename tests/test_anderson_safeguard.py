@@ -15,7 +15,7 @@ from otprior._anderson import anderson_solve
 
 # (n, spread factor, rho, seed): the two inputs on which unguarded mixing failed (overflow
 # of exp beyond the kernel's safe range; a shape error), and a few from the sweep below
-SAMPLE = [(32, 10.0, 0.99, 0), (8, 50.0, 0.99, 23), (16, 1e3, 0.99, 3), (8, 5.0, 0.999, 1)]
+SAMPLE = [(32, 10.0, 0.99, 0), (8, 50.0, 0.99, 23), (8, 1e3, 0.99, 3), (8, 5.0, 0.999, 1)]
 
 
 def _both_routes(n, scale, rho, seed, max_iter):
