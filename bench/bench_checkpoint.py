@@ -1,23 +1,37 @@
 """Loading and reporting a 100M-parameter checkpoint: seconds, and only positional tensors read.
 
 Writes a synthetic 100M-parameter safetensors file (float32, 12 layers, KERPLE-log names)
-into a temporary folder, then times ``analyse_checkpoint`` against reading the whole file.
-Run: ``python bench/bench_checkpoint.py``.
+into a temporary folder, then times, as CPU time of warm calls on one thread, medians of
+runs interleaved in this process: ``load_checkpoint`` (which reads the positional tensors
+only) against reading and touching every tensor of the file, and ``analyse_checkpoint`` on
+the loaded checkpoint. Writes ``bench/results/checkpoint.json``.
+
+Run: ``python bench/bench_checkpoint.py [--quick]`` (``--quick``: 2 layers, width 128).
 """
 
 from __future__ import annotations
 
-import tempfile
-import time
-from pathlib import Path
+import os
 
-import torch
-from safetensors.torch import load_file, save_file
+# one thread for every BLAS, fixed before numpy (and torch) start their threads; only when
+# run as a script (an importing test process keeps its settings)
+if __name__ == "__main__":
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = "1"
 
-from otprior.torch import analyse_checkpoint
+import argparse  # noqa: E402
+import json  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results" / "checkpoint.json"
 
 
 def synthetic(path: Path, layers=12, d=768, heads=12, vocab=50304):
+    import torch
+    from safetensors.torch import save_file
+
     g = torch.Generator().manual_seed(0)
     sd = {"embed.weight": torch.randn(vocab, d, generator=g)}
     for i in range(layers):
@@ -31,29 +45,69 @@ def synthetic(path: Path, layers=12, d=768, heads=12, vocab=50304):
     return sum(v.numel() for v in sd.values())
 
 
-def main():
+def interleaved(funcs, reps):
+    """Median CPU seconds of each callable, run in turn ``reps`` times (after one warm call each)."""
+    import statistics
+
+    out = {name: f() for name, f in funcs.items()}
+    times = {name: [] for name in funcs}
+    for _ in range(reps):
+        for name, f in funcs.items():
+            start = time.process_time()
+            out[name] = f()
+            times[name].append(time.process_time() - start)
+    return {name: statistics.median(t) for name, t in times.items()}, out
+
+
+def main(argv=None, *, sizes=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a small checkpoint (seconds)")
+    ap.add_argument("--out", default=str(RESULTS))
+    a = ap.parse_args(argv)
+    import torch
+    from safetensors.torch import load_file
+
+    from otprior.torch import analyse_checkpoint, load_checkpoint
+
+    torch.set_num_threads(1)
+    cfg = {"layers": 2, "d": 128, "vocab": 1024, "reps": 1} if a.quick else {"layers": 12, "d": 768, "vocab": 50304,
+                                                                            "reps": 3}
+    cfg.update(sizes or {})
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.safetensors"
-        n = synthetic(path)
+        n = synthetic(path, layers=cfg["layers"], d=cfg["d"], vocab=cfg["vocab"])
         size = path.stat().st_size
-        from otprior.torch import load_checkpoint
 
-        start = time.perf_counter()
-        ckpt = load_checkpoint(path, scheme="kerple-log")
-        t_load = time.perf_counter() - start
-        start = time.perf_counter()
-        report = analyse_checkpoint(ckpt)
-        t_report = time.perf_counter() - start
-        start = time.perf_counter()
-        # safetensors maps the file lazily: touch every tensor so the baseline really reads it
-        checksum = sum(float(v.double().sum()) for v in load_file(str(path)).values())
-        t_full = time.perf_counter() - start
-        print(f"checkpoint: {n / 1e6:.1f}M parameters, {size / 1e6:.0f} MB")
-        print(f"load_checkpoint: {t_load * 1e3:.1f} ms, read {len(ckpt.keys_read)} tensors = {ckpt.bytes_read} bytes of {size} ({ckpt.bytes_read / size:.1e})")
-        print(f"analysis (verdicts, margin, distant masses for every head): {t_report:.2f} s")
-        print(f"for scale: materialising every tensor takes {t_full:.2f} s with the file in the page cache (checksum {checksum:.3g})")
-        print(f"ratio load_checkpoint / full read: {t_load / t_full:.2e}")
-        print(f"{len(report.rows)} heads, {len(report.near_boundary)} within the margin of the boundary")
+        def full_read():
+            # safetensors maps the file lazily: touch every tensor so the baseline really reads it
+            return sum(float(v.double().sum()) for v in load_file(str(path)).values())
+
+        med, out = interleaved(
+            {"load_checkpoint": lambda: load_checkpoint(path, scheme="kerple-log"), "full_read": full_read},
+            cfg["reps"],
+        )
+        ckpt = out["load_checkpoint"]
+        med_report, rep = interleaved({"analyse_checkpoint": lambda: analyse_checkpoint(ckpt)}, cfg["reps"])
+        report = rep["analyse_checkpoint"]
+        row = {
+            "quick": a.quick,
+            "clock": "process_time (CPU), median of interleaved warm runs, one thread",
+            "parameters": n,
+            "file_bytes": size,
+            "tensors_read": len(ckpt.keys_read),
+            "bytes_read": ckpt.bytes_read,
+            "fraction_read": ckpt.bytes_read / size,
+            "load_checkpoint_s": med["load_checkpoint"],
+            "full_read_s": med["full_read"],
+            "load_over_full_read": med["load_checkpoint"] / med["full_read"],
+            "analyse_checkpoint_s": med_report["analyse_checkpoint"],
+            "heads": len(report.rows),
+            "near_boundary": len(report.near_boundary),
+        }
+    print(json.dumps(row, indent=1))
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(row, indent=1) + "\n")
+    return row
 
 
 if __name__ == "__main__":

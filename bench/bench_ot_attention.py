@@ -1,41 +1,53 @@
 """Cost of the trainable OT attention: against the numpy operator and against SDPA softmax attention.
 
-1. Forward against :func:`otprior.causal_ot_attention` (numpy, float64) on the same scores,
-   the same tolerance and the same thread count, with the fixed point in float32 (the
-   default for float32 scores) and in float64; backward against forward (float32).
-2. Forward + backward of one attention layer (two heads, head size 32, batch 1) with OT
-   attention and with ``torch.nn.functional.scaled_dot_product_attention`` (causal softmax)
-   at T = 256 ... 2048: time ratio, and peak memory, each measured in a fresh process
-   (peak resident set size above the process's size after imports).
+Timings are CPU time (``time.process_time``) of warm calls on one thread, the median of runs
+interleaved with their baseline in this process:
 
-Run: ``PYTHONPATH=. python bench/bench_ot_attention.py [--max-length 2048] [--threads 1]``
-(about a minute at the default lengths on one idle core). Writes
+1. Forward against :func:`otprior.causal_ot_attention` (numpy, float64) on the same scores
+   and tolerance, with the fixed point in float32 (the default for float32 scores) and in
+   float64; backward against forward (float32).
+2. Forward + backward of one attention layer (two heads, head size 32, batch 1) with OT
+   attention (rho = 0.5 and 0.9) and with ``torch.nn.functional.scaled_dot_product_attention``
+   (causal softmax): the time ratio (target: within 60x at T = 1024). Peak memory is
+   measured in a fresh process per layer (peak resident set size above the size after
+   imports), the only way to isolate it.
+
+Run: ``python bench/bench_ot_attention.py [--quick] [--max-length 2048]``. Writes
 ``bench/results/ot_attention.json``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import subprocess
 import sys
-import time
-from pathlib import Path
 
-# the thread count must be fixed before numpy's BLAS starts its threads
-_threads = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv[:-1] else "1"
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_var] = _threads
+# one thread for every BLAS, fixed before numpy (and torch) start their threads; only when
+# run as a script (an importing test process keeps its settings)
+if __name__ == "__main__":
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results" / "ot_attention.json"
 
 
-def _best(fn, reps):
-    times = []
+def interleaved(funcs, reps):
+    """Median CPU seconds of each callable, run in turn ``reps`` times (after one warm call each)."""
+    import numpy as np
+
+    out = {name: f() for name, f in funcs.items()}
+    times = {name: [] for name in funcs}
     for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
+        for name, f in funcs.items():
+            start = time.process_time()
+            out[name] = f()
+            times[name].append(time.process_time() - start)
+    return {name: float(np.median(t)) for name, t in times.items()}, out
 
 
 def layer(kind, T, heads=2, hd=32, rho=0.5, seed=0):
@@ -67,86 +79,127 @@ def _status_kb(key):
     raise RuntimeError(f"{key} not in /proc/self/status")
 
 
-def child(kind, T, threads):
-    """Peak memory (MB above the resident size before the layer) and time of one layer, in this process.
+def child(kind, T, rho):
+    """Peak memory (MB above the resident size before the layer) of one layer, in this process.
 
     The kernel's high-water mark is reset first (``echo 5 > /proc/self/clear_refs``), so
     the peak is that of the layer's forward and backward alone.
     """
     import torch
 
-    torch.set_num_threads(threads)
-    run = layer(kind, T)
+    torch.set_num_threads(1)
+    run = layer(kind, T, rho=rho)
     Path("/proc/self/clear_refs").write_text("5")
     base = _status_kb("VmRSS")
-    t = time.perf_counter()
     run()
-    seconds = time.perf_counter() - t
-    peak = _status_kb("VmHWM")
-    print(json.dumps({"seconds": seconds, "peak_mb": (peak - base) / 1024}))
+    print(json.dumps({"peak_mb": (_status_kb("VmHWM") - base) / 1024}))
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--max-length", type=int, default=2048)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "ot_attention.json"))
-    ap.add_argument("--child", nargs=2)
-    a = ap.parse_args()
-    if a.child:
-        child(a.child[0], int(a.child[1]), a.threads)
-        return
+def against_numpy(lengths, reps, rho=0.5, tol=1e-5):
     import numpy as np
     import torch
 
     import otprior
     from otprior.torch.ot_attention import causal_ot_attention
 
-    torch.set_num_threads(a.threads)
-    rho, tol = 0.5, 1e-5
-    out = {"threads": a.threads, "rho": rho, "tol": tol, "against_numpy": [], "against_sdpa": []}
-    for T in (256, 512, 1024):
-        if T > a.max_length:
-            break
+    rows = []
+    for T in lengths:
         g = torch.Generator().manual_seed(T)
         S = torch.randn(2, T, T, generator=g)
         S64 = S.double().numpy()
-        reps = 3 if T <= 512 else 1
-        t_np = _best(lambda S64=S64: otprior.causal_ot_attention(S64, rho, tol=tol), reps)
-        Sg = S.clone().requires_grad_()
-        t_fw = _best(lambda Sg=Sg: causal_ot_attention(Sg, rho, tol=tol), reps)
         S64t = S.double()
-        t_fw64 = _best(lambda S64t=S64t: causal_ot_attention(S64t, rho, tol=tol), reps)
-        A = causal_ot_attention(Sg, rho, tol=tol)
-        G = torch.randn_like(A)
+        Sg = S.clone().requires_grad_()
+        G = torch.randn(2, T, T, generator=g)
 
-        def backward(Sg=Sg, G=G):
-            A2 = causal_ot_attention(Sg, rho, tol=tol)
-            t = time.perf_counter()
-            A2.backward(G)
-            return time.perf_counter() - t
+        def fwd_bwd(Sg=Sg, G=G):
+            A = causal_ot_attention(Sg, rho, tol=tol)
+            A.backward(G)
+            Sg.grad = None
+            return A
 
-        backward()  # the autograd engine's first call starts its threads
-        t_bw = min(backward() for _ in range(reps))
-        err = float(np.abs(A.detach().double().numpy() - otprior.causal_ot_attention(S64, rho, tol=1e-12)).max())
-        row = {"T": T, "heads": 2, "numpy_s": t_np, "forward_s": t_fw, "forward_float64_s": t_fw64, "backward_s": t_bw,
-               "forward_over_numpy": t_fw / t_np, "forward_float64_over_numpy": t_fw64 / t_np, "backward_over_forward": t_bw / t_fw, "max_abs_error_float32": err}
-        out["against_numpy"].append(row)
+        med, out = interleaved(
+            {
+                "numpy": lambda S64=S64: otprior.causal_ot_attention(S64, rho, dual_tol=tol),
+                "forward": lambda Sg=Sg: causal_ot_attention(Sg.detach(), rho, tol=tol),
+                "forward_float64": lambda S64t=S64t: causal_ot_attention(S64t, rho, tol=tol),
+                "forward_backward": fwd_bwd,
+            },
+            reps,
+        )
+        ref = otprior.causal_ot_attention(S64, rho, dual_tol=1e-12)
+        row = {
+            "T": T,
+            "heads": 2,
+            "rho": rho,
+            "numpy_s": med["numpy"],
+            "forward_s": med["forward"],
+            "forward_float64_s": med["forward_float64"],
+            "backward_s": med["forward_backward"] - med["forward"],
+            "forward_over_numpy": med["forward"] / med["numpy"],
+            "forward_float64_over_numpy": med["forward_float64"] / med["numpy"],
+            "backward_over_forward": (med["forward_backward"] - med["forward"]) / med["forward"],
+            "max_abs_error_float32": float(np.abs(out["forward"].double().numpy() - ref).max()),
+            "max_abs_error_float64": float(np.abs(out["forward_float64"].numpy() - ref).max()),
+        }
+        rows.append(row)
         print(json.dumps(row), flush=True)
-    T = 256
-    while T <= a.max_length:
-        row = {"T": T}
-        for kind in ("sdpa", "ot"):
-            res = subprocess.run([sys.executable, __file__, "--child", kind, str(T), "--threads", str(a.threads)],
-                                 capture_output=True, text=True, check=True, env=dict(os.environ, OMP_NUM_THREADS=str(a.threads)))
-            row[kind] = json.loads(res.stdout.strip().splitlines()[-1])
-        row["time_ratio"] = row["ot"]["seconds"] / row["sdpa"]["seconds"]
-        row["memory_ratio"] = row["ot"]["peak_mb"] / max(row["sdpa"]["peak_mb"], 1e-3)
-        out["against_sdpa"].append(row)
-        print(json.dumps(row), flush=True)
-        T *= 2
+    return rows
+
+
+def against_sdpa(lengths, rhos, reps, memory=True):
+    import torch
+
+    torch.set_num_threads(1)
+    rows = []
+    for T in lengths:
+        for rho in rhos:
+            funcs = {"sdpa": layer("sdpa", T), "ot": layer("ot", T, rho=rho)}
+            med, _ = interleaved(funcs, reps)
+            row = {"T": T, "rho": rho, "sdpa_s": med["sdpa"], "ot_s": med["ot"], "time_ratio": med["ot"] / med["sdpa"]}
+            if memory:
+                for kind in ("sdpa", "ot"):
+                    res = subprocess.run(
+                        [sys.executable, __file__, "--child", kind, str(T), str(rho)],
+                        capture_output=True, text=True, check=True,
+                    )
+                    row[f"{kind}_peak_mb"] = json.loads(res.stdout.strip().splitlines()[-1])["peak_mb"]
+                row["memory_ratio"] = row["ot_peak_mb"] / max(row["sdpa_peak_mb"], 1e-3)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def main(argv=None, *, sizes=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes (seconds)")
+    ap.add_argument("--max-length", type=int, default=2048)
+    ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--child", nargs=3)
+    a = ap.parse_args(argv)
+    if a.child:
+        child(a.child[0], int(a.child[1]), float(a.child[2]))
+        return None
+    import torch
+
+    torch.set_num_threads(1)
+    lengths = [64, 128] if a.quick else [T for T in (256, 512, 1024, 2048) if T <= a.max_length]
+    cfg = {
+        "numpy_lengths": [T for T in lengths if T <= 1024],
+        "sdpa_lengths": lengths,
+        "rhos": [0.5, 0.9],
+        "reps": 1 if a.quick else 3,
+        "memory": not a.quick,
+    }
+    cfg.update(sizes or {})
+    out = {"quick": a.quick, "threads": 1, "clock": "process_time (CPU), median of interleaved warm runs",
+           "torch": torch.__version__, "tol": 1e-5}
+    print("== forward against the numpy operator; backward against forward")
+    out["against_numpy"] = against_numpy(cfg["numpy_lengths"], cfg["reps"])
+    print("== one layer, forward + backward, against causal SDPA")
+    out["against_sdpa"] = against_sdpa(cfg["sdpa_lengths"], cfg["rhos"], cfg["reps"], cfg["memory"])
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(out, indent=1))
+    Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
+    return out
 
 
 if __name__ == "__main__":

@@ -8,10 +8,28 @@ residual is at most ``tol * (1 - q)`` certifies ``||x - x*|| <= tol``. Anderson 
 (type II, Walker & Ni 2011) only chooses the points at which ``G`` is evaluated; the
 certificate is computed at the returned point, so acceleration never weakens it.
 
-Safeguards: the least-squares problem is solved on unit-normalised differences with a
-relative Tikhonov term; a problem whose residual has not improved on its best for
-``2 * memory`` iterations, or jumped by 100x, restarts its memory with a plain step;
-non-finite extrapolations are replaced by the plain step.
+Safeguard (acceleration can only help). The plain step from an accepted point ``x_k``
+goes to ``G(x_k)``. The Anderson candidate ``x_a`` is used instead only if it is finite
+and inside the caller's safe range (``bound``); ``G(x_a)`` is then evaluated and ``x_a``
+is accepted only if its residual is at most ``10`` times the best accepted residual
+``r_best`` of the problem (Anderson residuals are not monotone, and a strict decrease
+rejected useful steps: measured on the operator at ``rho = 0.99``, 2.2x more sweeps). A
+rejected candidate is discarded; so is the memory of a problem whose best residual has
+not improved for ``2 m`` accepted points. Either way the iteration resumes with the plain
+step of the last accepted point (the plain trajectory goes on, so near the rounding floor,
+where residuals only fluctuate, it dips below the threshold as the plain iteration does),
+and Anderson is paused for ``2, 4, 8, ...`` (at most 32) plain steps after successive
+rejections. Hence a
+candidate that overflows or leaves the safe range is never a failure of the problem: a
+problem fails only where a plain step from an accepted point fails (non-finite image,
+safe range left) or when the sweep budget runs out. Every accepted residual is at most
+10 times the best, and the answer is certified at its own point.
+
+The least-squares problem ``min_gamma ||r_k - dR gamma||`` is solved in the small
+``m x m`` space: the Gram matrix ``dR^T dR`` of the stored residual differences is kept
+up to date (one new row per sweep, ``m`` inner products), scaled by its diagonal
+(unit-normalised differences, without forming them) with a relative Tikhonov term
+``1e-10``, and the candidate is ``G(x_k) - dG gamma``.
 """
 
 from __future__ import annotations
@@ -19,6 +37,11 @@ from __future__ import annotations
 import numpy as np
 
 from ._validation import ConvergenceError
+
+# largest number of plain steps Anderson is paused for after a rejected candidate
+_MAX_PAUSE = 32
+# a candidate is accepted when its residual is at most this factor times the best so far
+_ACCEPT = 10.0
 
 
 def anderson_memory(rho: float) -> int:
@@ -44,8 +67,35 @@ def _norm(res, seminorm):
     return np.max(np.abs(res), axis=1)
 
 
+def _gamma(gram, rhs, nstored):
+    """Solve the scaled, regularised ``m x m`` normal equations of the stored slots.
+
+    Slots ``j >= nstored`` (and slots whose difference is zero) get ``gamma_j = 0``.
+    """
+    b, m, _ = gram.shape
+    diag = np.diagonal(gram, axis1=1, axis2=2)
+    valid = (np.arange(m)[None, :] < nstored[:, None]) & (diag > 0) & np.isfinite(diag)
+    inv = np.where(valid, 1.0 / np.sqrt(np.where(valid, diag, 1.0)), 0.0)
+    both = valid[:, :, None] & valid[:, None, :]
+    A = np.where(both, gram * inv[:, :, None] * inv[:, None, :], 0.0)
+    # relative Tikhonov term on the unit-normalised problem; identity on unused slots
+    A += np.where(valid, 1e-10, 1.0)[:, :, None] * np.eye(m)[None]
+    y = np.linalg.solve(A, (np.where(valid, rhs * inv, 0.0))[..., None])[..., 0]
+    return y * inv
+
+
 def anderson_solve(
-    G, x0, threshold, *, max_iter, memory=6, accelerate=True, history=False, seminorm="sup", floor=None
+    G,
+    x0,
+    threshold,
+    *,
+    max_iter,
+    memory=6,
+    accelerate=True,
+    history=False,
+    seminorm="sup",
+    floor=None,
+    bound=None,
 ):
     """Solve ``x = G(x)`` for a batch of independent problems.
 
@@ -53,39 +103,48 @@ def anderson_solve(
     ----------
     G : callable
         ``G(x, rows)`` maps the iterates ``x`` (shape ``(b, m)``) of the problems whose
-        batch indices are ``rows`` to their images; non-finite images are allowed and
-        reported as failures (``ConvergenceError``).
+        batch indices are ``rows`` to their images; non-finite images are allowed.
     x0 : ndarray, shape (B, m)
     threshold : float or ndarray of shape (B,)
         Stop a problem when its residual is at most ``threshold``.
     max_iter : int
+        Evaluations of ``G`` per problem (rejected Anderson candidates included).
     memory : int
         Number of past differences in the Anderson least-squares problem.
     accelerate : bool
         ``False`` gives the plain iteration ``x <- G(x)``.
     history : bool
-        Also return the residual of every iteration (batch of one only).
+        Also return the residual of every accepted point (batch of one only).
     seminorm : {"sup", "osc"}
         How the residual ``G(x) - x`` is measured.
     floor : callable, optional
-        ``floor(img)`` gives per problem the rounding level of one evaluation of ``G``;
+        ``floor(amax)`` gives per problem the rounding level of one evaluation of ``G``
+        from ``amax = max |G(x)|`` (per problem);
         the stopping threshold is ``max(threshold, floor)`` (the residual cannot be
         driven below rounding). The residual reached is returned, so the caller
         reports the certificate actually obtained.
+    bound : float, optional
+        Safe range of ``G``: it is evaluated only at points with ``max |x| <= bound``.
+        An Anderson candidate outside is replaced by the plain step; a plain image
+        outside (that is not already the answer) is a failure of kind ``"range"``.
 
     Returns
     -------
     x : ndarray, shape (B, m)
-        ``G`` evaluated at the last iterate of each problem.
+        ``G`` evaluated at the last accepted point of each problem.
     info : dict
-        ``iterations`` (per problem), ``residual`` (at the returned point's
-        predecessor: the certificate), and ``history`` when requested.
+        ``iterations`` (evaluations of ``G`` per problem), ``residual`` (at the returned
+        point's predecessor: the certificate), ``rejected`` (Anderson candidates
+        discarded per problem), and ``history`` when requested.
 
     Raises
     ------
     ConvergenceError
-        Some problem did not reach its threshold, or its map produced non-finite values;
-        ``partial`` holds the last iterates.
+        Some problem failed; the message says which condition for how many problems
+        (tolerance not reached after ``max_iter`` sweeps, with the residual reached;
+        non-finite values, with the sweep; the safe range left, with the sweep).
+        ``partial`` holds the last iterates and ``failures`` maps each kind
+        (``"tolerance"``, ``"non-finite"``, ``"range"``) to the batch indices concerned.
     """
     x = np.array(x0, dtype=float, copy=True)
     batch, width = x.shape
@@ -93,86 +152,169 @@ def anderson_solve(
     out = np.array(x, copy=True)
     iterations = np.zeros(batch, dtype=int)
     residual = np.full(batch, np.inf)
-    failed = np.zeros(batch, dtype=bool)
-    best = np.full(batch, np.inf)
-    stale = np.zeros(batch, dtype=int)
+    rejected_total = np.zeros(batch, dtype=int)
+    kind = np.full(batch, "", dtype=object)
+    at_sweep = np.zeros(batch, dtype=int)
     trace = []
     rows = np.arange(batch)
-    memory = max(1, int(memory))
-    d_res = np.zeros((batch, memory, width)) if accelerate else None
-    d_img = np.zeros((batch, memory, width)) if accelerate else None
-    count = np.zeros(batch, dtype=int)  # differences stored per problem
-    prev_res = prev_img = None
+    m = max(1, int(memory))
+    accelerate = bool(accelerate)
+    # state of the active problems (compacted as problems finish)
+    trial = np.zeros(batch, dtype=bool)  # x is an Anderson candidate awaiting acceptance
+    have_prev = np.zeros(batch, dtype=bool)
+    prev_img = np.zeros((batch, width))
+    prev_res = np.zeros((batch, width))
+    best_rn = np.full(batch, np.inf)
+    best_img = np.zeros((batch, width))
+    stale = np.zeros(batch, dtype=int)
+    pause = np.zeros(batch, dtype=int)
+    rejections = np.zeros(batch, dtype=int)
+    if accelerate:
+        d_res = np.zeros((batch, m, width))
+        d_img = np.zeros((batch, m, width))
+        gram = np.zeros((batch, m, m))
+        count = np.zeros(batch, dtype=int)  # differences stored since the last restart
     for k in range(1, max_iter + 1):
+        b = rows.size
+        idx = np.arange(b)
         img = G(x, rows)
         res = img - x
-        finite = np.all(np.isfinite(img), axis=1) & np.all(np.isfinite(x), axis=1)
-        with np.errstate(invalid="ignore"):
-            rn = np.where(finite, _norm(np.where(finite[:, None], res, 0.0), seminorm), np.inf)
-        if history:
-            trace.append(float(rn[0]) if rn.size else 0.0)
+        with np.errstate(invalid="ignore", over="ignore"):
+            hi, lo = res.max(axis=1), res.min(axis=1)
+            rn = hi - lo if seminorm == "osc" else np.maximum(hi, -lo)
+            # x is always finite (x0, checked candidates, accepted images): rn is finite
+            # exactly when the image is
+            finite = np.isfinite(rn)
+            rn = np.where(finite, rn, np.inf)
+            amax = np.maximum(img.max(axis=1), -img.min(axis=1)) if (floor is not None or bound is not None) else None
         iterations[rows] = k
-        residual[rows] = rn
+        # --- acceptance of the Anderson candidates (the safeguard) ---
+        reject = trial & ~(rn <= _ACCEPT * best_rn)
+        accepted = ~reject
+        if history and b and accepted[0]:
+            trace.append(float(rn[0]))
         thr = threshold[rows]
         if floor is not None:
             with np.errstate(invalid="ignore", over="ignore"):
-                thr = np.maximum(thr, np.where(finite, floor(np.where(finite[:, None], img, 0.0)), 0.0))
-        done = (rn <= thr) | ~finite
-        out[rows[done]] = np.where(finite[done, None], img[done], x[done])
-        failed[rows[~finite]] = True
-        keep = ~done
-        if not keep.any():
-            rows = rows[:0]
-            break
-        improved = rn < best[rows]
-        stale[rows] = np.where(improved, 0, stale[rows] + 1)
-        jumped = rn > 1e2 * best[rows]
-        best[rows] = np.minimum(best[rows], rn)
-        restart = jumped | (stale[rows] > 2 * memory)
-        if accelerate and prev_res is not None:
-            slot = count[rows] % memory
-            idx = np.arange(rows.size)
-            d_res[idx, slot] = res - prev_res
-            d_img[idx, slot] = img - prev_img
-            count[rows] += 1
-            if restart.any():
-                d_res[restart] = 0.0
-                d_img[restart] = 0.0
-                count[rows[restart]] = 0
-                stale[rows[restart]] = 0
+                thr = np.maximum(thr, np.where(finite, floor(np.where(finite, amax, 0.0)), 0.0))
+        done = accepted & finite & (rn <= thr)
+        bad = accepted & ~finite
+        if bound is not None:
+            with np.errstate(invalid="ignore"):
+                outside = accepted & finite & ~done & ~(amax <= bound)
+        else:
+            outside = np.zeros(b, dtype=bool)
+        residual[rows[accepted]] = rn[accepted]
+        if done.any():
+            out[rows[done]] = img[done]
+        for mask, name in ((bad, "non-finite"), (outside, "range")):
+            if mask.any():
+                kind[rows[mask]] = name
+                at_sweep[rows[mask]] = k
+                out[rows[mask]] = x[mask]
+        go = accepted & ~done & ~bad & ~outside  # accepted points that continue
+        all_go = bool(go.all())
+        # --- memory update at the accepted points ---
+        if accelerate:
+            upd = go & have_prev
+            if upd.any():
+                slot = count[rows] % m
+                ui, us = idx[upd], slot[upd]
+                dr = res - prev_res
+                d_res[ui, us] = dr[upd]
+                d_img[ui, us] = (img - prev_img)[upd]
+                # the new row of the Gram matrix (m inner products per problem)
+                col = np.matmul(d_res, dr[:, :, None])[:, :, 0]
+                gram[ui, us, :] = col[upd]
+                gram[ui, :, us] = col[upd]
+                count[rows[upd]] += 1
+        # (arrays are rebound, never written in place: img and res may be shared)
+        if all_go:
+            prev_img, prev_res = img, res
+        else:
+            prev_img = np.where(go[:, None], img, prev_img)
+            prev_res = np.where(go[:, None], res, prev_res)
+        have_prev |= go
+        improved = go & (rn < best_rn)
+        if improved.all():
+            best_img = img
+        elif improved.any():
+            best_img = np.where(improved[:, None], img, best_img)
+        best_rn = np.where(improved, rn, best_rn)
+        stale = np.where(improved, 0, np.where(go, stale + 1, stale))
+        if accelerate:
+            # a problem whose best residual has not improved for 2 m accepted points restarts
+            reject |= go & (stale > 2 * m)
+            stale[reject] = 0
+        # --- rejections: resume with the plain step of the last accepted point (for a
+        # restart, the current one): the plain trajectory goes on, as it would without mixing
+        x_next = img
+        if reject.any():
+            x_next = np.where(reject[:, None], prev_img, img)
+            rejected_total[rows[reject]] += 1
+            rejections[rows[reject]] += 1
+            pause[rows[reject]] = np.minimum(2 ** np.minimum(rejections[rows[reject]], 5), _MAX_PAUSE)
+            if accelerate:
+                count[rows[reject]] = 0
+        new_trial = np.zeros(b, dtype=bool)
+        if accelerate:
+            nstored = np.minimum(count[rows], m)
+            want = go & ~reject & (pause[rows] == 0) & (nstored > 0)
+            if want.any():
+                rhs = np.matmul(d_res, res[:, :, None])[:, :, 0]
+                gamma = _gamma(gram, rhs, nstored)
+                with np.errstate(invalid="ignore", over="ignore"):
+                    cand = img - np.matmul(gamma[:, None, :], d_img)[:, 0, :]
+                    camax = np.maximum(cand.max(axis=1), -cand.min(axis=1))
+                    ok = want & np.isfinite(camax)
+                    if bound is not None:
+                        ok &= camax <= bound
+                x_next = cand if ok.all() else np.where(ok[:, None], cand, x_next)
+                new_trial = ok
+            step = go & ~new_trial & (pause[rows] > 0)
+            pause[rows[step]] -= 1
+        trial = new_trial
+        x = x_next
+        # --- drop the problems that finished or failed ---
+        keep = ~(done | bad | outside)
         if not keep.all():
             sel = np.flatnonzero(keep)
             rows = rows[sel]
-            x, img, res, restart = x[sel], img[sel], res[sel], restart[sel]
+            x, trial, have_prev = x[sel], trial[sel], have_prev[sel]
+            prev_img, prev_res = prev_img[sel], prev_res[sel]
+            best_img, best_rn, stale = best_img[sel], best_rn[sel], stale[sel]
             if accelerate:
-                d_res, d_img = d_res[sel], d_img[sel]
-        prev_res, prev_img = res, img
-        used = int(min(count[rows].max(initial=0), memory)) if accelerate else 0
-        if used:
-            Dr, Dg = d_res[:, :used], d_img[:, :used]
-            scale = np.sqrt(np.sum(Dr * Dr, axis=2))  # (b, used)
-            ok = scale > 0
-            inv = np.where(ok, 1.0 / np.where(ok, scale, 1.0), 0.0)
-            Dr_n = Dr * inv[..., None]
-            Dg_n = Dg * inv[..., None]
-            gram = Dr_n @ Dr_n.transpose(0, 2, 1)
-            gram += (1e-10 + np.where(ok, 0.0, 1.0))[:, :, None] * np.eye(used)[None]
-            gamma = np.linalg.solve(gram, Dr_n @ res[..., None])
-            x = img - (Dg_n.transpose(0, 2, 1) @ gamma)[..., 0]
-            bad = ~np.all(np.isfinite(x), axis=1) | restart
-            x[bad] = img[bad]
-        else:
-            x = img
-    if rows.size or failed.any():
-        out[rows] = x
-        nbad = rows.size + int(failed.sum())
-        raise ConvergenceError(
-            f"{nbad} of {batch} problems did not reach the tolerance in max_iter={max_iter} iterations "
-            f"or produced non-finite values (largest residual {np.max(residual[rows], initial=0.0):.3e}, "
-            f"threshold {np.min(threshold, initial=np.inf):.3e})",
-            partial=out,
-        )
-    info = {"iterations": iterations, "residual": residual, "failed": failed}
+                d_res, d_img, gram = d_res[sel], d_img[sel], gram[sel]
+        if not rows.size:
+            break
+    if rows.size:
+        kind[rows] = "tolerance"
+        residual[rows] = np.where(have_prev, best_rn, residual[rows])
+        # the image of the best accepted point is the best answer available
+        out[rows] = np.where(have_prev[:, None], best_img, x)
+    failed = kind != ""
+    if failed.any():
+        failures = {name: np.flatnonzero(kind == name) for name in ("tolerance", "non-finite", "range")}
+        parts = []
+        sel = failures["tolerance"]
+        if sel.size:
+            parts.append(
+                f"{sel.size} did not reach the tolerance (threshold {np.min(threshold[sel]):.3e}) after "
+                f"max_iter={max_iter} sweeps (residual reached {np.max(residual[sel]):.3e} at worst, "
+                f"{np.min(residual[sel]):.3e} at best)"
+            )
+        sel = failures["non-finite"]
+        if sel.size:
+            parts.append(f"{sel.size} produced non-finite values (first at sweep {int(np.min(at_sweep[sel]))})")
+        sel = failures["range"]
+        if sel.size:
+            parts.append(
+                f"{sel.size} left the safe range |x| <= {bound:.3g} (first at sweep {int(np.min(at_sweep[sel]))})"
+            )
+        err = ConvergenceError(f"{int(failed.sum())} of {batch} problems failed: " + "; ".join(parts), partial=out)
+        err.failures = failures
+        raise err
+    info = {"iterations": iterations, "residual": residual, "rejected": rejected_total}
     if history:
         info["history"] = np.array(trace)
     return out, info

@@ -20,10 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logsumexp
 
 from ._anderson import anderson_memory, anderson_solve
-from ._validation import MACHINE_EPSILON, DomainError, check_int, check_real, check_rho, check_scores
+from ._validation import MACHINE_EPSILON, ConvergenceError, DomainError, check_int, check_real, check_rho, check_scores
 from .limits import check_allocation
 
 __all__ = ["causal_ot_attention", "causal_ot_fixed_point", "FixedPoint"]
@@ -84,12 +83,20 @@ def _threshold(dual_tol, rho):
     return dual_tol * (1.0 - rho)
 
 
+def _logsumexp(a, axis):
+    """``log(sum(exp(a), axis))`` with the maximum factored out (entries ``-inf`` allowed)."""
+    m = np.max(a, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(under="ignore", divide="ignore"):
+        return np.log(np.sum(np.exp(a - m), axis=axis)) + np.squeeze(m, axis=axis)
+
+
 def _log_map(s_masked, rho):
     """The normalised dual update on one prefix, in the log domain (Theorem 1)."""
 
     def G(x, rows):
-        f = -logsumexp(s_masked[None, :, :] + x[:, None, :], axis=2)
-        out = -rho * logsumexp(s_masked[None, :, :] + f[:, :, None], axis=1)
+        f = -_logsumexp(s_masked[None, :, :] + x[:, None, :], axis=2)
+        out = -rho * _logsumexp(s_masked[None, :, :] + f[:, :, None], axis=1)
         return out - out[:, -1:]
 
     return G
@@ -145,10 +152,10 @@ def causal_ot_fixed_point(scores, rho, *, dual_tol=1e-12, max_iter=100_000, acce
         memory=anderson_memory(rho),
         history=True,
         seminorm="osc",
-        floor=lambda img: _floor(n) * (1.0 + np.max(np.abs(img), axis=1)),
+        floor=lambda amax: _floor(n) * (1.0 + amax),
     )
     g = g[0]
-    f = -logsumexp(sm + g[None, :], axis=1)
+    f = -_logsumexp(sm + g[None, :], axis=1)
     f = f - s.max(axis=1, where=tri, initial=-np.inf)
     bound = float(info["residual"][0]) / (1.0 - rho) if rho < 1 else np.inf
     return FixedPoint(f=f, g=g, residuals=info["history"], iterations=int(info["iterations"][0]), error_bound=bound)
@@ -198,10 +205,15 @@ def causal_ot_attention(scores, rho, *, dual_tol=1e-12, max_iter=10_000, variant
     ``g_t = 0`` (this removes the constant mode, which contracts only at rate
     ``rho``, Theorem 1). When the score spread is at most 200, one sweep of a block
     is two matrix products with the kernel ``K_ij = exp(s_ij - max_k s_ik)`` of the
-    block's width; otherwise (or if a dual leaves ``[-600, 600]``) the same sweep is
-    evaluated in the log domain on (prefixes x width x width) arrays, batched over
-    the block, with the same number of sweeps. Anderson mixing is safeguarded
-    (restarts, plain-step fallback) and its memory is chosen by ``rho``.
+    block's width (the products skip its zero tiles); otherwise (or if a plain step
+    overflows or leaves ``[-600, 600]``) the same sweep is evaluated in the log domain:
+    matrix products of a kernel into which the current duals are absorbed, and the
+    entries that underflow there as exact log-sum-exps on sparse supports (see
+    ``_log_block``), with the same number of sweeps. Anderson mixing is safeguarded
+    (``otprior/_anderson.py``): a candidate outside the kernel's safe range, or whose
+    residual exceeds 10 times the best, is replaced by the plain step, so the
+    accelerated operator converges wherever the plain iteration does; its memory is
+    chosen by ``rho``.
 
     Examples
     --------
@@ -260,25 +272,73 @@ def _normalise_rows(A):
     return A / total
 
 
+# column tiles of the products with the lower-triangular kernel (zero tiles are skipped)
+_TILE = 128
+
+
+def _times_kt(V, K, KT):
+    """``V @ K.T`` for a lower-triangular ``K``: column tile ``[i0, i1)`` only involves
+    ``j < i1`` (about half the multiply-adds of the dense product for large widths)."""
+    w = K.shape[0]
+    if w <= _TILE:
+        return V @ KT
+    out = np.empty((V.shape[0], w))
+    for i0 in range(0, w, _TILE):
+        i1 = min(w, i0 + _TILE)
+        np.matmul(V[:, :i1], KT[:i1, i0:i1], out=out[:, i0:i1])
+    return out
+
+
+def _times_k(U, K):
+    """``U @ K`` for a lower-triangular ``K``: column tile ``[j0, j1)`` only involves ``i >= j0``."""
+    w = K.shape[0]
+    if w <= _TILE:
+        return U @ K
+    out = np.empty((U.shape[0], w))
+    for j0 in range(0, w, _TILE):
+        j1 = min(w, j0 + _TILE)
+        np.matmul(U[:, j0:], K[j0:, j0:j1], out=out[:, j0:j1])
+    return out
+
+
 def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
     """Solve the prefixes ``P`` together with matrix products (kernel domain)."""
     w = int(P[-1]) + 1
     with np.errstate(under="ignore"):
         K = np.exp(sm[:w, :w])  # exactly zero above the diagonal
     mask = np.arange(w)[None, :] <= P[:, None]
-    last = P
+    maskf = mask.astype(float)
+    # adding offf before a division or logarithm keeps the entries outside each prefix
+    # finite; multiplying by maskf zeroes them (inside, both are exact no-ops)
+    offf = 1.0 - maskf
+    KT = np.ascontiguousarray(K.T)
 
     def G(x, rows):
-        m = mask[rows]
+        if rows.size == P.size:
+            mf, of, last = maskf, offf, P
+        else:
+            mf, of, last = maskf[rows], offf[rows], P[rows]
         with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
-            V = np.where(m, np.exp(x), 0.0)
-            R = V @ K.T
-            U = np.where(m, 1.0 / R, 0.0)
-            C = U @ K
-            g = np.where(m, -rho * np.log(C), 0.0)
-            return np.where(m, g - g[np.arange(rows.size), last[rows]][:, None], 0.0)
+            V = np.exp(x)
+            V *= mf
+            R = _times_kt(V, K, KT)
+            R += of
+            U = np.divide(mf, R, out=R)
+            C = _times_k(U, K)
+            C += of
+            g = np.log(C, out=C)
+            g *= -rho
+            g -= g[np.arange(last.size), last][:, None]
+            g *= mf
+            return g
 
-    x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w)
+    try:
+        x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w, bound=_KERNEL_DUAL)
+    except ConvergenceError as err:
+        # a plain step that overflows or leaves the safe range: the log-domain path is exact there
+        if err.failures["tolerance"].size == 0:
+            raise _KernelRange from err
+        raise
     if np.abs(x).max() > _KERNEL_DUAL:
         raise _KernelRange
     with np.errstate(under="ignore"):
@@ -290,16 +350,17 @@ def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
     return _normalise_rows(rows)
 
 
-def _solve(G, x0, rho, dual_tol, max_iter, accelerate, width):
+def _solve(G, x0, rho, dual_tol, max_iter, accelerate, width, bound=None):
     return anderson_solve(
-            G,
-            x0,
-            _threshold(dual_tol, rho),
-            max_iter=max_iter,
-            accelerate=accelerate,
-            memory=anderson_memory(rho),
-            seminorm="osc",
-        floor=lambda img: _floor(width) * (1.0 + np.max(np.abs(img), axis=1)),
+        G,
+        x0,
+        _threshold(dual_tol, rho),
+        max_iter=max_iter,
+        accelerate=accelerate,
+        memory=anderson_memory(rho),
+        seminorm="osc",
+        floor=lambda amax: _floor(width) * (1.0 + amax),
+        bound=bound,
     )
 
 
@@ -312,54 +373,156 @@ def _lse_rows(a):
 
 
 _SAFE = 1e-280
+# sparse log-sum-exp of the entries whose scaled product underflows: the terms within
+# _MARGIN of the largest are kept (at most _KMAX of them), and reused while the duals of
+# the prefix move by at most _DRIFT in oscillation from where they were found
+_KMAX = 16
+_MARGIN = 100.0
+_DRIFT = 20.0
+
+
+class _Supports:
+    """Exact log-sum-exps ``LSE_j (A_ej + X_{p_e j})`` of gathered rows, on sparse supports.
+
+    The first evaluation of an entry ``e`` is dense (every ``j``); the indices of the terms
+    within ``_MARGIN`` of the largest are kept (when there are at most ``_KMAX``), and
+    later evaluations sum over them only, while the duals ``X_p`` of the entry's prefix
+    have moved by at most ``_DRIFT`` in oscillation since the reference point of that
+    prefix (then its supports are dropped and found again). Error: a term left out was
+    below the largest by ``_MARGIN`` when found; since then the duals have moved by at
+    most ``2 _DRIFT`` in oscillation relative to that point (the reference and the
+    point where the entry was found are both within ``_DRIFT`` of it), so it stays below the
+    new largest by ``_MARGIN - 2 _DRIFT = 60``: all of them add at most ``w e^{-60}``
+    (below ``1e-23`` for ``w <= 1e3``) relative to the sum, far under rounding.
+    """
+
+    def __init__(self, problems, width):
+        self.width = width
+        self.index = np.full((problems * width, _KMAX), -1, dtype=np.int64)
+        self.known = np.zeros(problems * width, dtype=bool)
+        self.count = np.zeros(problems * width, dtype=np.int64)
+        self.ref = np.zeros((problems, width))
+        self.has_ref = np.zeros(problems, dtype=bool)
+
+    def lse(self, A, ii, Xm, pp, rows):
+        w = self.width
+        gp = rows[pp]
+        # drift of each prefix involved since its reference point
+        involved = np.unique(pp)
+        gi = rows[involved]
+        with np.errstate(invalid="ignore"):
+            diff = np.where(np.isfinite(Xm[involved]), Xm[involved] - self.ref[gi], np.nan)
+            osc = np.nanmax(diff, axis=1, initial=-np.inf) - np.nanmin(diff, axis=1, initial=np.inf)
+        moved = ~self.has_ref[gi] | ~(osc <= _DRIFT)
+        for g in gi[moved]:
+            self.known[g * w : (g + 1) * w] = False
+        self.ref[gi[moved]] = np.where(np.isfinite(Xm[involved[moved]]), Xm[involved[moved]], 0.0)
+        self.has_ref[gi[moved]] = True
+        e = gp * w + ii
+        out = np.empty(e.size)
+        use = self.known[e]
+        if use.any():
+            eu = e[use]
+            k = int(self.count[eu].max())
+            J = self.index[eu, :k]
+            ok = J >= 0
+            # flat gathers; a missing index points at a trailing -inf
+            flat_a = np.append(A.ravel(), -np.inf)
+            flat_x = np.append(Xm.ravel(), -np.inf)
+            ia = np.where(ok, ii[use, None] * A.shape[1] + J, flat_a.size - 1)
+            ix = np.where(ok, pp[use, None] * Xm.shape[1] + J, flat_x.size - 1)
+            out[use] = _lse_rows(flat_a[ia] + flat_x[ix])
+        new = ~use
+        if new.any():
+            T = A[ii[new]] + Xm[pp[new]]
+            out[new] = _lse_rows(T)
+            k = min(_KMAX, w)
+            top = np.argpartition(-T, k - 1, axis=1)[:, :k] if k < w else np.tile(np.arange(w), (T.shape[0], 1))
+            vals = np.take_along_axis(T, top, axis=1)
+            with np.errstate(invalid="ignore"):
+                keep = vals >= out[new][:, None] - _MARGIN
+                count = np.sum(T >= out[new][:, None] - _MARGIN, axis=1)
+            fits = count <= _KMAX
+            en = e[new]
+            # the kept indices first (stable order), then -1
+            order = np.argsort(~keep, axis=1, kind="stable")
+            idx = np.full((en.size, _KMAX), -1, dtype=np.int64)
+            idx[:, :k] = np.where(np.take_along_axis(keep, order, axis=1), np.take_along_axis(top, order, axis=1), -1)
+            self.index[en[fits]] = idx[fits]
+            self.count[en[fits]] = count[fits]
+            self.known[en[fits]] = True
+        return out
 
 
 def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
     """Solve the prefixes ``P`` together in the log domain (nothing can overflow).
 
-    Each log-sum-exp is evaluated as a matrix product of scaled exponentials: rows of
-    ``S`` have maximum 0 (shifted), columns are scaled by their maximum over the block's
-    rows, and each prefix's duals by their maximum, so every factor is at most one and
-    nothing overflows. A product that stays above ``1e-280`` has lost only terms below
-    ``w * 1e-308`` (relative error below ``1e-25``); the entries that fall below it are
-    evaluated exactly by ``logsumexp`` on gathered rows. The sweep is the kernel path's,
-    so the number of sweeps is the same.
+    Each log-sum-exp is evaluated as a matrix product of scaled exponentials, with the
+    current duals absorbed into the kernel (the stabilisation of log-domain Sinkhorn):
+    for any vector ``h``,
+
+    .. math::
+
+        \\sum_j e^{S_{ij} + X_{pj}} = e^{c_i + a_p} \\sum_j e^{S_{ij} + h_j - c_i}\\,
+        e^{X_{pj} - h_j - a_p},
+
+    with ``c_i = max_j (S_ij + h_j)`` and ``a_p = max_j (X_pj - h_j)``, so every factor is
+    at most one and nothing overflows. Taking ``h_j`` the largest current dual of column
+    ``j`` over the block's prefixes, refreshed every sweep (``w^2`` exponentials, a small
+    part of the two ``|P| w^2`` products), makes the leading terms of the products of
+    order one even for scores spread over thousands, where a kernel shifted by the row
+    maxima alone underflows. A product that stays above ``1e-280`` has lost only terms
+    below ``w * 1e-308`` (relative error below ``1e-25``); the entries that fall below it
+    are evaluated exactly by ``logsumexp`` on gathered rows. The sweep is the kernel
+    path's, so the number of sweeps is the same.
     """
     w = int(P[-1]) + 1
     S = sm[:w, :w]
+    ST = np.ascontiguousarray(S.T)
     mask = np.arange(w)[None, :] <= P[:, None]
-    with np.errstate(under="ignore"):
-        K = np.exp(S)  # row maxima are 1 (rows shifted by their maximum)
-        col = np.max(S, axis=0)  # column maxima over the block's rows: every entry of Kc <= 1
-        col = np.where(np.isfinite(col), col, 0.0)
-        Kc = np.exp(S - col[None, :])
+
+    def absorbed(X, m, axis):
+        # returns (log of the scaled products, their values) for LSE over `axis` of S
+        Xm = np.where(m, X, -np.inf)
+        h = np.max(Xm, axis=0)
+        h = np.where(np.isfinite(h), h, 0.0)
+        with np.errstate(under="ignore", divide="ignore", invalid="ignore"):
+            if axis == 1:  # LSE_j (S_ij + X_pj): h on the columns of S
+                T = S + h[None, :]
+                c = np.max(T, axis=1)
+                Kt = np.exp(T - c[:, None]).T
+            else:  # LSE_i (S_ij + F_pi): h on the rows of S
+                T = S + h[:, None]
+                c = np.max(T, axis=0)
+                c = np.where(np.isfinite(c), c, 0.0)
+                Kt = np.exp(T - c[None, :])
+            Z = Xm - h[None, :]
+            a = np.max(Z, axis=1)
+            R = np.exp(Z - a[:, None]) @ Kt
+            out = np.log(R) + a[:, None] + c[None, :]
+        return out, R, Xm
+
+    row_support = _Supports(P.size, w)
+    col_support = _Supports(P.size, w)
 
     def row_lse(X, rows):
         # LSE_j (S_ij + X_pj) for all (p, i)
         m = mask[rows]
-        Xm = np.where(m, X, -np.inf)
-        b = np.max(Xm, axis=1)
-        with np.errstate(under="ignore", divide="ignore"):
-            R = np.exp(Xm - b[:, None]) @ K.T
-            out = np.log(R) + b[:, None]
+        out, R, Xm = absorbed(X, m, 1)
         bad = (R < _SAFE) & m
         if bad.any():
             pp, ii = np.nonzero(bad)
-            out[pp, ii] = _lse_rows(S[ii] + Xm[pp])
+            out[pp, ii] = row_support.lse(S, ii, Xm, pp, rows)
         return out
 
     def col_lse(F, rows):
         # LSE_{j <= i <= p} (S_ij + F_pi) for all (p, j)
         m = mask[rows]
-        Fm = np.where(m, F, -np.inf)
-        b = np.max(Fm, axis=1)
-        with np.errstate(under="ignore", divide="ignore"):
-            C = np.exp(Fm - b[:, None]) @ Kc
-            out = np.log(C) + b[:, None] + col[None, :]
+        out, C, Fm = absorbed(F, m, 0)
         bad = (C < _SAFE) & m
         if bad.any():
             pp, jj = np.nonzero(bad)
-            out[pp, jj] = _lse_rows(S[:, jj].T + Fm[pp])
+            out[pp, jj] = col_support.lse(ST, jj, Fm, pp, rows)
         return out
 
     def G(x, rows):

@@ -195,9 +195,13 @@ def _log_cumsum_exp(x: np.ndarray) -> np.ndarray:
     """``log(cumsum(exp(x)))`` for a 1-d array, without overflow or harmful underflow.
 
     Blocks of ``b = ceil(sqrt(n))`` entries: inside a block the terms are scaled by the
-    block maximum and summed (relative error <= b eps); the block totals are combined by
-    ``logaddexp.accumulate`` (absolute error in the logarithm <= (b + 1) eps (1 + |value|)).
-    A block whose scaled partial sums underflow is recomputed exactly by ``logaddexp``.
+    block maximum ``m_k`` and summed (relative error <= b eps); the block totals are
+    combined by ``logaddexp.accumulate`` into ``B_k``, the logarithm of everything before
+    block ``k``. Entry ``i`` of block ``k`` is then ``c + log(exp(B_k - c) + exp(m_k - c) S_i)``
+    with ``c = max(B_k, m_k)`` and ``S_i`` the scaled partial sum: one logarithm per entry,
+    absolute error in the logarithm <= (b + 1) eps (1 + |value|). A block whose scaled
+    partial sums underflow where the earlier blocks do not dominate them is recomputed
+    exactly by ``logaddexp``.
     """
     n = x.size
     b = math.isqrt(max(n - 1, 0)) + 1
@@ -207,27 +211,80 @@ def _log_cumsum_exp(x: np.ndarray) -> np.ndarray:
     m = X.max(axis=1)
     m = np.where(np.isfinite(m), m, 0.0)
     with np.errstate(divide="ignore", under="ignore", invalid="ignore"):
-        inner = np.cumsum(np.exp(X - m[:, None]), axis=1)
-        logs = np.log(inner) + m[:, None]
-        totals = logs[:, -1]  # the block maximum is a term: no underflow
+        inner = np.exp(X - m[:, None])
+        np.cumsum(inner, axis=1, out=inner)
+        totals = np.log(inner[:, -1]) + m  # the block maximum is a term: no underflow
         before = np.concatenate([[-np.inf], np.logaddexp.accumulate(totals)[:-1]])
+        c = np.maximum(before, m)
+        out = inner * np.exp(m - c)[:, None]
+        out += np.exp(before - c)[:, None]
+        np.log(out, out=out)
+        out += c[:, None]
         # a scaled partial sum below 1e-280 loses digits; it matters only where the
         # earlier blocks do not dominate it: redo those blocks exactly
         weak = np.any((inner < 1e-280) & np.isfinite(X), axis=1) & (before < m - 600.0)
         for k in np.flatnonzero(weak):
-            logs[k] = np.logaddexp.accumulate(X[k])
-        out = np.logaddexp(before[:, None], logs)
+            out[k] = np.logaddexp(before[k], np.logaddexp.accumulate(X[k]))
     return out.ravel()[:n]
 
 
-def _sweep(y: np.ndarray, rho: float):
+def _sweep(y: np.ndarray, rho: float, *, with_l1: bool = True):
     """One sweep of Theorem 2's equations on ``y = log v - log v_t``.
 
     ``L1 = log(Phi / v_t)``, ``L2 = log(Psi v_t)``; ``y' = -rho (L2 - L2[t])``.
-    Returns ``(y', L1)``.
+    Returns ``(y', L1)`` (``L1`` is ``None`` when ``with_l1`` is false).
+
+    Algorithm: the two log-cumulative sums of :func:`_log_cumsum_exp` share one block
+    layout. The first leaves ``Phi`` in scaled form, ``Phi_i = exp(c_k) P_i`` with
+    ``P_i >= P_{first of block}`` (``Phi`` increases); the terms of the second,
+    ``exp(-L1_i) = exp(-c_k) / P_i``, are scaled by the block's largest one as
+    ``P_first / P_i``, a division instead of a logarithm and an exponential, and the
+    second sum runs backwards in the same layout. Per entry: one exponential, one
+    division and one logarithm (two with ``L1``), against two of each and two
+    ``logaddexp`` before. If a scaled partial sum of either pass underflows where the
+    neighbouring blocks do not dominate it, the sweep is redone by two exact calls of
+    :func:`_log_cumsum_exp`.
     """
-    L1 = _log_cumsum_exp(y)
-    L2 = _log_cumsum_exp(-L1[::-1])[::-1]
+    n = y.size
+    b = math.isqrt(max(n - 1, 0)) + 1
+    X = np.full(b * b, -np.inf)
+    X[:n] = y
+    X = X.reshape(b, b)
+    valid = np.isfinite(X)
+    m = X.max(axis=1)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore", under="ignore", invalid="ignore", over="ignore"):
+        inner = np.exp(X - m[:, None])
+        np.cumsum(inner, axis=1, out=inner)
+        totals = np.log(inner[:, -1]) + m
+        before = np.concatenate([[-np.inf], np.logaddexp.accumulate(totals)[:-1]])
+        weak = np.any((inner < 1e-280) & valid, axis=1) & (before < m - 600.0)
+        c = np.maximum(before, m)
+        P = inner * np.exp(m - c)[:, None]
+        P += np.exp(before - c)[:, None]  # Phi_i / exp(c_k), nondecreasing in each block
+        first = P[:, 0]
+        s = -c - np.log(first)  # log of the largest term exp(-L1) of each block
+        E = np.divide(first[:, None], P)
+        E *= valid
+        inner2 = np.cumsum(E[:, ::-1], axis=1)[:, ::-1]
+        totals2 = np.log(inner2[:, 0]) + s
+        after = np.concatenate([np.logaddexp.accumulate(totals2[::-1])[::-1][1:], [-np.inf]])
+        weak2 = np.any((inner2 < 1e-280) & valid, axis=1) & (after < s - 600.0)
+        if weak.any() or weak2.any() or not np.all(np.isfinite(totals2[:1])):
+            L1 = _log_cumsum_exp(y)
+            L2 = _log_cumsum_exp(-L1[::-1])[::-1]
+            return -rho * (L2 - L2[-1]), (L1 if with_l1 else None)
+        c2 = np.maximum(after, s)
+        L2 = inner2 * np.exp(s - c2)[:, None]
+        L2 += np.exp(after - c2)[:, None]
+        np.log(L2, out=L2)
+        L2 += c2[:, None]
+        L2 = L2.ravel()[:n]
+        L1 = None
+        if with_l1:
+            L1 = np.log(P, out=P)
+            L1 += c[:, None]
+            L1 = L1.ravel()[:n]
     return -rho * (L2 - L2[-1]), L1
 
 
@@ -244,7 +301,7 @@ def _float_prior(n: int, rho: float, dual_tol: float, max_iter: int):
     rounding = 4.0 * (b + 2) * _EPS  # relative rounding of one sweep (see _log_cumsum_exp)
 
     def G(x, rows):
-        return _sweep(x[0], rho)[0][None, :]
+        return _sweep(x[0], rho, with_l1=False)[0][None, :]
 
     x0 = np.zeros((1, n))
     # stopping threshold on the residual's oscillation; the rounding floor grows with |y|
@@ -256,7 +313,7 @@ def _float_prior(n: int, rho: float, dual_tol: float, max_iter: int):
         max_iter=max_iter,
         memory=anderson_memory(rho),
         seminorm="osc",
-        floor=lambda img: rounding * (1.0 + np.max(np.abs(img), axis=1)),
+        floor=lambda amax: rounding * (1.0 + amax),
     )
     y = x[0]
     _, L1 = _sweep(y, rho)

@@ -122,3 +122,27 @@ def test_model_with_ot_attention_trains_a_step():
     loss.backward()
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     assert torch.isfinite(loss) and grads and all(torch.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.parametrize("host_checks", [pytest.param(True, marks=pytest.mark.slow), False])
+def test_anderson_and_device_checks_agree_with_the_numpy_operator(monkeypatch, host_checks):
+    # rho = 0.95 uses Anderson mixing (memory 6); host_checks=False runs the accelerator
+    # path on the CPU (selections by torch.where, the flag read every _CHECK_EVERY sweeps);
+    # a tile of 8 exercises the products that skip the kernel's zero tiles
+    from otprior.torch import ot_attention as mod
+
+    monkeypatch.setattr(mod, "_HOST_CHECKS", host_checks)
+    monkeypatch.setattr(mod, "_TILE", 8)
+    g = torch.Generator().manual_seed(5)
+    S = 3.0 * torch.randn(1, 20, 20, generator=g, dtype=torch.float64)
+    A = causal_ot_attention(S, 0.95, chunk=12)
+    np.testing.assert_allclose(A.numpy(), otprior.causal_ot_attention(S.numpy(), 0.95), atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("rho", [pytest.param(0.7, marks=pytest.mark.slow), 0.95])
+def test_gradcheck_with_anderson_mixing(monkeypatch, rho):
+    from otprior.torch import ot_attention as mod
+
+    monkeypatch.setattr(mod, "_TILE", 2)
+    S = torch.randn(1, 4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(7), requires_grad=True)
+    assert torch.autograd.gradcheck(lambda s: causal_ot_attention(s, rho, chunk=3), (S,), eps=1e-6, atol=1e-6)
