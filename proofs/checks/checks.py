@@ -83,6 +83,83 @@ def check_backward_recurrence(t=5, rhos=("0.25", "0.5", "0.75"), dps=50, v_of_ps
     return prior_recurrence
 
 
+def _recurrence_arb(c, rho, t):
+    """Theorem 2's recurrence from ``Phi_t = c`` in Arb balls: ``{k: Phi_k}`` and ``{k: v_k}``, run while
+    every ``Phi_k`` (k >= 1) is certainly positive; a ball that holds 0 stops it (returned as is)."""
+    phi, psi, Phi, v = c, 0, {t: c}, {}
+    for k in range(t, 0, -1):
+        psi = psi + 1 / phi
+        v[k] = psi ** (-rho)
+        phi = phi - v[k]
+        Phi[k - 1] = phi
+        if not phi > 0:
+            break
+    return Phi, v
+
+
+def check_lemma_2_1_counterexample():
+    """Lemma 2.1: N_0 is not monotone on P_1 (rho = 1/4, t = 3): c = 2.1 < c' = 2.23, both with
+    Phi_1, Phi_2, Phi_3 > 0, give N_0(c) = -0.1291 > N_0(c') = -0.1985 (Arb balls): the lemma's part (b)
+    needs Phi_0(c) >= 0."""
+    import flint
+
+    from otprior._balls import arb_precision
+
+    with arb_precision(128):
+        rho = flint.arb(1) / 4
+        out = []
+        for text in ("2.1", "2.23"):
+            c = flint.arb(text)
+            Phi, _ = _recurrence_arb(c, rho, 3)
+            assert all(Phi[k] > 0 for k in (1, 2, 3)), text
+            out.append(Phi[0] / c)
+        assert out[0] < 0 and out[1] < 0 and out[0] > out[1], out
+    return out
+
+
+def check_lemma_2_1_positive_region(t_max=6, rhos=(1, 2, 3, 4, 5, 6, 7), grid=16):
+    """Lemma 2.1 (a), (b) in Arb balls on a grid: for rho = k/8, 2 <= t <= t_max and every pair
+    c < c' of the points c = t (1 + 6 i / grid), i = 0..grid, with c in P_k (Phi_j(c) > 0, j >= k >= 1):
+    c' in P_k, N_j(c') > N_j(c) for k <= j < t, v_j(c') >= (c'/c)^rho v_j(c) for j >= k, and, when
+    Phi_{k-1}(c) >= 0, N_{k-1}(c') > N_{k-1}(c). Pairs whose balls do not decide are counted, not passed
+    silently: the check fails if more than a tenth of the comparisons are undecided."""
+    import flint
+
+    from otprior._balls import arb_precision
+
+    decided = undecided = 0
+    with arb_precision(192):
+        for k8 in rhos:
+            rho = flint.arb(k8) / 8
+            for t in range(2, t_max + 1):
+                points = [flint.arb(t) * (1 + flint.arb(6 * i) / grid) for i in range(grid + 1)]
+                runs = [_recurrence_arb(c, rho, t) for c in points]
+                for i, c in enumerate(points):
+                    Phi, v = runs[i]
+                    for i2 in range(i + 1, len(points)):
+                        c2 = points[i2]
+                        Phi2, v2 = runs[i2]
+                        lam = c2 / c
+                        for k in range(t, 0, -1):
+                            if not all(Phi.get(j, flint.arb(0)) > 0 for j in range(k, t + 1)):
+                                break
+                            assert all(Phi2[j] > 0 for j in range(k, t + 1)), (k8, t, i, i2, k)
+                            for j in range(k, t):
+                                assert not (Phi2[j] / c2 <= Phi[j] / c), (k8, t, i, i2, j)
+                                decided += 1
+                            for j in range(k, t + 1):
+                                assert not (v2[j] < lam**rho * v[j]), (k8, t, i, i2, j)
+                            if k - 1 in Phi and Phi[k - 1] >= 0:
+                                if Phi2[k - 1] / c2 > Phi[k - 1] / c:
+                                    decided += 1
+                                elif Phi2[k - 1] / c2 <= Phi[k - 1] / c:
+                                    raise AssertionError((k8, t, i, i2, k - 1))
+                                else:
+                                    undecided += 1
+    assert decided > 500 and undecided * 10 <= decided, (decided, undecided)
+    return decided
+
+
 def check_window_bound_algebra():
     """Theorem 4(i): sum_{d<W} ((d+1)/c)^(-rho) / c = H_W c^(rho-1)."""
     c, rho = sp.symbols("c rho", positive=True)
