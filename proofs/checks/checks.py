@@ -271,4 +271,67 @@ def check_cable_constant_increments():
     return ratio
 
 
+def check_falcon_bins(k_max=14, heads=12, windows=(1, 4)):
+    """Theorem 11c (b), (c), (d), exhaustively on every n - 1 in [2^8, 2^(k_max+1)) for the slopes of a
+    ``heads``-head model, on the library's rows q(j) = bf16(bf16(m) bf16(j)); (a) on the library's window
+    masses at the extreme edges of the octaves 2^9 and 2^10. Returns the number of non-dyadic position-bin
+    edges inside a larger product bin, per octave and slope (22 of 128 for a 12-head model)."""
+    import math
+
+    import numpy as np
+
+    from otprior.encodings import ALiBi, alibi_slopes, bf16_round
+
+    top = 2 ** (k_max + 1)
+    j = np.arange(top + 2, dtype=float)
+    pos = bf16_round(j)
+    pos_edge = np.concatenate([[True], pos[1:] != pos[:-1]])
+    inside = {}
+    for m in alibi_slopes(heads):
+        mh = float(bf16_round(m))
+        q = bf16_round(mh * pos)
+        assert np.all(np.diff(q) >= 0)  # q is non-decreasing
+        new = np.concatenate([[True], q[1:] != q[:-1]])
+        first = np.maximum.accumulate(np.where(new, np.arange(j.size), 0))
+        G = np.arange(j.size) - first + 1  # G_n at n - 1 = index
+        dyadic = math.frexp(mh)[0] == 0.5
+        for k in range(8, k_max + 1):
+            idx = np.arange(2**k, 2 ** (k + 1))
+            g = pos[idx]
+            upper = idx[idx >= g]  # (b): the upper half of a position bin
+            need = np.where(pos[upper] > 2**k, 2 ** (k - 8), 2 ** (k - 9))
+            assert np.all(G[upper] >= need), (m, k)
+            edges = idx[new[idx]]  # (c): lowest keys of product bins
+            assert np.all(G[edges] == 1), (m, k)
+            v, below = q[edges], q[edges - 1]
+            assert np.all(v - below >= v * 2.0**-8), (m, k)
+            assert np.all(v >= (1 - 2.0**-8) ** 2 * mh * edges), (m, k)
+            pe = idx[pos_edge[idx]]  # (d): position-bin lower edges
+            assert 127 <= pe.size <= 129, (k, pe.size)
+            if dyadic:
+                assert np.all(new[pe]), (m, k)
+            else:
+                inside[(m, k)] = int(np.sum(~new[pe]))
+    if heads == 12:
+        assert {v for (_, k), v in inside.items() if k >= 9} == {22}, inside
+    # (a) and (c)'s inequality on the library's rows (head_dim 64, so sqrt h = 8) in the octave 2^17: at the
+    # lowest key of a product bin and at the top of a position bin's upper half
+    k = 17
+    j = np.arange(2 ** (k + 1), dtype=float)
+    for m in (0.5, alibi_slopes(12)[8]):
+        enc = ALiBi(m, variant="falcon", head_dim=64)
+        mh = float(bf16_round(m))
+        q = bf16_round(mh * bf16_round(j))
+        edge = 2**k + int(np.argmax(q[2**k :] != q[2**k - 1]))  # the lowest key of the first product bin above 2^k
+        g = 2**k + 2 ** (k - 7)  # a position grid point; g + 2^(k-8) - 1 is the top of its upper half
+        for n in (edge + 1, g + 2 ** (k - 8)):
+            Gn = ALiBi.tied_keys(n, m)
+            for W in windows:
+                assert enc.window_mass(W, n) <= W / Gn * (1 + 1e-12), (m, n, W)
+        assert ALiBi.tied_keys(edge + 1, m) == 1 and ALiBi.tied_keys(g + 2 ** (k - 8), m) >= 2 ** (k - 8)
+        bound = edge * math.exp(-(2.0**-8) * (1 - 2.0**-8) ** 2 * mh * edge / 8.0)
+        assert bound < 1e-6 and 1 - enc.window_mass(1, edge + 1) <= bound, (m, edge)
+    return inside
+
+
 ALL_CHECKS = [value for name, value in sorted(globals().items()) if name.startswith("check_")]
