@@ -199,9 +199,10 @@ def check_pole_free_integral():
 
 
 def check_euler_maclaurin_ingredients():
-    """Theorem 8: f^(m)(x) = (-1)^m (alpha)_m (x+s)^(-alpha-m) (even ones positive), and the
-    Bernoulli table used by otprior._power_sums equals B_2j / (2j)!."""
-    from otprior._power_sums import _B2J_OVER_FACT
+    """Theorem 8: f^(m)(x) = (-1)^m (alpha)_m (x+s)^(-alpha-m) (even ones positive), and both Bernoulli
+    tables of otprior._power_sums (floats and exact fractions, the latter also used by inequalities.py)
+    equal B_2j / (2j)!."""
+    from otprior._power_sums import _B2J_FRACTIONS, _B2J_OVER_FACT
 
     x, s, alpha = sp.symbols("x s alpha", positive=True)
     f = (x + s) ** (-alpha)
@@ -210,6 +211,9 @@ def check_euler_maclaurin_ingredients():
     for j, value in enumerate(_B2J_OVER_FACT, start=1):
         exact = sp.bernoulli(2 * j) / sp.factorial(2 * j)
         assert abs(float(exact) - value) <= 1e-16 * abs(value)
+    assert len(_B2J_FRACTIONS) == len(_B2J_OVER_FACT)
+    for j, (num, den) in enumerate(_B2J_FRACTIONS, start=1):  # the ball route's table, exactly
+        assert sp.Rational(num, den) == sp.bernoulli(2 * j) / sp.factorial(2 * j), j
     return f
 
 
@@ -332,6 +336,81 @@ def check_falcon_bins(k_max=14, heads=12, windows=(1, 4)):
         bound = edge * math.exp(-(2.0**-8) * (1 - 2.0**-8) ** 2 * mh * edge / 8.0)
         assert bound < 1e-6 and 1 - enc.window_mass(1, edge + 1) <= bound, (m, edge)
     return inside
+
+
+def _inequalities():
+    """proofs/checks/inequalities.py, loaded once (it loads intervals.py)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if "proof_inequalities" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("proof_inequalities", Path(__file__).resolve().parent / "inequalities.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["proof_inequalities"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["proof_inequalities"]
+
+
+def check_margin_code_is_lemma_9(cases=((1, 2, 4), (3, 5, 12))):
+    """Lemmas 9a, 9b: margin.py's own code (``_Growth.__init__``, ``_record``, ``decreasing_upper``), run on
+    sympy symbols, computes exactly the lemma's expressions: ``lipschitz = 2 log((L1-1+o)/o)``,
+    ``G = H P/((T1+H/k)(T0+kH))`` (absolute) or ``H P/(T0 (T1+H/k))`` (relative), which equal
+    ``D+_{L1} - D-_{L0}`` and ``D+_{L1}/D-_{L0} - 1`` with Theorem 10's extremes, ``up = H/(T1+H/k)``,
+    ``down = P/T0 (T0/(T0+kH))``, and ``U = k rho`` resp. ``(1 + (L1-L0)((W+o)/(L0+o))^alpha)(k rho + k^2) - 1``
+    with ``rho = ((W+o)/o)^-alpha (1 + (W+o)/(alpha-1))``; at ``B = 0`` (the code's shortcut) and at ``B > 0``."""
+    ineq = _inequalities()
+    iv = ineq.iv
+    H, T0, E, o, alpha, B = sp.symbols("H T0 E o alpha B", positive=True)
+
+    for W, L0, L1 in cases:
+        parts = {(0, W - 1): H, (W, L0 - 1): T0, (L0, L1 - 1): E}  # the three sums of _record, as symbols
+
+        def sums(d0, d1, a, off, parts=parts):
+            return iv.SymArb(parts[(d0, d1)])
+
+        for relative in (False, True):
+            for b in (0.0, 1.0, B):  # the code's B = 0 shortcut, a float B, a symbolic B
+                self, record, upper = ineq.margin_growth(W, L0, L1, relative, b, iv.SymArb(o), kind="sym", sums=sums)
+                assert _zero(self.lipschitz.e - 2 * sp.log((L1 - 1 + o) / o)), (W, L0, L1)
+                k = sp.exp(2 * b)
+                T1 = T0 + E
+                P = T0 * (k - 1 / k) + k * E
+                d_minus, d_plus = T0 / (T0 + k * H), T1 / (T1 + H / k)  # Theorem 10 at L0 and L1
+                rec = record(iv.SymArb(alpha))
+                if relative:
+                    G, definition, down = H * P / (T0 * (T1 + H / k)), d_plus / d_minus - 1, P / T0
+                else:
+                    G, definition, down = H * P / ((T1 + H / k) * (T0 + k * H)), d_plus - d_minus, P / T0 * (T0 / (T0 + k * H))
+                assert sp.simplify(rec.growth.e - G) == 0 and sp.simplify(G - definition) == 0, (W, L0, L1, relative, b)
+                assert sp.simplify(sp.exp(rec.log_up.e) - H / (T1 + H / k)) == 0
+                assert sp.simplify(sp.exp(rec.log_down.e) - down) == 0
+                assert sp.simplify(sp.exp(rec.phi.e) - G) == 0
+                x = (W + o) / o
+                rho = x ** (-alpha) * (1 + (W + o) / (alpha - 1))
+                claimed = (1 + (L1 - L0) * ((W + o) / (L0 + o)) ** alpha) * (k * rho + k**2) - 1 if relative else k * rho
+                assert _zero(upper(iv.SymArb(alpha)).e - claimed), (W, L0, L1, relative, b)
+    return True
+
+
+def check_term_sums_match_the_library(points=((0, 0, "1.5", "1"), (1, 3, "2.25", "0.5"), (4, 11, "1", "3"), (2, 7, "4", "1"))):
+    """inequalities.py's ``_sum_terms`` (which stands for ``otprior._power_sums.arb_sum`` when margin's code
+    runs on a box) encloses the same sums: its interval meets the library's Arb ball at exact points."""
+    import flint
+
+    from otprior._balls import arb_precision
+    from otprior._power_sums import arb_sum
+
+    ineq = _inequalities()
+    iv = ineq.iv
+    with arb_precision(128):
+        for d0, d1, alpha, o in points:
+            ours = ineq._sum_terms(d0, d1, iv._exact(sp.Rational(alpha)), iv._exact(sp.Rational(o)))
+            ball = arb_sum(d0, d1, float(sp.Rational(alpha)), float(sp.Rational(o)))
+            assert ours.hi >= ball.lower() and ball.upper() >= ours.lo, (d0, d1, alpha, o)
+            assert ours.width() < 1e-30 and float(ball.rad()) < 1e-30
+            assert isinstance(ball, flint.arb)
+    return True
 
 
 ALL_CHECKS = [value for name, value in sorted(globals().items()) if name.startswith("check_")]
