@@ -72,7 +72,7 @@ DEFAULT = {claim.name: claim for claim in ineq.all_claims()}
 QUICK = {
     "bounded_score_share", "bounded_score_linear", "bounded_score_monotone", "content_band",
     "growth_log_lipschitz_absolute_W1_L2_4_B0", "growth_decreasing_upper_absolute_W1_L2_4_B4",
-    "growth_decreasing_upper_relative_W1_L3_6_B0", "tail_integral_W1", "tail_integral_W2",
+    "growth_decreasing_upper_relative_W1_L3_6_B0", "tail_integral_W1", "tail_integral_W2", "forgetting_gates_worst_case",
 }
 
 
@@ -184,6 +184,9 @@ MUTATION_GROUPS = {
         _window_law_ok,
     ),
 }
+MUTATION_GROUPS["Theorem N4(iii)"] = ([T(ineq, "stick_breaking_every_constant"), T(ineq, "_sigmoid")],
+                                      _claim_ok("stick_breaking_every_constant", budget=3000))
+MUTATION_GROUPS["Theorem N5"] = ([T(ineq, "forgetting_gates_worst_case"), T(ineq, "_prod")], _claim_ok("forgetting_gates_worst_case"))
 MUTATION_GROUPS.update(
     {f"checks.{c.__name__}": ([T(checks, c.__name__)], _sympy_ok(c.__name__)) for c in checks.ALL_CHECKS}
 )

@@ -393,6 +393,81 @@ def tail_integral(W, alpha=(1.25, 8.0), s=(0.0, 0.0), budget=1500):
     )
 
 
+# --- Theorems N4, N5 (proofs/normalisers.md): finite rows, on boxes of content, constant and gates
+
+
+def _sigmoid(ops, z):
+    return 1 / (1 + ops.exp(-z))
+
+
+def stick_breaking_every_constant(B=1.0, biases=(0, -1, -2), c_range=(-8.0, 8.0), budget=3000):
+    """Theorem N4(iii) on a row of three keys (``W = 1``): for every constant ``c`` in ``c_range`` and every
+    content ``e_d`` in ``[-B, B]``, stick-breaking's distant share ``P_1 - P_3`` is at most
+    ``T_3/(T_3 + e^(-2B) H)`` with ``H = e^(b_0)``, ``T_3 = e^(b_1) + e^(b_2)`` (softmax's bound). The bound
+    is approached as the constant varies but not attained (the proof's two steps are tight at different
+    constants), so the check has no tight point: a constant loosened in the bound would pass."""
+    b0, b1, b2 = biases
+
+    def sides(ops, c, e0, e1, e2):
+        s0, s1, s2 = (_sigmoid(ops, b + c + e) for b, e in ((b0, e0), (b1, e1), (b2, e2)))
+        distant = (1 - s0) * (s1 + s2 - s1 * s2)  # P_1 - P_3 = P_1 (1 - (1 - s1)(1 - s2))
+        H, T = iv.iv_exp(b0), iv.iv_exp(b1) + iv.iv_exp(b2)  # constants of the row
+        return [(distant, T / (T + iv.iv_exp(-2 * iv._exact(B)) * H))]
+
+    return Claim(
+        "stick_breaking_every_constant",
+        "proofs/normalisers.md (Theorem N4(iii))",
+        f"P_1 - P_3 <= T/(T + e^(-2B) H) for z_d = b_d + c + e_d, b = {biases}, |e_d| <= B = {B:g}, c in {c_range}",
+        {"c": c_range, "e0": (-B, B), "e1": (-B, B), "e2": (-B, B)},
+        sides,
+        centered=True,
+        budget=budget,
+    )
+
+
+def forgetting_gates_worst_case(f_min=0.5, f_max=0.9, biases=("0", "-1/2", "-1", "-3/2"), budget=2000):
+    """Theorem N5 on a row of four keys (``W = 1``): with forget gates ``g_k`` in ``[f_min, f_max]`` (key ``d``
+    gains ``sum_{k<d} log g_k``), the distant share is at most that of constant gates ``f_max``; attained at
+    ``g = f_max`` (``tight``). The certificate writes ``T* - T`` as the telescoping sum
+    ``sum_d e^(b_d) sum_{k<d} (f_max - g_k) f_max^(d-1-k) prod_{j<k} g_j`` (checked by sympy)."""
+    bs = [Fraction(b) for b in biases]
+
+    def parts(ops, g0, g1, g2):
+        gates = (g0, g1, g2)
+        w = [ops.exp(ops.const(b)) for b in bs]
+        T = sum(w[d] * _prod(gates[:d]) for d in range(1, 4))
+        T_star = sum(w[d] * ops.const(Fraction(f_max)) ** d for d in range(1, 4))
+        return w, gates, T, T_star
+
+    def sides(ops, g0, g1, g2):
+        w, _, T, T_star = parts(ops, g0, g1, g2)
+        return [(T / (T + w[0]), T_star / (T_star + w[0]))]
+
+    def certificate(ops, g0, g1, g2):
+        w, gates, T, T_star = parts(ops, g0, g1, g2)
+        f = ops.const(Fraction(f_max))
+        diff = sum(w[d] * sum((f - gates[k]) * f ** (d - 1 - k) * _prod(gates[:k]) for k in range(d)) for d in range(1, 4))
+        return [w[0] * diff / ((T_star + w[0]) * (T + w[0]))]
+
+    return Claim(
+        "forgetting_gates_worst_case",
+        "proofs/normalisers.md (Theorem N5)",
+        f"D(gates) <= D(constant gates f_max) for gates in [{f_min}, {f_max}], b = {biases}, W = 1, n = 4",
+        {"g0": (f_min, f_max), "g1": (f_min, f_max), "g2": (f_min, f_max)},
+        sides,
+        certificate,
+        budget=budget,
+        tight=(({"g0": f_max, "g1": f_max, "g2": f_max}, 0, 2.0**-100),),
+    )
+
+
+def _prod(xs):
+    out = 1
+    for x in xs:
+        out = out * x
+    return out
+
+
 # --- Theorem 8 (proofs/window_mass_bounds.md)
 
 def _b2j_over_fact(j):
@@ -648,6 +723,7 @@ def all_claims(full=False):
     claims += [growth_decreasing_upper(*case) for case in UPPER_CASES]
     claims += [tail_integral(W) for W in (1, 2, 8)]
     claims += [euler_maclaurin(1, 6, 1)]
+    claims += [stick_breaking_every_constant(), forgetting_gates_worst_case()]
     if full:
         for shift in OFFSET_SHIFTS:
             s = (shift, shift)
