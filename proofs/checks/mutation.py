@@ -70,7 +70,10 @@ def _source_tree(target):
     fn = getattr(target.owner, target.name)
     fn = getattr(fn, "__func__", fn)
     tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    return tree.body[0]
+    node = tree.body[0]
+    if getattr(node, "name", None) != target.name:  # the file changed on disk since it was imported
+        raise RuntimeError(f"the source of {target.label} on disk does not match the loaded function")
+    return node
 
 
 def _assigns(node):
