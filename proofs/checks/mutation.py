@@ -9,7 +9,8 @@ the one function.
 
 Operators: an ``int`` or ``float`` constant ``v`` becomes ``v + 1``; an exponent ``e`` (the right operand
 of ``**``) becomes ``e / 2``. Constants that are not part of a formula are left alone: arguments of
-``range()``, ``arb_precision()``, ``tol()`` (a harness tolerance or stopping rule), ``Claim(...)`` (the domain, the budget and the tight points of a claim),
+``range()``, ``arb_precision()``, ``tol()`` (a harness tolerance or stopping rule), ``case()`` (an instance the check is run at: a size, a
+sample point, a grid, a slope), ``Claim(...)`` (the domain, the budget and the tight points of a claim),
 keyword arguments, subscripts, strings, the ``certificate`` of a claim (a proof aid, checked by sympy
 before it is used, not part of what is claimed), a claim's ``tight`` points, the record of a
 result (``InequalityRecord(...)``) and counters (``evaluations``, ``checked``).
@@ -27,9 +28,9 @@ import sys
 import textwrap
 from dataclasses import dataclass
 
-SKIP_CALLS = {"range", "arb_precision", "Claim", "InequalityRecord", "_renamed", "len", "enumerate", "zip", "print", "int", "tol"}
+SKIP_CALLS = {"range", "arb_precision", "Claim", "InequalityRecord", "_renamed", "len", "enumerate", "zip", "print", "int", "tol", "case"}
 SKIP_FUNCTIONS = {"certificate"}
-SKIP_NAMES = {"tight", "evaluations", "checked"}  # a claim's tight points (harness) and counters
+SKIP_NAMES = {"tight", "evaluations", "checked", "decided", "undecided"}  # tight points (harness) and counters
 
 
 @dataclass(frozen=True)
