@@ -386,7 +386,7 @@ def check_margin_code_is_lemma_9(cases=((1, 2, 4), (3, 5, 12))):
             return iv.SymArb(parts[(d0, d1)])
 
         for relative in (False, True):
-            for b in (0.0, 1.0, B):  # the code's B = 0 shortcut, a float B, a symbolic B
+            for b in case((0.0, 1.0, B)):  # the code's B = 0 shortcut, a float B, a symbolic B
                 self, record, upper = ineq.margin_growth(W, L0, L1, relative, b, iv.SymArb(o), kind="sym", sums=sums)
                 assert _zero(self.lipschitz.e - 2 * sp.log((L1 - 1 + o) / o)), (W, L0, L1)
                 k = sp.exp(2 * b)
