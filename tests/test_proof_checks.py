@@ -238,12 +238,32 @@ def test_lower_bound_exponent_halved_is_caught(monkeypatch):
     assert ineq.window_law_exact_bounds(t_max=4, rho_grid=[ineq.Fraction(1, 2)]).verdict == "refuted"
 
 
+# Corruptions that survive, each for a stated reason (the claim is not attained there, so a weaker bound or a
+# stronger hypothesis leaves a true statement that no check of truth can tell from the right one). The test
+# fails on any other survivor, and on a listed one that no longer survives (the list must stay exact).
+DOCUMENTED_SURVIVORS = {
+    "Theorem N4(iii)": {
+        # T/(T + e^(-2B) H) is approached as the constant varies but never attained: e^(-3B) is a weaker true bound
+        "proof_inequalities.stick_breaking_every_constant: line 13: 2 -> 3",
+        # 1/(2 + e^-z) instead of the sigmoid lowers every share: the (loose) bound still holds
+        "proof_inequalities._sigmoid: line 2: 1 -> 2",
+    },
+    "checks.check_lemma_2_1_positive_region": {
+        # the lemma's hypotheses made stronger (Phi_j > 1 for c in P_k; Phi_{k-1} >= 1, or k - 2 in the
+        # recurrence, for part (b)): the check then examines fewer pairs of a true statement
+        "proof_checks.check_lemma_2_1_positive_region: line 25: 0 -> 1",
+        "proof_checks.check_lemma_2_1_positive_region: line 35: 0 -> 1",
+        "proof_checks.check_lemma_2_1_positive_region: line 35: 1 -> 2",
+    },
+}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("group", sorted(MUTATION_GROUPS))
 def test_every_corruption_is_caught(group):
     total, dead, survivors = mutation_table([group])[group]
     assert total > 0
-    assert survivors == [], survivors
+    assert set(survivors) == DOCUMENTED_SURVIVORS.get(group, set()), survivors
 
 
 @pytest.mark.slow

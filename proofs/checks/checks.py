@@ -151,7 +151,7 @@ def check_lemma_2_1_positive_region(t_max=6, rhos=(1, 2, 3, 4, 5, 6, 7), grid=16
                     for i2 in range(i + 1, len(points)):
                         c2 = points[i2]
                         Phi2, v2 = runs[i2]
-                        lam = c2 / c
+                        factor = (c2 / c) ** rho  # lambda^rho, one expression for the bound and its equality
                         for k in range(t, 0, -1):
                             if not all(j in Phi and Phi[j] > 0 for j in range(k, t + 1)):
                                 break
@@ -160,9 +160,9 @@ def check_lemma_2_1_positive_region(t_max=6, rhos=(1, 2, 3, 4, 5, 6, 7), grid=16
                                 assert not (Phi2[j] / c2 <= Phi[j] / c), (k8, t, i, i2, j)
                                 decided += 1
                             for j in range(k, t + 1):
-                                assert not (v2[j] < lam**rho * v[j]), (k8, t, i, i2, j)
+                                assert not (v2[j] < factor * v[j]), (k8, t, i, i2, j)
                             # equality at j = t (v_t = c^rho): the factor lambda^rho is sharp
-                            assert v2[t].overlaps(lam**rho * v[t]), (k8, t, i, i2)
+                            assert v2[t].overlaps(factor * v[t]), (k8, t, i, i2)
                             if k - 1 in Phi and Phi[k - 1] >= 0:
                                 if Phi2[k - 1] / c2 > Phi[k - 1] / c:
                                     decided += 1

@@ -11,7 +11,7 @@ Operators: an ``int`` or ``float`` constant ``v`` becomes ``v + 1``; an exponent
 of ``**``) becomes ``e / 2``. Constants that are not part of a formula are left alone: arguments of
 ``range()``, ``arb_precision()``, ``tol()`` (a harness tolerance or stopping rule), ``case()`` (an instance the check is run at: a size, a
 sample point, a grid, a slope), ``Claim(...)`` (the domain, the budget and the tight points of a claim),
-keyword arguments, subscripts, strings, the ``certificate`` of a claim (a proof aid, checked by sympy
+keyword arguments, subscripts, strings, the messages of ``assert`` and ``raise``, the ``certificate`` of a claim (a proof aid, checked by sympy
 before it is used, not part of what is claimed), a claim's ``tight`` points, the record of a
 result (``InequalityRecord(...)``) and counters (``evaluations``, ``checked``).
 
@@ -107,6 +107,8 @@ def _sites(root, only=()):
                 if name in SKIP_CALLS:
                     return True
             if isinstance(p, ast.keyword) or (isinstance(p, ast.Subscript) and child is p.slice):
+                return True
+            if isinstance(p, ast.Raise) or (isinstance(p, ast.Assert) and child is p.msg):  # messages
                 return True
             if isinstance(p, (ast.FunctionDef, ast.Lambda)) and getattr(p, "name", None) in SKIP_FUNCTIONS:
                 return True
