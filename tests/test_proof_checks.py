@@ -262,7 +262,7 @@ DOCUMENTED_SURVIVORS = {
 @pytest.mark.parametrize("group", sorted(MUTATION_GROUPS))
 def test_every_corruption_is_caught(group):
     total, dead, survivors = mutation_table([group])[group]
-    assert total > 0
+    assert total > 0 or group.startswith("checks.")  # a sympy identity may have no numeric constant (LSE's shift)
     assert set(survivors) == DOCUMENTED_SURVIVORS.get(group, set()), survivors
 
 
