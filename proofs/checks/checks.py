@@ -289,7 +289,7 @@ def check_cable_constant_increments():
     return ratio
 
 
-def check_falcon_bins(k_max=14, heads=12, windows=(1, 4)):
+def check_falcon_bins(k_max=14, heads=12, windows=(1, 4)):  # heads: the 12-head model of the issue
     """Theorem 11c (b), (c), (d), exhaustively on every n - 1 in [2^8, 2^(k_max+1)) for the slopes of a
     ``heads``-head model, on the library's rows q(j) = bf16(bf16(m) bf16(j)); (a) on the library's window
     masses at the extreme edges of the octaves 2^9 and 2^10. Returns the number of non-dyadic position-bin
@@ -301,10 +301,12 @@ def check_falcon_bins(k_max=14, heads=12, windows=(1, 4)):
     from otprior.encodings import ALiBi, alibi_slopes, bf16_round
 
     top = case(2 ** (k_max + 1))
-    j = np.arange(top + 2, dtype=float)
+    j = np.arange(case(top + 2), dtype=float)
     pos = bf16_round(j)
     pos_edge = np.concatenate([[True], pos[1:] != pos[:-1]])
     inside = {}
+    gap, keep = 2.0**-8, 1 - 2.0**-8  # (c): the spacing below v is >= gap v; a rounding keeps >= keep x
+    gap_attained, worst_keep = False, tol(1.0)  # a running minimum starts at 1
     for m in alibi_slopes(heads):
         mh = float(bf16_round(m))
         q = bf16_round(mh * pos)
@@ -317,40 +319,45 @@ def check_falcon_bins(k_max=14, heads=12, windows=(1, 4)):
             idx = np.arange(2**k, 2 ** (k + 1))
             g = pos[idx]
             upper = idx[idx >= g]  # (b): the upper half of a position bin
-            need = np.where(pos[upper] > 2**k, 2 ** (k - 8), 2 ** (k - 9))
-            assert np.all(G[upper] >= need), (m, k)
-            assert np.min(G[upper] - need) <= 1, (m, k)  # attained (to within a tie): the bound is sharp
+            inner = pos[upper] > 2**k
+            assert np.any(inner) and np.any(~inner), (m, k)  # both cases occur in every octave
+            for branch, count in ((inner, 2 ** (k - 8)), (~inner, 2 ** (k - 9))):  # g > 2^k, g = 2^k
+                if np.any(branch):
+                    assert np.all(G[upper][branch] >= count), (m, k)
+                    assert np.min(G[upper][branch]) <= count + tol(1), (m, k)  # attained (to within a tie): sharp
             edges = idx[new[idx]]  # (c): lowest keys of product bins
             assert np.all(G[edges] == 1), (m, k)
             v, below = q[edges], q[edges - 1]
-            assert np.all(v - below >= v * 2.0**-8), (m, k)
-            assert np.any(v - below == v * 2.0**-8), (m, k)  # attained at v = 2^e
-            assert np.all(v >= (1 - 2.0**-8) ** 2 * mh * edges), (m, k)
+            assert np.all(v - below >= v * gap), (m, k)
+            gap_attained |= bool(np.any(v - below == v * gap))  # at v = 2^e
+            # each rounding keeps at least the factor `keep` (nearly attained), so v >= keep^2 mh (n - 1)
+            assert np.all(pos[idx] >= keep * idx) and np.all(q[idx] >= keep * mh * pos[idx]), (m, k)
+            worst_keep = min(worst_keep, float(np.min(pos[idx] / idx)), float(np.min(q[idx] / (mh * pos[idx]))))
+            assert np.all(v >= keep**2 * mh * edges), (m, k)
             pe = idx[pos_edge[idx]]  # (d): position-bin lower edges
             assert tol(127 <= pe.size <= 129), (k, pe.size)
             if dyadic:
                 assert np.all(new[pe]), (m, k)
             else:
                 inside[(m, k)] = int(np.sum(~new[pe]))
-    if heads == 12:
-        assert {v for (_, k), v in inside.items() if k >= case(9)} == {case(22)}, inside  # the measured count
-    # (a) and (c)'s inequality on the library's rows (head_dim 64, so sqrt h = 8) in the octave 2^17: at the
-    # lowest key of a product bin and at the top of a position bin's upper half
+    assert gap_attained and worst_keep <= keep + tol(2.0**-15)  # both constants are sharp
+    assert {v for (m, k), v in inside.items() if k >= case(9)} == {case(22)}, inside  # the measured count (12 heads)
+    # (a) and (c)'s inequality on the library's rows in the octave 2^17: at the lowest key of a product bin and
+    # at the top of a position bin's upper half
     k = case(17)
-    j = np.arange(2 ** (k + 1), dtype=float)
+    j = np.arange(case(2 ** (k + 1)), dtype=float)
     for m in case((0.5, alibi_slopes(12)[8])):
-        enc = ALiBi(m, variant="falcon", head_dim=64)
+        enc = ALiBi(m, variant="falcon", head_dim=case(64))
         mh = float(bf16_round(m))
         q = bf16_round(mh * bf16_round(j))
         edge = 2**k + int(np.argmax(q[2**k :] != q[2**k - 1]))  # the lowest key of the first product bin above 2^k
         g = 2**k + case(2 ** (k - 7))  # a position grid point; g + 2^(k-8) - 1 is the top of its upper half
-        for n in (edge + 1, g + 2 ** (k - 8)):
+        for n in case((edge + 1, g + 2 ** (k - 8))):
             Gn = ALiBi.tied_keys(n, m)
             for W in windows:
                 assert enc.window_mass(W, n) <= W / Gn * tol(1 + 1e-12), (m, n, W)
-        assert ALiBi.tied_keys(edge + 1, m) == 1 and ALiBi.tied_keys(g + 2 ** (k - 8), m) >= 2 ** (k - 8)  # (c), (b)
-        bound = edge * math.exp(-(2.0**-8) * (1 - 2.0**-8) ** 2 * mh * edge / 8.0)
-        assert bound < tol(1e-6) and 1 - enc.window_mass(1, edge + 1) <= bound, (m, edge)
+        bound = edge * math.exp(-gap * keep**2 * mh * edge / math.sqrt(enc.head_dim))
+        assert bound < tol(1e-6) and 1 - enc.window_mass(case(1), edge + 1) <= bound, (m, edge)
     return inside
 
 
