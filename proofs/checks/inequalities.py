@@ -324,8 +324,8 @@ def growth_factors_monotone(kind, W, L0, L1, B=0.0, offset=1, alpha=(1.0, 6.0), 
         rec = record(_alpha_jet(alpha))
         return [(0, rec.log_up.d[0]), (rec.log_down.d[0], 0)]
 
-    # up -> k and (for B > 0) down -> a constant as alpha -> oo: both slopes vanish there
-    tight = (({"alpha": 2**20}, 0, 0, 2.0**-100),) + ((({"alpha": 2**20}, 1, 0, 2.0**-100),) if B > 0 else ())
+    # up -> k as alpha -> oo, and for relative growth with B > 0 down = P/T0 -> k - 1/k: those slopes vanish there
+    tight = (({"alpha": 2**20}, 0, 0, 2.0**-100),) + ((({"alpha": 2**20}, 1, 0, 2.0**-100),) if rel and B > 0 else ())
     return Claim(
         f"growth_factors_monotone_{kind}_W{W}_L{L0}_{L1}_B{B:g}",
         "proofs/margin_selection.md (Lemma 9a(ii))",

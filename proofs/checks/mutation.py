@@ -195,6 +195,8 @@ def run(targets, check, equivalent=()):
     """Every mutant of every target against ``check``: ``(total, killed, survivors)``; ``equivalent``
     lists descriptions ``"label: line ..."`` of mutants documented as not changing what is checked."""
     total, dead, survivors = 0, 0, []
+    if not check():  # a check that fails unmutated would "kill" every mutant
+        raise AssertionError("the check fails before any corruption")
     for target in targets:
         for m in mutants(target):
             total += 1
