@@ -112,8 +112,9 @@ def test_an_undecided_check_is_not_reported_proved():
 # --- mutation: every corruption of a constant or an exponent must fail its check
 
 
-def _claim_ok(name, *args, budget=400, **kwargs):
-    """The check of the claim built by ``ineq.<name>(*args)``, looked up at call time (so a mutant is seen)."""
+def _claim_ok(name, *args, budget=None, **kwargs):
+    """The check of the claim built by ``ineq.<name>(*args)``, looked up at call time (so a mutant is seen);
+    ``budget`` defaults to the claim's own."""
 
     def check():
         claim = getattr(ineq, name)(*args, **kwargs)
