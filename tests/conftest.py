@@ -1,7 +1,32 @@
+import os
+import tempfile
+
 import mpmath
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.configuration import set_hypothesis_home_dir
 from scipy.special import logsumexp
+
+# Hypothesis: the same examples on every run (derandomize), no example database in the checkout (a failure
+# found once must not make every later run fail, nor be shrunk again), and under CI no shrinking (a failure is
+# reported at once; the test prints its case on one line). Profiles "ci" and "dev"; HYPOTHESIS_PROFILE picks
+# one, else "ci" when the CI variable is set, else "dev".
+settings.register_profile(
+    "dev", derandomize=True, database=None, print_blob=False, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    database=None,
+    print_blob=False,
+    phases=(Phase.explicit, Phase.generate),
+    report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
+# nothing of Hypothesis's (patches of failing examples, caches) is written into the checkout
+set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), "otprior-hypothesis"))
 
 
 @pytest.fixture(autouse=True)

@@ -24,37 +24,64 @@ def stated(value):
     return 8 * EPS * (1 + abs(math.log(value)))
 
 
-def mp_masses(window, n, alpha, offset, dps=40):
-    """(m, D) by mpmath in a private context: direct summation for few terms or fast decay,
-    Hurwitz zeta or digamma differences otherwise; working precision well above the
-    cancellation."""
-    ctx = mpmath.MPContext()
+def arb_masses(window, n, alpha, offset, dps=40):
+    """Reference (m, D) as Arb balls (python-flint), at a local precision restored afterwards: direct
+    summation for few terms or fast decay (with a proved tail bound), Hurwitz zeta or digamma differences
+    otherwise (Arb's enclosures are proved). The working precision is set well above the cancellation, and
+    the balls must come out narrower than 10^-dps relative: a reference that carries its own error bound,
+    so that it cannot be wrong by more than the tolerance it judges (mpmath's Hurwitz zeta is off by
+    9e-17 relative at alpha = 509, offset 1e6, whatever its precision)."""
     # the zeta difference cancels about log10(n + o) + log10(1/|alpha - 1|) digits
     cancel = math.log10(n + offset + 1) + (0 if alpha == 1 else max(0.0, -math.log10(abs(alpha - 1))))
-    ctx.dps = dps + 30 + int(cancel)
-    a, o = ctx.mpf(alpha), ctx.mpf(offset)
+    old = flint.ctx.prec
+    flint.ctx.prec = int(3.33 * (dps + 30 + cancel)) + 64
+    try:
+        a, o = flint.arb(alpha), flint.arb(offset)
+        eps = flint.arb(10) ** (-dps - 5)
 
-    def S(lo, hi):
-        if hi < lo:
-            return ctx.mpf(0)
-        if hi - lo < 2000:
-            return ctx.fsum(ctx.power(d + o, -a) for d in range(lo, hi + 1))
-        if alpha > 2:  # terms until the tail bound f(d) (1 + (d + o)/(a - 1)) is negligible
-            total, d = ctx.mpf(0), lo
-            while d <= hi and d - lo < 20000:
-                term = ctx.power(d + o, -a)
-                if d > lo and term * (1 + (d + o) / (a - 1)) < total * ctx.mpf(10) ** (-dps - 5):
+        def S(lo, hi):
+            if hi < lo:
+                return flint.arb(0)
+            if hi - lo < 2000:
+                return sum((((flint.arb(d) + o) ** -a) for d in range(lo, hi + 1)), flint.arb(0))
+            if alpha > 2:  # terms until the proved tail bound f(d) (1 + (d + o)/(a - 1)) is negligible
+                total, d = flint.arb(0), lo
+                while d <= hi and d - lo < 20000:
+                    x = flint.arb(d) + o
+                    term = x**-a
+                    bound = term * (1 + x / (a - 1))
+                    if d > lo and bound < total * eps:
+                        return total + flint.arb(0, bound.upper())  # the tail lies in [0, bound]: a ball holds it
+                    total += term
+                    d += 1
+                if d > hi:
                     return total
-                total += term
-                d += 1
-            if d > hi:
-                return total
-        if a == 1:
-            return ctx.digamma(hi + 1 + o) - ctx.digamma(lo + o)
-        return ctx.zeta(a, lo + o) - ctx.zeta(a, hi + 1 + o)
+            if alpha == 1:
+                return (flint.arb(hi + 1) + o).digamma() - (flint.arb(lo) + o).digamma()
+            return a.zeta(flint.arb(lo) + o) - a.zeta(flint.arb(hi + 1) + o)
 
-    H, T = S(0, window - 1), S(window, n - 1)
-    return H / (H + T), T / (H + T)
+        H, T = S(0, window - 1), S(window, n - 1)
+        if n == window:  # no distant key: exact
+            m, D = flint.arb(1), flint.arb(0)
+        else:  # the smaller share as a ratio, the larger as one minus it (its ball then stays on its side of 1)
+            m, D = H / (H + T), T / (H + T)
+            small = D if D < 0.5 else m
+            # 1 - small at a precision that resolves it (small may be far below 2^-prec)
+            flint.ctx.prec += max(0, int(-float(small.mid().log()) / math.log(2))) + 64 if small > 0 else 0
+            m, D = (1 - D, D) if D < 0.5 else (m, 1 - m)
+        for ball in (m, D):
+            assert ball.is_finite() and (ball == 0 or ball.rad() <= abs(ball.mid()) * flint.arb(10) ** -dps), ball
+        return m, D
+    finally:
+        flint.ctx.prec = old
+
+
+def mp_masses(window, n, alpha, offset, dps=40):
+    """The midpoints of :func:`arb_masses` as mpmath numbers of a private context (their error is below
+    10^-dps relative, proved by the balls)."""
+    ctx = mpmath.MPContext()
+    ctx.dps = dps + 10
+    return tuple(ctx.mpf(ball.mid().str(dps + 10, radius=False)) for ball in arb_masses(window, n, alpha, offset, dps))
 
 
 def random_case(rng):
@@ -130,11 +157,30 @@ CASES = dict(
 def balls_contain_reference(window, gap, alpha, log_offset):
     offset = 10.0**log_offset
     n = window + gap
-    m_ref, D_ref = mp_masses(window, n, alpha, offset)
+    case = f"case: window={window}, gap={gap}, alpha={alpha!r}, log_offset={log_offset!r}"
+    m_ref, D_ref = arb_masses(window, n, alpha, offset)
     m, D = window_mass_bounds(window, n, alpha, offset=offset), distant_mass_bounds(window, n, alpha, offset=offset)
-    assert m.lo <= m_ref <= m.hi
-    assert D.lo <= D_ref <= D.hi
-    check_case(window, n, alpha, offset)
+    # the whole reference ball inside the library's interval: then the exact value is inside it
+    # (Arb's comparisons hold for every point of the ball, with no rounding)
+    assert m_ref >= m.lo and m_ref <= m.hi, f"{case}: m in {m}, reference {m_ref.str(40)}"
+    assert D_ref >= D.lo and D_ref <= D.hi, f"{case}: D in {D}, reference {D_ref.str(40)}"
+    try:
+        check_case(window, n, alpha, offset)
+    except AssertionError as exc:
+        raise AssertionError(f"{case}: {exc}") from None
+
+
+def test_reference_where_mpmath_hurwitz_zeta_is_off():
+    # the case that failed CI: the library was right (a direct 256-bit sum agrees), the old reference was not
+    balls_contain_reference(184921, 289, 509.0, 6.0)
+    _, D_ref = arb_masses(184921, 184921 + 289, 509.0, 1e6)
+    ctx = mpmath.MPContext()
+    ctx.dps = 60
+    a, o = ctx.mpf(509), ctx.mpf(10) ** 6
+    H, T = ctx.zeta(a, o) - ctx.zeta(a, 184921 + o), ctx.zeta(a, 184921 + o) - ctx.zeta(a, 184921 + 289 + o)
+    old_route = T / (H + T)
+    ref = ctx.mpf(D_ref.mid().str(50, radius=False))
+    assert abs(old_route / ref - 1) > 1e-18  # mpmath's route is off here, by more than the library's rounding
 
 
 @settings(max_examples=6, deadline=None)

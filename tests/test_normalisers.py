@@ -74,8 +74,47 @@ def test_stick_breaking_window_floor_on_random_rows(B):
                 assert np.sum(sb.attention(z)[:W]) >= floor * (1 - 1e-12)
             # attained at z = -B everywhere
             assert np.sum(sb.attention(np.full(n, -B))[:W]) == pytest.approx(floor, rel=1e-12)
-    v = classify(LogDistance(0.5), sb, score_bound=B)
-    assert v.kind == "bounded"
+    # a free constant: the floor above is about absolute logits, not content around a constant (Theorem N4)
+    assert classify(LogDistance(0.5), sb, score_bound=B).kind == "content-dependent"
+    assert classify(LogDistance(1.5), sb, score_bound=B).kind == "bounded"
+
+
+def test_stick_breaking_free_constant_dilutes_a_non_summable_bias():
+    # Theorem N4(iv): NoPE, all logits c_n = -(1/2) ln n; reference: the weights of the definition summed directly
+    sb = N.StickBreaking()
+    for n, expected in ((10**3, 0.883), (10**5, 0.987)):
+        z = np.full(n, -0.5 * math.log(n))
+        beta = expit(z)
+        keep = np.concatenate([[1.0], np.cumprod(1 - beta)[:-1]])
+        D = float(np.sum((beta * keep)[4:]))
+        assert D == pytest.approx(expected, abs=6e-4)
+        assert float(np.sum(sb.attention(z)[4:])) == pytest.approx(D, rel=1e-12)
+    # n = 1e7 in closed form: (1 - s)^4 - (1 - s)^n, s = sigma(c_n)
+    s = expit(-0.5 * math.log(1e7))
+    assert (1 - s) ** 4 - (1 - s) ** 1e7 == pytest.approx(0.9987, abs=1e-4)
+    v = classify(NoPE(), sb, score_bound=0.0)
+    assert v.kind == "content-dependent" and v.bounded is None and "Theorem N4(iv)" in v.reason
+    assert v.limit_distant_mass(4) == pytest.approx(0.0625, rel=1e-12)  # at the constant c = 0
+
+
+@pytest.mark.parametrize("enc", [LogDistance(1.5), ALiBi(0.3)], ids=["logdist", "alibi"])
+def test_stick_breaking_softmax_bound_for_every_constant(enc):
+    # Theorem N4(iii): for every constant c and content within B, D_n(W) <= T_n / (T_n + e^(-2B) H)
+    rng = np.random.default_rng(7)
+    sb = N.StickBreaking()
+    n, W = 400, 3
+    b = enc.bias(np.arange(n, dtype=float))
+    H, T = float(np.sum(np.exp(b[:W]))), float(np.sum(np.exp(b[W:])))
+    worst = 0.0
+    for B in (0.0, 0.3, 1.0):
+        bound = T / (T + math.exp(-2 * B) * H)
+        for c in np.linspace(-12, 8, 81):
+            for e in (np.full(n, -B), np.where(np.arange(n) < W, -B, B), rng.uniform(-B, B, n)):
+                D = float(np.sum(sb.attention(b + c + e)[W:]))
+                assert D <= bound * (1 + 1e-12)
+                worst = max(worst, D / bound)
+    assert worst > 0.5  # the bound is not vacuous on these rows
+    assert classify(enc, sb, score_bound=1.0).kind == "bounded"
 
 
 def test_stick_breaking_rows_against_the_definition():

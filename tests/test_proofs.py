@@ -1,6 +1,7 @@
 """proofs/: every file cites tests that exist, and the index lists every file."""
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -9,6 +10,7 @@ PROOFS = sorted(p for p in (ROOT / "proofs").glob("*.md") if p.name != "README.m
 CITATION = re.compile(r"`(tests/[\w/]+\.py)::(\w+)`")
 
 
+@functools.cache
 def _test_names(path):
     tree = ast.parse(path.read_text())
     return {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}

@@ -196,8 +196,10 @@ class ALiBi(Encoding):
         for ``n - 1`` in ``[2^k, 2^(k+1))``, ``k >= 8``, every key in the bfloat16 bin of ``n - 1``
         (width ``2^(k-7)``) ties with the query at the largest logit, and the window keeps at most
         ``W / G_n``, with ``G_n`` the number of tied keys at or before the query. ``G_n`` exceeds
-        ``2^(k-8)`` when ``n - 1`` lies in the upper half of its bin and is 1 at the bin's lower
-        edge, so ``D_n(W)`` oscillates: ``limsup D_n(W) = 1`` (not bounded), ``liminf`` below 1.
+        ``2^(k-8)`` when ``n - 1`` lies in the upper half of its bin and is 1 at the lowest key of a
+        product bin (the keys where ``bf16(bf16(m) bf16(j))`` changes value; every position-bin edge
+        only for power-of-two slopes), where ``D_n(W) -> 0``; so ``D_n(W)`` oscillates:
+        ``limsup D_n(W) = 1`` (not bounded), ``liminf D_n(W) = 0`` (Theorem 11c).
         """
         m = self.effective_slope
         if m == 0.0:
@@ -209,7 +211,7 @@ class ALiBi(Encoding):
             "oscillating",
             "Falcon rounds key positions and slope x position to bfloat16: beyond n = 256 the keys in the query's "
             "bfloat16 bin tie at the largest logit, so the window keeps at most W / G_n, and G_n grows like n / 256 "
-            "whenever n - 1 lies in the upper half of its bin, while at the lower edge of a bin the query stands alone and "
+            "whenever n - 1 lies in the upper half of its bin, while at the lowest key of a product bin the query stands alone and "
             "D_n(W) -> 0 (Theorem 11c): D_n(W) has no limit, liminf 0 and limsup 1; neither bounded nor diluting.",
             "1 - D_n(W) <= W / G_n, G_n >= 2^(k-8) for n - 1 in the upper half of [2^k, 2^(k+1))",
             bounds_fn=lambda W: (0.0, 1.0),

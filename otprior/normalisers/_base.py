@@ -12,6 +12,11 @@ a window logit never lowers the window's share), so:
 - ``Delta* < -2B`` (or ``<=`` when the threshold is not strict): **bounded**;
 - ``Delta* > 2B`` (or ``>=`` when strict): **diluting**;
 - otherwise **content-dependent**, with ``threshold = Delta*``.
+
+``score_bound`` has this one meaning for every normaliser: content within ``B`` of a constant that
+is free (it may change with ``n``). The softmax family, entmax and the causal OT operator are
+invariant under that constant; stick-breaking is not, and Theorem N4 classifies it with the
+constant free (bounded iff ``e^b`` is summable, else content-dependent).
 """
 
 from __future__ import annotations

@@ -73,6 +73,9 @@ class Temperature(Normaliser):
             why = f"a factor a = {a:.6g} on the logits keeps the verdict: " + base.reason
         else:
             return Verdict(encoding, None, "undecided", f"no analysis of this encoding under a factor a = {a:.6g} on the logits.",
-                           normaliser=self, score_bound=a * B, window_mass_fn=mass)
+                           normaliser=self, score_bound=B, window_mass_fn=mass)
+        # score_bound keeps one meaning for every normaliser: the bound B on the content of the logits z;
+        # the scaled logits a z carry content within a B (Theorem N2), which the reason states
+        why += f" (content within B = {B:.6g} of a constant becomes a B = {a * B:.6g} after the factor.)"
         return Verdict(encoding, kind == "bounded", kind, why, base.rate if a == 1.0 else None, normaliser=self,
-                       score_bound=a * B, window_mass_fn=mass, limit_fn=(lambda W: 1.0) if kind == "diluting" else None)
+                       score_bound=B, window_mass_fn=mass, limit_fn=(lambda W: 1.0) if kind == "diluting" else None)

@@ -39,6 +39,18 @@ from otprior._balls import arb_precision
 PREC = 128  # bits of every Arb operation in these checks
 
 
+def tol(x):
+    """A tolerance or stopping rule of a check's harness (not a constant of the claim): the mutation test
+    (``mutation.py``) leaves the constants inside ``tol(...)`` alone. Returns ``x``."""
+    return x
+
+
+def case(x):
+    """An instance a check is run at (a size, a sample point, a grid, a slope), not a constant of the claim:
+    the mutation test leaves the constants inside ``case(...)`` alone. Returns ``x``."""
+    return x
+
+
 class Undecidable(Exception):
     """An operation is not defined on the whole interval (division by an interval holding 0,
     log of a non-positive one): the box must be split."""
@@ -134,6 +146,8 @@ class Iv:
         return _exact(other) * self.inverse()
 
     def __pow__(self, k):
+        if isinstance(k, Jet):
+            return jet_exp(k * jet_log(Jet.lift(self, len(k.d))))
         if isinstance(k, int) and k >= 0:
             result = Iv(flint.arb(1))
             for _ in range(k):
@@ -149,6 +163,50 @@ class Iv:
         if self.hi <= 0:
             return -self
         return Iv(flint.arb(0), max(-self.lo, self.hi, key=_Key))
+
+    # the ball methods the library's code calls (so that its own expressions can be evaluated on intervals)
+    def exp(self):
+        return iv_exp(self)
+
+    def expm1(self):
+        return iv_expm1(self)
+
+    def log(self):
+        return iv_log(self)
+
+    def upper(self):
+        return Iv(self.hi)
+
+    def lower(self):
+        return Iv(self.lo)
+
+    def mid(self):
+        return self
+
+    def union(self, other):
+        o = _exact(other)
+        return Iv(min(self.lo, o.lo, key=_Key), max(self.hi, o.hi, key=_Key))
+
+    # comparisons are true only when they hold for every point (as Arb's)
+    def __gt__(self, other):
+        return bool(self.lo > _exact(other).hi)
+
+    def __lt__(self, other):
+        return bool(self.hi < _exact(other).lo)
+
+    def __ge__(self, other):
+        return bool(self.lo >= _exact(other).hi)
+
+    def __le__(self, other):
+        return bool(self.hi <= _exact(other).lo)
+
+    def __eq__(self, other):
+        if not isinstance(other, (Iv, int, float, Fraction, flint.arb)) or isinstance(other, bool):
+            return NotImplemented
+        o = _exact(other)
+        return bool(self.lo == self.hi == o.lo == o.hi)
+
+    __hash__ = None
 
     # helpers
     def width(self):
@@ -308,6 +366,20 @@ class Jet:
         return jet_exp(Jet.lift(k, len(self.d)) * jet_log(self))
 
 
+def _jet_method(name):
+    def method(self, *args):
+        return {"exp": jet_exp, "expm1": jet_expm1, "log": jet_log}[name](self)
+
+    return method
+
+
+for _name in ("exp", "expm1", "log"):
+    setattr(Jet, _name, _jet_method(_name))
+Jet.upper = Jet.lower = Jet.mid = lambda self: self
+Jet.__gt__ = lambda self, other: self.v > Jet.lift(other, len(self.d)).v
+Jet.__lt__ = lambda self, other: self.v < Jet.lift(other, len(self.d)).v
+
+
 def _chain(x, value, derivative):
     return Jet(value, tuple(a * derivative for a in x.d))
 
@@ -374,6 +446,7 @@ class Claim:
     certificate: object = None
     centered: bool = False
     budget: int = 2000
+    tight: tuple = ()  # ((point, pair index, rel[, abs]), ...): |rhs - lhs| <= rel |rhs| + abs there (attained or nearly)
 
 
 @dataclass(frozen=True)
@@ -409,10 +482,32 @@ def certificate_holds(claim) -> bool:
 
 def _rational_form(expr):
     """``expr`` as one cancelled fraction, with every ``exp`` split over the terms of its argument."""
-    expr = expr.replace(sp.exp, lambda arg: sp.exp(sp.expand(arg)))
+    expr = expr.replace(sp.exp, lambda arg: sp.exp(sp.expand(sp.cancel(arg))))
     expr = sp.expand(expr, power_exp=True, mul=False, multinomial=False)
     expr = sp.powsimp(expr, combine="base")
     return sp.cancel(sp.together(expr))
+
+
+def tightness_failures(claim):
+    """The entries ``(point, index, rel[, abs])`` of ``claim.tight`` where ``|rhs - lhs| <= rel |rhs| + abs``
+    is not proved (in balls).
+
+    A bound that is attained (or approached) at a point cannot be loosened without this failing: the
+    check of an inequality is then sharp in both directions (a stronger claim is refuted by :func:`prove`,
+    a weaker one fails here)."""
+    failures = []
+    with arb_precision(PREC):
+        for point, index, rel, *absolute in claim.tight:
+            box = {n: _exact(Fraction(v) if isinstance(v, str) else v) for n, v in point.items()}
+            try:
+                lhs, rhs = (_exact(x) for x in claim.sides(IV_OPS, **box)[index])
+                gap, slack = rhs - lhs, _exact(rel) * abs(rhs) + _exact(absolute[0] if absolute else 0)
+                ok = bool(gap.hi <= slack.lo and gap.lo >= -slack.lo)  # |rhs - lhs| <= rel |rhs|, holding either way
+            except Undecidable:
+                ok = False
+            if not ok:
+                failures.append((point, index, rel))
+    return failures
 
 
 def _box_of(domain):
@@ -454,6 +549,17 @@ def _decided(gaps, certificates):
     return True
 
 
+def _certificates_decide(claim, box):
+    """Every certificate gap is >= 0 on the box (the gaps are sympy-identical to rhs - lhs where both are
+    defined; a side may be undefined on a face of the box, e.g. a division by m0 at m0 = 0, where the claim
+    is read as its limit)."""
+    try:
+        certificates = claim.certificate(IV_OPS, **box)
+    except Undecidable:
+        return False
+    return all(c is not None and _exact(c).lo >= 0 for c in certificates)
+
+
 def _refuted_at(claim, point):
     box = {name: Iv(v, v) for name, v in point.items()}
     try:
@@ -486,6 +592,8 @@ def prove(claim: Claim, budget: int | None = None) -> InequalityRecord:
             box = stack.popleft()
             boxes += 1
             try:
+                if use_certificate and _certificates_decide(claim, box):
+                    continue
                 gaps = [_exact(rhs) - _exact(lhs) for lhs, rhs in _evaluate_iv(claim, box)]
                 if claim.centered and not _decided(gaps, None):
                     gaps = _evaluate_centered(claim, box)
@@ -525,3 +633,163 @@ def prove(claim: Claim, budget: int | None = None) -> InequalityRecord:
 
 def _domain_str(domain):
     return {name: (float(lo), float(hi)) for name, (lo, hi) in domain.items()}
+
+
+# --- the library's own expressions, evaluated on intervals, jets or sympy
+
+
+class SymArb:
+    """A sympy expression behind the ball methods the library calls (``exp()``, ``log()``, ``upper()``...),
+    so that a library function can be run on symbols and its expression compared with a proof's."""
+
+    __slots__ = ("e",)
+
+    def __init__(self, e):
+        self.e = e.e if isinstance(e, SymArb) else sp.sympify(e)
+
+    def _bin(self, other, f):
+        return SymArb(f(self.e, SymArb(other).e))
+
+    def __add__(self, o):
+        return self._bin(o, lambda a, b: a + b)
+
+    def __radd__(self, o):
+        return self._bin(o, lambda a, b: b + a)
+
+    def __sub__(self, o):
+        return self._bin(o, lambda a, b: a - b)
+
+    def __rsub__(self, o):
+        return self._bin(o, lambda a, b: b - a)
+
+    def __mul__(self, o):
+        return self._bin(o, lambda a, b: a * b)
+
+    def __rmul__(self, o):
+        return self._bin(o, lambda a, b: b * a)
+
+    def __truediv__(self, o):
+        return self._bin(o, lambda a, b: a / b)
+
+    def __rtruediv__(self, o):
+        return self._bin(o, lambda a, b: b / a)
+
+    def __pow__(self, o):
+        return self._bin(o, lambda a, b: a**b)
+
+    def __rpow__(self, o):
+        return self._bin(o, lambda a, b: b**a)
+
+    def __neg__(self):
+        return SymArb(-self.e)
+
+    def exp(self):
+        return SymArb(sp.exp(self.e))
+
+    def expm1(self):
+        return SymArb(sp.exp(self.e) - 1)
+
+    def log(self):
+        return SymArb(sp.log(self.e))
+
+    def upper(self):
+        return self
+
+    lower = mid = upper
+
+    def union(self, other):
+        return SymPair(self, SymArb(other))
+
+    def __gt__(self, other):  # the library's "certainly positive" tests take the generic branch
+        return True
+
+    __ge__ = __gt__
+
+    def __lt__(self, other):
+        return False
+
+    __le__ = __lt__
+
+    def __eq__(self, other):
+        return False
+
+    __hash__ = None
+
+
+class SymPair:
+    """The two ends of a bracket the library returns as ``lo.union(hi)``."""
+
+    def __init__(self, lo, hi):
+        self.lo, self.hi = lo, hi
+
+    def __add__(self, o):
+        return SymPair(self.lo + o, self.hi + o)
+
+    __radd__ = __add__
+
+
+def library_function(fn, **overrides):
+    """``fn`` (a library function or method) with some of its module's globals replaced: e.g. ``flint`` by a
+    namespace whose ``arb`` makes intervals, so that the library's own expression is evaluated on a box."""
+    import types
+
+    fn = getattr(fn, "__func__", fn)
+    return types.FunctionType(fn.__code__, {**fn.__globals__, **overrides}, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
+class _NoPrecision:
+    def __init__(self, *args):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def ball_namespace(kind):
+    """Replacements for ``flint``, ``arb_from_float`` and ``arb_precision`` that make the library's ball code
+    compute on intervals (``"iv"``: :class:`Iv`/:class:`Jet`) or on sympy (``"sym"``: :class:`SymArb`)."""
+    from types import SimpleNamespace
+
+    def make(x):
+        if isinstance(x, str):  # flint.arb("nan"): the library's "not decided" branch
+            raise Undecidable(f"the library's code took its {x!r} branch")
+        if kind == "sym":
+            return SymArb(x)
+        return x if isinstance(x, (Iv, Jet)) else _exact(x)
+
+    flint_ns = SimpleNamespace(arb=make, ctx=SimpleNamespace(prec=PREC))
+    return {"flint": flint_ns, "arb_from_float": make, "arb_precision": _NoPrecision}
+
+
+def sym_eval(expr, env, ops=None):
+    """Evaluate a sympy expression (sums, products, powers, exp, log) on intervals: ``env`` maps each
+    symbol's name to its value. Used to evaluate a derivative that sympy derived from a claim's own
+    expression, after simplification (so that interval arithmetic sees its sign)."""
+    ops = ops or IV_OPS
+    if expr.is_Symbol:
+        return env[expr.name]
+    if expr.is_Rational:
+        return _exact(Fraction(int(expr.p), int(expr.q)))
+    if expr.is_Add:
+        out = 0
+        for a in expr.args:
+            out = out + sym_eval(a, env, ops)
+        return out
+    if expr.is_Mul:
+        out = 1
+        for a in expr.args:
+            out = out * sym_eval(a, env, ops)
+        return out
+    if expr.is_Pow:
+        base, e = expr.args
+        if e.is_Integer:
+            return sym_eval(base, env, ops) ** int(e)
+        return sym_eval(base, env, ops) ** sym_eval(e, env, ops)
+    if isinstance(expr, sp.exp):
+        return ops.exp(sym_eval(expr.args[0], env, ops))
+    if isinstance(expr, sp.log):
+        return ops.log(sym_eval(expr.args[0], env, ops))
+    raise TypeError(f"cannot evaluate {expr!r} on intervals")
