@@ -260,3 +260,37 @@ def test_hostile_structure_fields_are_refused_by_name(tmp_path):
         (folder / "config.json").write_text(json.dumps({**base, **extra_cfg}))
         with pytest.raises(CheckpointError, match=needle):
             load_checkpoint(folder)
+
+
+def test_measure_runs_the_positional_check_in_float32_for_a_bfloat16_checkpoint(tmp_path):
+    from otprior.torch import measure_checkpoint
+
+    _, model = build("bloom", tmp_path / "b32")
+    model.to(torch.bfloat16).save_pretrained(tmp_path / "b16")
+    m = measure_checkpoint(tmp_path / "b16", TEXT, lengths=(32, 64), window=8, samples=1)
+    # a bfloat16 softmax output carries ~4e-3 relative rounding; the prior is checked in float32
+    assert m.failed == [] and max(r["prediction_error"] for r in m.rows) < 1e-6, max(r["prediction_error"] for r in m.rows)
+    assert "ran in float32" in m.note and "bfloat16" in m.note
+
+
+def test_a_failed_prediction_ends_the_cli_with_status_3(tmp_path, capsys, monkeypatch):
+    import dataclasses
+    import json
+
+    from otprior.cli import EXIT_PREDICTION_FAILED, main
+    from otprior.torch import HeadParameters, measurement
+
+    folder, _ = build("bloom", tmp_path / "b")
+    text = tmp_path / "t.bin"
+    text.write_bytes(TEXT)
+    common = ["checkpoint", str(folder), "--window", "8", "--lengths", "32", "64", "--measure", "--text", str(text), "--json"]
+    assert main(common) == 0 and json.loads(capsys.readouterr().out)["measurement"]["prediction"] == "confirmed"
+    real = measurement.measure_checkpoint
+
+    def wrong_prior(path, text, *, checkpoint, **kw):  # the slopes doubled: the model's own rows contradict it
+        heads = [HeadParameters(h.layer, h.head, {"slope": 2 * h.params["slope"]}, h.stack) for h in checkpoint.heads]
+        return real(path, text, checkpoint=dataclasses.replace(checkpoint, heads=heads), **kw)
+
+    monkeypatch.setattr(measurement, "measure_checkpoint", wrong_prior)
+    assert main(common) == EXIT_PREDICTION_FAILED == 3
+    assert json.loads(capsys.readouterr().out)["measurement"]["prediction"] == "FAILED"
