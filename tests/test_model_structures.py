@@ -294,3 +294,76 @@ def test_a_failed_prediction_ends_the_cli_with_status_3(tmp_path, capsys, monkey
     monkeypatch.setattr(measurement, "measure_checkpoint", wrong_prior)
     assert main(common) == EXIT_PREDICTION_FAILED == 3
     assert json.loads(capsys.readouterr().out)["measurement"]["prediction"] == "FAILED"
+
+
+# configs without layer_types: (model type, fields); transformers 5.24's config class fills layer_types itself
+_NO_LAYER_TYPES = [
+    ("qwen2", {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1}),
+    ("qwen2", {"use_sliding_window": True, "sliding_window": 8}),  # max_window_layers defaults to 28
+    ("qwen2", {"use_sliding_window": False, "sliding_window": 8, "max_window_layers": 1}),
+    ("qwen3", {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 2}),
+    ("qwen2_moe", {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 3}),
+    ("qwen2_moe", {"use_sliding_window": False, "sliding_window": 0}),
+    ("gpt_oss", {"sliding_window": 8}),
+    ("gemma2", {"sliding_window": 8}),
+    ("gemma3_text", {"sliding_window": 8, "sliding_window_pattern": 2}),
+    ("cohere2", {"sliding_window": 8}),
+]
+
+
+@pytest.mark.parametrize(("family", "fields"), _NO_LAYER_TYPES)
+def test_layer_rules_without_layer_types_are_transformers_own(family, fields):
+    from otprior import structures as S
+
+    layers = 30
+    theirs = transformers.CONFIG_MAPPING[family](num_hidden_layers=layers, **fields).layer_types
+    records, _ = S.layer_structures(fields, layers, family)
+    assert [r.type for r in records] == theirs, family
+
+
+def _qwen3_moe_window(on):
+    cfg = transformers.CONFIG_MAPPING["qwen3_moe"](num_hidden_layers=3, use_sliding_window=on, sliding_window=8, max_window_layers=1)
+    return getattr(cfg, "layer_types", None), cfg.sliding_window
+
+
+def test_window_only_where_the_class_reads_it(tmp_path):
+    import json
+
+    from otprior import structures as S
+
+    # Qwen3-MoE has no layer_types: its attention takes config.sliding_window on every layer (None unless use_sliding_window)
+    assert _qwen3_moe_window(True) == (None, 8) and _qwen3_moe_window(False) == (None, None)
+    on = {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1}
+    assert [r.type for r in S.layer_structures(on, 3, "qwen3_moe")[0]] == ["sliding_attention"] * 3
+    assert [r.type for r in S.layer_structures({**on, "use_sliding_window": False}, 3, "qwen3_moe")[0]] == ["full_attention"] * 3
+    # Llama's class never reads sliding_window: the model's own rows are full-causal, and the field is named as ignored
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                   num_key_value_heads=1, max_position_embeddings=256)  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()  # constant content: the rows are the model's positional part
+    model.save_pretrained(tmp_path / "l")
+    path = tmp_path / "l" / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "sliding_window": 8}))
+    ck = load_checkpoint(tmp_path / "l")
+    assert ck.structures[("", 0)] is None
+    assert ("sliding_window", "the LlamaForCausalLM ignores it") in ck.not_modelled
+    rep = analyse_checkpoint(ck, window=4, lengths=(16, 32))
+    for n in (16, 32):
+        row = own_rows(model, n, ck)[("", 0)][0]
+        assert abs(window_distant(row, 4) - rep.rows[0]["distant_mass"][str(n)]) < 1e-6
+
+
+@pytest.mark.parametrize(("field", "value"), [("max_window_layers", 1.0), ("max_window_layers", "1"), ("use_sliding_window", "true"),
+                                              ("use_sliding_window", 1)])  # fmt: skip
+def test_fields_transformers_refuses_are_refused_by_name(field, value):
+    from otprior import DomainError
+    from otprior import structures as S
+
+    fields = {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1, field: value}
+    with pytest.raises(Exception, match=field):  # transformers refuses the config ...
+        transformers.CONFIG_MAPPING["qwen2"](num_hidden_layers=2, **fields)
+    with pytest.raises(DomainError, match=field):  # ... and so does the reader, naming the field
+        S.layer_structures(fields, 2, "qwen2")
