@@ -367,3 +367,15 @@ def test_fields_transformers_refuses_are_refused_by_name(field, value):
         transformers.CONFIG_MAPPING["qwen2"](num_hidden_layers=2, **fields)
     with pytest.raises(DomainError, match=field):  # ... and so does the reader, naming the field
         S.layer_structures(fields, 2, "qwen2")
+
+
+def test_a_chunk_inside_the_window_is_bounded_with_limit_zero(tmp_path):
+    folder, model = build("llama4_text", tmp_path / "l4")
+    ck = load_checkpoint(folder)
+    rep = analyse_checkpoint(ck, window=CHUNK + 1, lengths=(200, 300))
+    chunked = [r for r in rep.rows if "Chunked" in (r["structure"] or "")]
+    assert chunked and all(r["kind"] == "bounded" and r["limit_distant_mass"] == 0.0 and r["distant_mass_bounds"] is None for r in chunked)
+    for n in (200, 300):  # the model's own rows: every visible key lies in the window
+        rows = own_rows(model, n, ck)
+        for r in chunked:
+            assert abs(window_distant(rows[(r["stack"], r["layer"])][r["head"]], CHUNK + 1)) < 1e-6
