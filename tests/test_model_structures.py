@@ -379,3 +379,22 @@ def test_a_chunk_inside_the_window_is_bounded_with_limit_zero(tmp_path):
         rows = own_rows(model, n, ck)
         for r in chunked:
             assert abs(window_distant(rows[(r["stack"], r["layer"])][r["head"]], CHUNK + 1)) < 1e-6
+
+
+def test_gemma3_text_config_without_window_reads_transformers_default_and_no_text_config_is_named(tmp_path):
+    import json
+
+    from safetensors.torch import save_file
+
+    from otprior import structures as S
+    from otprior.torch._structure import read_structures
+
+    text = {"model_type": "gemma3_text", "num_hidden_layers": 2, "layer_types": ["sliding_attention", "full_attention"]}
+    default = transformers.Gemma3TextConfig(num_hidden_layers=2, layer_types=text["layer_types"]).sliding_window
+    out, _, notes = read_structures(text, "gemma3_text", 2, {}, "cfg")
+    assert out[0] == S.SlidingWindow(default) and out[1] is None
+    assert any(f"sliding_window = {default} (transformers' default" in n for n in notes)
+    save_file({"model.language_model.layers.0.self_attn.q_proj.weight": torch.zeros(16, 16)}, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gemma3", "vision_config": {"hidden_size": 16}}))
+    with pytest.raises(CheckpointError, match="without its text_config"):
+        load_checkpoint(tmp_path)

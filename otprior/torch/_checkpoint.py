@@ -476,6 +476,11 @@ def _build(source, config, where, record, scheme, mapping, num_heads, implementa
 
     outer = config
     config, family, layout_note = text_layout(config)
+    from ._structure import TEXT_CONFIG_FAMILIES
+
+    if not layout_note and family in TEXT_CONFIG_FAMILIES and config.get("text_config") is None and config.get("num_hidden_layers") is None:
+        raise CheckpointError(f"{where}: a {family} (multimodal) config without its text_config: the language model's settings "
+                              "(layers, heads, positions) are missing")
     cfg = _Config(config, where)
     family = cfg.value(["model_type"], "str", "") or family or ""
     _refuse_family(family, cfg, where)

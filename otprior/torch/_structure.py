@@ -124,15 +124,21 @@ def read_structures(config: dict, family: str, num_layers: int, sinks: dict, whe
 
 
 def transformers_layer_types(config: dict, family: str, num_layers: int):
-    """``(config, note)``: a config without ``layer_types`` completed by the installed transformers'
+    """``(config, note)``: a config without ``layer_types`` (or without the ``sliding_window`` or
+    ``attention_chunk_size`` its ``layer_types`` need) completed by the installed transformers'
     own config class (its ``__post_init__`` fills ``layer_types`` for the families that mix layer
     kinds, with its defaults for ``sliding_window`` and ``attention_chunk_size``), so the per-layer
     rule is transformers' own, not a copy of it. Unchanged (note ``""``) when the config has
     ``layer_types``, when transformers is absent or does not know the family, when its class fills
     no ``layer_types``, or when it refuses the config (the strict rules of
     :func:`otprior.structures.layer_structures` then name the field)."""
-    if config.get("layer_types") is not None or not family:
-        return config, ""
+    given = config.get("layer_types")
+    if not family or given is not None and not (
+        type(given) is list
+        and ("sliding_attention" in given and config.get("sliding_window") is None
+             or "chunked_attention" in given and config.get("attention_chunk_size") is None)
+    ):  # fmt: skip
+        return config, ""  # layer_types given with what its layers need (or malformed: the strict rules refuse it)
     try:
         import transformers
 
@@ -140,7 +146,7 @@ def transformers_layer_types(config: dict, family: str, num_layers: int):
     except (ImportError, KeyError):
         return config, ""
     try:
-        inst = cls.from_dict({k: v for k, v in config.items() if k not in ("layer_types", "model_type")})
+        inst = cls.from_dict({k: v for k, v in config.items() if k != "model_type"})
     except Exception:  # noqa: BLE001 - transformers' own refusal: the strict rules below name the field
         return config, ""
     types = getattr(inst, "layer_types", None)
@@ -155,7 +161,8 @@ def transformers_layer_types(config: dict, family: str, num_layers: int):
                 added.append(f"{key} = {value}" + (" (transformers' default: the config has none)" if config.get(key) is None else
                                                    f" (transformers' value for the config's {config.get(key)!r})"))
             out[key] = value
-    note = f"layer types from transformers' {cls.__name__} (the config has no layer_types)"
+    note = (f"layer types from transformers' {cls.__name__} (the config has no layer_types)" if given is None else
+            f"the config's layer_types, with transformers' {cls.__name__} for what they need")
     return out, note + ("; " + ", ".join(added) if added else "")
 
 
