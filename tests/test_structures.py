@@ -308,3 +308,17 @@ def test_a_constant_chunked_row_is_bounded_with_its_limit():
         assert v.kind == "bounded" and abs(v.limit_distant_mass(W) - direct[0]) < 1e-12, (st, W)
     v = classify(ALiBi(0.5), structure=Chunked(8))
     assert v.kind == "oscillating" and v.distant_mass_bounds(9) == (0.0, 0.0) and v.limit_distant_mass(9) == 0.0
+
+
+def test_absolute_positions_reason_and_masses_agree():
+    from scipy.special import softmax as sm
+
+    for enc in (ALiBi(0.5), NoPE()):
+        v = classify(enc, structure=AbsolutePositions(16))
+        explicit = sm(np.asarray(enc.bias(np.arange(8, dtype=float), 8), dtype=float))[:4].sum()  # distances 0..3 of 8 keys
+        assert abs(v.window_mass(4, 8) - explicit) < 1e-12
+        assert ("W/n" in v.reason and "not W/n" not in v.reason) == (abs(explicit - 0.5) < 1e-12), enc
+    # integer parameters follow the project's check_int: an integral float is the integer it equals
+    assert SlidingWindow(64.0).width == 64 and type(SlidingWindow(64.0).width) is int
+    with pytest.raises(DomainError, match="width"):
+        SlidingWindow(64.5)

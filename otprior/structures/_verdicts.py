@@ -54,11 +54,16 @@ def structure_verdict(encoding, structure, B):
         P = absolute[0].max_positions
         beyond = f"no position beyond {P}" if absolute[0].table == "learned" else "sinusoidal vectors at every position"
         upto = f" for n <= {P}" if absolute[0].table == "learned" else ""
+        from ..encodings import NoPE
+
+        # the masses follow the encoding's own row (window_mass): uniform only without a bias
+        row = ("At constant scores the row is uniform, m_n(W) = W/n" if isinstance(encoding, NoPE) else
+               f"At constant scores the row is softmax of {encoding.name}'s own bias (the masses given are that row's, not W/n)")
         return _verdict(
             encoding, structure, B, "undecided", None,
             f"{absolute[0].table} absolute positions (a table of {P}): no term of the logits depends on the distance alone, so "
-            f"there is no relative prior to classify ({beyond}; Theorem S6). At constant scores the row is uniform, "
-            f"m_n(W) = W/n{upto}; with scores (content and positions) within B of a constant, Theorem 10 bands it.",
+            f"there is no relative prior to classify ({beyond}; Theorem S6). {row}{upto}; with scores (content and positions) "
+            "within B of a constant, Theorem 10 bands it.",
         )
     if globals_:
         g = globals_[0]
