@@ -145,6 +145,8 @@ def transformers_layer_types(config: dict, family: str, num_layers: int):
         cls = transformers.CONFIG_MAPPING[family]
     except (ImportError, KeyError):
         return config, ""
+    if "layer_types" not in getattr(cls, "__dataclass_fields__", {}):
+        return config, ""  # a class with no layer types (Mistral, Llama, ...): nothing to fill
     try:
         inst = cls.from_dict({k: v for k, v in config.items() if k != "model_type"})
     except Exception:  # noqa: BLE001 - transformers' own refusal: the strict rules below name the field
