@@ -291,8 +291,8 @@ def _direct_D(encoding, structure, W, n):
 def test_an_n_dependent_row_under_a_window_and_a_sink_is_not_called_bounded():
     cot = otprior.encodings.get("causal-ot", rho=0.5)
     st = S.compose(SlidingWindow(8), AttentionSink(1.0))
-    D = [_direct_D(cot, st, 4, n) for n in (10**3, 10**4, 10**5, 10**6)]
-    assert all(a < b for a, b in zip(D, D[1:], strict=False)) and D[-1] > 0.999  # the sink takes the whole row: D_n -> 1
+    D = [_direct_D(cot, st, 4, n) for n in (10**3, 10**4, 10**5)]  # 0.97767, 0.99282, 0.99772 (0.99928 at 1e6)
+    assert all(a < b for a, b in zip(D, D[1:], strict=False)) and D[-1] > 0.997  # the sink takes the whole row: D_n -> 1
     v = classify(cot, structure=st)
     assert v.kind == "undecided" and "depends on n" in v.reason
     assert classify(cot, structure=AttentionSink(1.0)).kind != "bounded"
