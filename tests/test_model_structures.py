@@ -398,3 +398,13 @@ def test_gemma3_text_config_without_window_reads_transformers_default_and_no_tex
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gemma3", "vision_config": {"hidden_size": 16}}))
     with pytest.raises(CheckpointError, match="without its text_config"):
         load_checkpoint(tmp_path)
+
+
+def test_qwen_layer_types_without_use_sliding_window_have_no_window():
+    from otprior import DomainError
+    from otprior import structures as S
+
+    fields = {"use_sliding_window": False, "sliding_window": 8, "layer_types": ["sliding_attention", "full_attention"]}
+    assert transformers.Qwen2Config(num_hidden_layers=2, **fields).sliding_window is None  # dropped: the model cannot run it
+    with pytest.raises(DomainError, match="use_sliding_window"):
+        S.layer_structures(fields, 2, "qwen2")

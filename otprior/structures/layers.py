@@ -89,6 +89,9 @@ def layer_structures(config: dict, num_layers: int, model_type: str = "") -> tup
         if type(cap) not in (int, float) or not cap > 0:
             raise DomainError("attn_logit_softcapping", cap, "a positive number")
         used.append("attn_logit_softcapping")
+    qwen = model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
+    if qwen and not _flag(cfg, "use_sliding_window"):
+        window = None  # the Qwen config classes drop sliding_window unless use_sliding_window, layer_types or not
     types = cfg.get("layer_types")
     if types is not None:
         if type(types) is not list or len(types) != num_layers or any(t not in LAYER_TYPES for t in types):
@@ -146,7 +149,8 @@ def layer_structures(config: dict, num_layers: int, model_type: str = "") -> tup
         parts = []
         if t == "sliding_attention":
             if window is None:
-                raise DomainError("sliding_window", None, "a window width for the sliding_attention layers")
+                why = " (with use_sliding_window set: transformers drops the window without it)" if qwen else ""
+                raise DomainError("sliding_window", cfg.get("sliding_window"), "a window width for the sliding_attention layers" + why)
             parts.append(SlidingWindow(window))
         elif t == "chunked_attention":
             if chunk is None:
