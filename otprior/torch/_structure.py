@@ -145,6 +145,8 @@ def transformers_layer_types(config: dict, family: str, num_layers: int):
         cls = transformers.CONFIG_MAPPING[family]
     except (ImportError, KeyError):
         return config, ""
+    if type(config.get("num_hidden_layers")) is not int or config["num_hidden_layers"] != num_layers:
+        return config, ""  # the class would build a list of num_hidden_layers entries: only the tensors' count
     if "layer_types" not in getattr(cls, "__dataclass_fields__", {}):
         return config, ""  # a class with no layer types (Mistral, Llama, ...): nothing to fill
     try:
