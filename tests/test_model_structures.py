@@ -174,7 +174,7 @@ def test_cli_names_the_implementation_and_a_wrong_one_fails_measure(tmp_path, ca
     out = json.loads(capsys.readouterr().out)
     assert out["implementation"] == "transformers" and out["measurement"]["prediction"] == "confirmed"
     # MosaicML's alibi_bias_max = 4 is not what transformers' class runs: the measurement says so
-    assert main([*common, "--implementation", "original"]) == 0
+    assert main([*common, "--implementation", "original"]) == 3  # a FAILED prediction: the report, then status 3
     out = json.loads(capsys.readouterr().out)
     assert out["implementation"] == "original" and out["measurement"]["prediction"] == "FAILED"
 
