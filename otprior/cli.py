@@ -43,7 +43,9 @@ Errors
     abbreviated (``--f`` is not ``--forgetting-f-max``). Anything else is a defect of
     otprior: one line, exit status 1 (``OTPRIOR_DEBUG=1`` shows the traceback). When the
     reader of the output goes away (``otprior ... | head -1``) the command stops quietly
-    with status 141, as a process ended by SIGPIPE; when standard output is closed or
+    with status 141, as a process ended by SIGPIPE; ``checkpoint --measure`` prints its report and
+    ends with status 3 when a prediction FAILED (the model's own positional attention contradicts it);
+    when standard output is closed or
     cannot be written (``>&-``, ``> /dev/full``) it ends with status 2 and one line on
     stderr (nothing when stderr is closed too), never a traceback. Control characters in
     anything printed (a file's fields, a user's text) are escaped (:mod:`otprior._output`).
@@ -935,6 +937,8 @@ def _cmd_checkpoint(args):
             raise UsageError(f"--measure: {exc} (give a longer --text or shorter --lengths)") from None
         payload["measurement"] = measurement.as_dict()
         lines += ["", *measurement.format_text().splitlines()]
+        if measurement.failed:
+            args.exit_status = EXIT_PREDICTION_FAILED  # the output is printed in full, then the status says FAILED
     if args.plot is not None:
         figures = {"parameters.png": _figure_of(report.plot())}
         if measurement is not None:
@@ -1190,7 +1194,8 @@ def _add_checkpoint(command):
                    help="whose code to model where they differ: transformers' class (default) or the family's original (MPT)")
     k.add_argument("--measure", action="store_true", help="also run the model on --text and measure each head's masses (reference model or transformers folder)")
     k.add_argument("--measure-tol", type=_real_type(1e-12, 1.0, high_open=True), default=1e-4,
-                   help="largest |model's positional part - prediction| accepted by --measure; above it the prediction FAILED")
+                   help="largest |model's positional part - prediction| accepted by --measure (the positional part runs in float32); "
+                   "above it the prediction FAILED and the exit status is 3")
     k.add_argument("--text", type=_path_type, help="text file the model reads with --measure (bytes, within the read cap)")
     k.add_argument("--plot", type=_path_type, help="write figures into this new or empty folder")
     k.add_argument("--force", action="store_true", help="write figures into an existing folder that holds files")
@@ -1392,13 +1397,17 @@ def _silence_stdout():
     silence("stdout")
 
 
+#: Exit status of ``checkpoint --measure`` when the model's own positional attention contradicts the
+#: prediction (``"prediction": "FAILED"``); the report is printed in full first.
+EXIT_PREDICTION_FAILED = 3
+
 #: Exit status when standard output is closed or cannot be written (``>&-``, ``> /dev/full``).
 EXIT_OUTPUT_FAILED = 2
 
 
 def main(argv=None) -> int:
     """Run the command; return its exit status (0, 2 for bad input or an output that cannot be written,
-    1 for a defect, 141 on a closed pipe)."""
+    1 for a defect, 3 for a FAILED ``checkpoint --measure`` prediction, 141 on a closed pipe)."""
     args = None
     try:
         argv = _join_expression_values(_with_default_encoding(list(sys.argv[1:] if argv is None else argv)))
@@ -1411,7 +1420,7 @@ def main(argv=None) -> int:
         with guarded_stderr():  # progress lines and warnings on a closed or full stderr are dropped, not raised
             payload, lines = args.func(args)
         _emit(payload, lines, args.json)
-        return 0
+        return getattr(args, "exit_status", 0)
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE

@@ -174,7 +174,7 @@ def test_cli_names_the_implementation_and_a_wrong_one_fails_measure(tmp_path, ca
     out = json.loads(capsys.readouterr().out)
     assert out["implementation"] == "transformers" and out["measurement"]["prediction"] == "confirmed"
     # MosaicML's alibi_bias_max = 4 is not what transformers' class runs: the measurement says so
-    assert main([*common, "--implementation", "original"]) == 0
+    assert main([*common, "--implementation", "original"]) == 3  # a FAILED prediction: the report, then status 3
     out = json.loads(capsys.readouterr().out)
     assert out["implementation"] == "original" and out["measurement"]["prediction"] == "FAILED"
 
@@ -260,3 +260,151 @@ def test_hostile_structure_fields_are_refused_by_name(tmp_path):
         (folder / "config.json").write_text(json.dumps({**base, **extra_cfg}))
         with pytest.raises(CheckpointError, match=needle):
             load_checkpoint(folder)
+
+
+def test_measure_runs_the_positional_check_in_float32_for_a_bfloat16_checkpoint(tmp_path):
+    from otprior.torch import measure_checkpoint
+
+    _, model = build("bloom", tmp_path / "b32")
+    model.to(torch.bfloat16).save_pretrained(tmp_path / "b16")
+    m = measure_checkpoint(tmp_path / "b16", TEXT, lengths=(32, 64), window=8, samples=1)
+    # a bfloat16 softmax output carries ~4e-3 relative rounding; the prior is checked in float32
+    assert m.failed == [] and max(r["prediction_error"] for r in m.rows) < 1e-6, max(r["prediction_error"] for r in m.rows)
+    assert "ran in float32" in m.note and "bfloat16" in m.note
+
+
+def test_a_failed_prediction_ends_the_cli_with_status_3(tmp_path, capsys, monkeypatch):
+    import dataclasses
+    import json
+
+    from otprior.cli import EXIT_PREDICTION_FAILED, main
+    from otprior.torch import HeadParameters, measurement
+
+    folder, _ = build("bloom", tmp_path / "b")
+    text = tmp_path / "t.bin"
+    text.write_bytes(TEXT)
+    common = ["checkpoint", str(folder), "--window", "8", "--lengths", "32", "64", "--measure", "--text", str(text), "--json"]
+    assert main(common) == 0 and json.loads(capsys.readouterr().out)["measurement"]["prediction"] == "confirmed"
+    real = measurement.measure_checkpoint
+
+    def wrong_prior(path, text, *, checkpoint, **kw):  # the slopes doubled: the model's own rows contradict it
+        heads = [HeadParameters(h.layer, h.head, {"slope": 2 * h.params["slope"]}, h.stack) for h in checkpoint.heads]
+        return real(path, text, checkpoint=dataclasses.replace(checkpoint, heads=heads), **kw)
+
+    monkeypatch.setattr(measurement, "measure_checkpoint", wrong_prior)
+    assert main(common) == EXIT_PREDICTION_FAILED == 3
+    assert json.loads(capsys.readouterr().out)["measurement"]["prediction"] == "FAILED"
+
+
+# configs without layer_types: (model type, fields); transformers 5.24's config class fills layer_types itself
+_NO_LAYER_TYPES = [
+    ("qwen2", {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1}),
+    ("qwen2", {"use_sliding_window": True, "sliding_window": 8}),  # max_window_layers defaults to 28
+    ("qwen2", {"use_sliding_window": False, "sliding_window": 8, "max_window_layers": 1}),
+    ("qwen3", {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 2}),
+    ("qwen2_moe", {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 3}),
+    ("qwen2_moe", {"use_sliding_window": False, "sliding_window": 0}),
+    ("gpt_oss", {"sliding_window": 8}),
+    ("gemma2", {"sliding_window": 8}),
+    ("gemma3_text", {"sliding_window": 8, "sliding_window_pattern": 2}),
+    ("cohere2", {"sliding_window": 8}),
+]
+
+
+@pytest.mark.parametrize(("family", "fields"), _NO_LAYER_TYPES)
+def test_layer_rules_without_layer_types_are_transformers_own(family, fields):
+    from otprior import structures as S
+
+    layers = 30
+    theirs = transformers.CONFIG_MAPPING[family](num_hidden_layers=layers, **fields).layer_types
+    records, _ = S.layer_structures(fields, layers, family)
+    assert [r.type for r in records] == theirs, family
+
+
+def _qwen3_moe_window(on):
+    cfg = transformers.CONFIG_MAPPING["qwen3_moe"](num_hidden_layers=3, use_sliding_window=on, sliding_window=8, max_window_layers=1)
+    return getattr(cfg, "layer_types", None), cfg.sliding_window
+
+
+def test_window_only_where_the_class_reads_it(tmp_path):
+    import json
+
+    from otprior import structures as S
+
+    # Qwen3-MoE has no layer_types: its attention takes config.sliding_window on every layer (None unless use_sliding_window)
+    assert _qwen3_moe_window(True) == (None, 8) and _qwen3_moe_window(False) == (None, None)
+    on = {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1}
+    assert [r.type for r in S.layer_structures(on, 3, "qwen3_moe")[0]] == ["sliding_attention"] * 3
+    assert [r.type for r in S.layer_structures({**on, "use_sliding_window": False}, 3, "qwen3_moe")[0]] == ["full_attention"] * 3
+    # Llama's class never reads sliding_window: the model's own rows are full-causal, and the field is named as ignored
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                   num_key_value_heads=1, max_position_embeddings=256)  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()  # constant content: the rows are the model's positional part
+    model.save_pretrained(tmp_path / "l")
+    path = tmp_path / "l" / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "sliding_window": 8}))
+    ck = load_checkpoint(tmp_path / "l")
+    assert ck.structures[("", 0)] is None
+    assert ("sliding_window", "the LlamaForCausalLM ignores it") in ck.not_modelled
+    rep = analyse_checkpoint(ck, window=4, lengths=(16, 32))
+    for n in (16, 32):
+        row = own_rows(model, n, ck)[("", 0)][0]
+        assert abs(window_distant(row, 4) - rep.rows[0]["distant_mass"][str(n)]) < 1e-6
+
+
+@pytest.mark.parametrize(("field", "value"), [("max_window_layers", 1.0), ("max_window_layers", "1"), ("use_sliding_window", "true"),
+                                              ("use_sliding_window", 1)])  # fmt: skip
+def test_fields_transformers_refuses_are_refused_by_name(field, value):
+    from otprior import DomainError
+    from otprior import structures as S
+
+    fields = {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1, field: value}
+    with pytest.raises(Exception, match=field):  # transformers refuses the config ...
+        transformers.CONFIG_MAPPING["qwen2"](num_hidden_layers=2, **fields)
+    with pytest.raises(DomainError, match=field):  # ... and so does the reader, naming the field
+        S.layer_structures(fields, 2, "qwen2")
+
+
+def test_a_chunk_inside_the_window_is_bounded_with_limit_zero(tmp_path):
+    folder, model = build("llama4_text", tmp_path / "l4")
+    ck = load_checkpoint(folder)
+    rep = analyse_checkpoint(ck, window=CHUNK + 1, lengths=(200, 300))
+    chunked = [r for r in rep.rows if "Chunked" in (r["structure"] or "")]
+    assert chunked and all(r["kind"] == "bounded" and r["limit_distant_mass"] == 0.0 and r["distant_mass_bounds"] is None for r in chunked)
+    for n in (200, 300):  # the model's own rows: every visible key lies in the window
+        rows = own_rows(model, n, ck)
+        for r in chunked:
+            assert abs(window_distant(rows[(r["stack"], r["layer"])][r["head"]], CHUNK + 1)) < 1e-6
+
+
+def test_gemma3_text_config_without_window_reads_transformers_default_and_no_text_config_is_named(tmp_path):
+    import json
+
+    from safetensors.torch import save_file
+
+    from otprior import structures as S
+    from otprior.torch._structure import read_structures
+
+    text = {"model_type": "gemma3_text", "num_hidden_layers": 2, "layer_types": ["sliding_attention", "full_attention"]}
+    default = transformers.Gemma3TextConfig(num_hidden_layers=2, layer_types=text["layer_types"]).sliding_window
+    out, _, notes = read_structures(text, "gemma3_text", 2, {}, "cfg")
+    assert out[0] == S.SlidingWindow(default) and out[1] is None
+    assert any(f"sliding_window = {default} (transformers' default" in n for n in notes)
+    save_file({"model.language_model.layers.0.self_attn.q_proj.weight": torch.zeros(16, 16)}, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gemma3", "vision_config": {"hidden_size": 16}}))
+    with pytest.raises(CheckpointError, match="without its text_config"):
+        load_checkpoint(tmp_path)
+
+
+def test_qwen_layer_types_without_use_sliding_window_have_no_window():
+    from otprior import DomainError
+    from otprior import structures as S
+
+    fields = {"use_sliding_window": False, "sliding_window": 8, "layer_types": ["sliding_attention", "full_attention"]}
+    assert transformers.Qwen2Config(num_hidden_layers=2, **fields).sliding_window is None  # dropped: the model cannot run it
+    with pytest.raises(DomainError, match="use_sliding_window"):
+        S.layer_structures(fields, 2, "qwen2")

@@ -263,3 +263,62 @@ def test_extremes_and_hostile_configs():
                      ({"layer_types": ["chunked_attention"] * 2}, "attention_chunk_size")]:  # fmt: skip
         with pytest.raises(DomainError, match=key):
             layer_structures(bad, 2, "llama")
+
+
+def test_huge_soft_caps_give_their_rate_in_powers_of_ten():
+    for c, exponent in ((400.0, 800 / math.log(10)), (1e6, 2e6 / math.log(10)), (1e300, 2e300 / math.log(10))):
+        v = classify(ALiBi(0.5), structure=SoftCap(c))
+        assert v.kind == "diluting"
+        shown = float(v.rate.split("e^(2c) = 10^")[1])
+        assert abs(shown - exponent) <= 1e-5 * exponent, (c, shown)
+    small = float(classify(ALiBi(0.5), structure=SoftCap(2.0)).rate.split("e^(2c) = ")[1])
+    assert abs(small - math.exp(4.0)) < 1e-2 * math.exp(4.0)
+
+
+def _direct_D(encoding, structure, W, n):
+    """D_n(W) summed term by term in a private 40-digit context: the visible row's biases and the sink."""
+    import mpmath
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+    r = structure.visible(n)
+    b = np.asarray(encoding.bias(np.arange(r, dtype=float), n), dtype=float)
+    w = [ctx.exp(ctx.mpf(float(x))) for x in b]
+    sink = ctx.exp(ctx.mpf(float(structure.sink_logit))) if structure.sink_logit is not None else 0
+    return float(1 - ctx.fsum(w[:W]) / (ctx.fsum(w) + sink))
+
+
+def test_an_n_dependent_row_under_a_window_and_a_sink_is_not_called_bounded():
+    cot = otprior.encodings.get("causal-ot", rho=0.5)
+    st = S.compose(SlidingWindow(8), AttentionSink(1.0))
+    D = [_direct_D(cot, st, 4, n) for n in (10**3, 10**4, 10**5)]  # 0.97767, 0.99282, 0.99772 (0.99928 at 1e6)
+    assert all(a < b for a, b in zip(D, D[1:], strict=False)) and D[-1] > 0.997  # the sink takes the whole row: D_n -> 1
+    v = classify(cot, structure=st)
+    assert v.kind == "undecided" and "depends on n" in v.reason
+    assert classify(cot, structure=AttentionSink(1.0)).kind != "bounded"
+    # an n-independent row keeps Theorem S3's bounded verdict under the same structure
+    assert classify(ALiBi(0.5), structure=st).kind == "bounded"
+
+
+def test_a_constant_chunked_row_is_bounded_with_its_limit():
+    for st, W in ((Chunked(1), 1), (Chunked(1), 5), (S.compose(Chunked(1), AttentionSink(1.0)), 1)):
+        v = classify(ALiBi(0.5), structure=st)
+        direct = [_direct_D(ALiBi(0.5), st, min(W, st.visible(n)), n) for n in (2, 3, 17, 64)]
+        assert max(direct) - min(direct) < 1e-15
+        assert v.kind == "bounded" and abs(v.limit_distant_mass(W) - direct[0]) < 1e-12, (st, W)
+    v = classify(ALiBi(0.5), structure=Chunked(8))
+    assert v.kind == "oscillating" and v.distant_mass_bounds(9) == (0.0, 0.0) and v.limit_distant_mass(9) == 0.0
+
+
+def test_absolute_positions_reason_and_masses_agree():
+    from scipy.special import softmax as sm
+
+    for enc in (ALiBi(0.5), NoPE()):
+        v = classify(enc, structure=AbsolutePositions(16))
+        explicit = sm(np.asarray(enc.bias(np.arange(8, dtype=float), 8), dtype=float))[:4].sum()  # distances 0..3 of 8 keys
+        assert abs(v.window_mass(4, 8) - explicit) < 1e-12
+        assert ("W/n" in v.reason and "not W/n" not in v.reason) == (abs(explicit - 0.5) < 1e-12), enc
+    # integer parameters follow the project's check_int: an integral float is the integer it equals
+    assert SlidingWindow(64.0).width == 64 and type(SlidingWindow(64.0).width) is int
+    with pytest.raises(DomainError, match="width"):
+        SlidingWindow(64.5)

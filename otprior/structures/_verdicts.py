@@ -24,6 +24,14 @@ def _n_dependent(encoding) -> bool:
     return bool(getattr(encoding, "bf16", False)) or isinstance(encoding, FIRE | CausalOT)
 
 
+def _exp_text(x: float) -> str:
+    """``e^x`` as text for any finite ``x``: the number while a double holds it, else a power of ten
+    computed in logs (``x / ln 10``), never an overflow."""
+    if x < 700.0:
+        return decisive(math.exp(x), 0.0)
+    return f"10^{x / math.log(10.0):.6g}"
+
+
 def _verdict(encoding, structure, B, kind, bounded, reason, rate=None, **kw):
     return Verdict(encoding, bounded, kind, reason, rate, score_bound=B, structure=structure,
                    window_mass_fn=lambda W, n: structure.window_mass(encoding, W, n), **kw)
@@ -46,11 +54,16 @@ def structure_verdict(encoding, structure, B):
         P = absolute[0].max_positions
         beyond = f"no position beyond {P}" if absolute[0].table == "learned" else "sinusoidal vectors at every position"
         upto = f" for n <= {P}" if absolute[0].table == "learned" else ""
+        from ..encodings import NoPE
+
+        # the masses follow the encoding's own row (window_mass): uniform only without a bias
+        row = ("At constant scores the row is uniform, m_n(W) = W/n" if isinstance(encoding, NoPE) else
+               f"At constant scores the row is softmax of {encoding.name}'s own bias (the masses given are that row's, not W/n)")
         return _verdict(
             encoding, structure, B, "undecided", None,
             f"{absolute[0].table} absolute positions (a table of {P}): no term of the logits depends on the distance alone, so "
-            f"there is no relative prior to classify ({beyond}; Theorem S6). At constant scores the row is uniform, "
-            f"m_n(W) = W/n{upto}; with scores (content and positions) within B of a constant, Theorem 10 bands it.",
+            f"there is no relative prior to classify ({beyond}; Theorem S6). {row}{upto}; with scores (content and positions) "
+            "within B of a constant, Theorem 10 bands it.",
         )
     if globals_:
         g = globals_[0]
@@ -76,6 +89,16 @@ def structure_verdict(encoding, structure, B):
             return structure.distant_mass(encoding, min(W, w), w) if W < w else float(structure.sink_mass(encoding, 1, w))
 
         what = f"a sliding window of {w} keys"
+        if _n_dependent(encoding) and s is not None:
+            # Theorem S3 needs the visible row's total Z_n bounded away from 0; a row that depends on n can
+            # lose it (causal-ot: b(0, n) falls like -ln(n)/2 and the sink takes the whole row, D_n -> 1)
+            return _verdict(
+                encoding, structure, B, "undecided", None,
+                f"{what} with a sink (s = {float(s):.6g}): the sink's share e^s / (Z_n + e^s) stays below 1 only while the "
+                f"visible row's total Z_n = sum over d < {w} of e^(b(d, n)) stays away from 0, and this encoding's bias "
+                "depends on n (absolute positions or n itself), so Z_n may vanish and D_n(W) -> 1 (Theorem S3 assumes a "
+                "row independent of n); not decided.",
+            )
         if _n_dependent(encoding):
             return _verdict(
                 encoding, structure, B, "bounded", True,
@@ -120,6 +143,16 @@ def structure_verdict(encoding, structure, B):
             lo, hi = bounds(W)
             return lo, hi
 
+        if C == 1:
+            # every row is the query's own key (and the sink): D_n(W) is the same at every n, its limit (Theorem S2, r = 1)
+            return _verdict(
+                encoding, structure, B, "bounded", True,
+                "chunks of 1: every query sees its own key only, so D_n(W) is the same at every n: 0 without a sink, the "
+                "sink's share with one (Theorem S2 with C = 1, liminf = limsup)." + sink_txt,
+                "D_n(W) constant in n",
+                limit_fn=lambda W: bounds(W)[0],
+            )
+
         if s is None:
             keep_all = f" For W >= {C} the window holds every visible key: D_n(W) = 0."
         else:
@@ -142,7 +175,7 @@ def structure_verdict(encoding, structure, B):
             f"logits soft-capped at c = {c:.6g}: every logit lies in (-c, c), bias and content together, so Theorem 10 holds "
             f"with B = c around the uniform row and m_n(W) <= W e^(2c) / (W e^(2c) + n - W) -> 0 whatever the bias and the "
             "weights (Theorem S4)." + sink_txt,
-            f"1 - D_n(W) <= W e^{{2c}} / (W e^{{2c}} + n - W), e^(2c) = {decisive(math.exp(2 * c), 0.0)}",
+            f"1 - D_n(W) <= W e^{{2c}} / (W e^{{2c}} + n - W), e^(2c) = {_exp_text(2 * c)}",
             limit_fn=lambda W: 1.0,
         )
     base = classify(encoding, None, B)
@@ -153,6 +186,11 @@ def structure_verdict(encoding, structure, B):
     if base.kind != "bounded":
         return _verdict(encoding, structure, B, "undecided", None, f"{base.kind} encoding with a sink: not analysed. " + base.reason)
 
+    if _n_dependent(encoding):
+        # Theorem S3's limit Z_oo = e^(b(0)) / m_oo(1) assumes a row independent of n
+        return _verdict(encoding, structure, B, "undecided", None,
+                        "a sink on a bounded row that depends on n (absolute positions or n itself): Theorem S3's limit "
+                        "assumes a row independent of n; not decided. " + base.reason)
     b0 = float(np.asarray(encoding.bias(np.zeros(1), 1), dtype=float).reshape(-1)[0])
 
     def sink_limit(W):

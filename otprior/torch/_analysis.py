@@ -249,6 +249,8 @@ def _layer_rows(ckpt, group, window, lengths):
         try:
             if v.kind == "oscillating":
                 bounds = v.distant_mass_bounds(window)
+                if bounds[0] == bounds[1]:  # liminf = limsup at this window (W >= the chunk): the limit exists
+                    limit, bounds = bounds[0], None
             elif v.kind != "undecided":
                 limit = v.limit_distant_mass(window)
         except _UNEVALUATED:
@@ -320,13 +322,15 @@ def analyse_checkpoint(
             cache[key] = _layer_rows(ckpt, group, window, lengths)
         for head, (per_head_encoding, v, D, limit, reason, bounds) in zip(group, cache[key], strict=True):
             dec = _decider(ckpt.scheme, head.params, per_head_encoding)
+            constant = v.kind == "oscillating" and bounds is None and limit is not None  # the chunk within the window
             by_head[id(head)] = {
                 "layer": head.layer,
                 "head": head.head,
                 "stack": head.stack,
                 "params": {k: (list(x) if isinstance(x, tuple) else x) for k, x in head.params.items()},
-                "kind": v.kind,
-                "reason": reason,
+                "kind": "bounded" if constant else v.kind,
+                "reason": reason if not constant else
+                f"{reason} At W = {window}, liminf = limsup = {limit:.6g}: D_n(W) is constant in n, bounded with that limit.",
                 "decided_by": None if dec is None else {"name": dec[0], "value": dec[1], "boundary": dec[2]},
                 "distance_from_boundary": None if dec is None else dec[1] - dec[2],
                 "distant_mass": D,

@@ -476,6 +476,11 @@ def _build(source, config, where, record, scheme, mapping, num_heads, implementa
 
     outer = config
     config, family, layout_note = text_layout(config)
+    from ._structure import TEXT_CONFIG_FAMILIES
+
+    if not layout_note and family in TEXT_CONFIG_FAMILIES and config.get("text_config") is None and config.get("num_hidden_layers") is None:
+        raise CheckpointError(f"{where}: a {family} (multimodal) config without its text_config: the language model's settings "
+                              "(layers, heads, positions) are missing")
     cfg = _Config(config, where)
     family = cfg.value(["model_type"], "str", "") or family or ""
     _refuse_family(family, cfg, where)
@@ -572,7 +577,7 @@ def _build(source, config, where, record, scheme, mapping, num_heads, implementa
     train_length, train_source = _training_length(cfg, record, enc_params)
     from ._structure import not_modelled
 
-    unmodelled = not_modelled(config, cfg.read)
+    unmodelled = not_modelled(config, cfg.read, getattr(cfg, "ignored", None))
     checkpoint = Checkpoint(
         path=source.path,
         scheme=scheme,
@@ -653,14 +658,20 @@ def _structures_of(cfg, family, source, heads, scheme, enc_params, absolute, whe
         if any(len(v) != H for v in sinks.values()) or not set(sinks) <= set(layers):
             raise CheckpointError(f"{where}: the sinks tensors do not hold one logit per head ({H}) on known layers; refused")
     per_layer, used, more = read_structures(cfg.data, family, len(layers), {layers.index(k): v for k, v in sinks.items()}, where)
+    from ._structure import ignored_fields
+
+    cfg.ignored = ignored_fields(cfg.data, family, used)  # fields the model's class does not use: named, not read
     cfg.read.update(used)
-    cfg.read.update(["sliding_window", "use_sliding_window", "sliding_window_pattern", "attention_chunk_size", "layer_types",
-                     "no_rope_layers", "no_rope_layer_interval", "attn_logit_softcapping", "max_window_layers"])  # fmt: skip
+    cfg.read.update({"sliding_window", "use_sliding_window", "sliding_window_pattern", "attention_chunk_size", "layer_types",
+                     "no_rope_layers", "no_rope_layer_interval", "attn_logit_softcapping", "max_window_layers"} - set(cfg.ignored))
     notes += more
     for i, layer in enumerate(layers):
         out[("", layer)] = per_layer.get(i)
     if scheme == "rope":
-        records, _ = S.layer_structures(cfg.data, len(layers), family) if family != "gpt_neo" else ((), ())
+        from ._structure import transformers_layer_types
+
+        filled = transformers_layer_types(cfg.data, family, len(layers))[0]
+        records, _ = S.layer_structures(filled, len(layers), family) if family != "gpt_neo" else ((), ())
         rope_dicts = {**(cfg.data.get("rope_scaling") or {}), **(cfg.data.get("rope_parameters") or {})}
         per_type = any(k in rope_dicts for k in _LAYER_TYPE_KEYS) or cfg.data.get("rope_local_base_freq") is not None
         for r in records:

@@ -97,13 +97,17 @@ def read_structures(config: dict, family: str, num_layers: int, sinks: dict, whe
             out = dict(enumerate(records))
             notes.append(f"GPT-Neo local layers: a window of {w} keys (window_size)")
             return out, used, notes
+    config, filled = transformers_layer_types(config, family, num_layers)
+    if filled:  # transformers' class read its own rule's fields
+        notes.append(filled)
+        used_by_rule = [k for k in ("use_sliding_window", "max_window_layers", "sliding_window_pattern", "no_rope_layer_interval") if k in config]
     try:
         records, used = layer_structures_checked(config, num_layers, family)
     except DomainError as exc:
         from ._checkpoint import CheckpointError
 
         raise CheckpointError(f"{where}: {exc}") from None
-    used = list(used)
+    used = list(used) + (used_by_rule if filled else [])
     out = {}
     for r in records:
         parts = [p for p in r.structure.parts() if not isinstance(p, S.FullCausal)]
@@ -119,6 +123,77 @@ def read_structures(config: dict, family: str, num_layers: int, sinks: dict, whe
     return out, used, notes
 
 
+def transformers_layer_types(config: dict, family: str, num_layers: int):
+    """``(config, note)``: a config without ``layer_types`` (or without the ``sliding_window`` or
+    ``attention_chunk_size`` its ``layer_types`` need) completed by the installed transformers'
+    own config class (its ``__post_init__`` fills ``layer_types`` for the families that mix layer
+    kinds, with its defaults for ``sliding_window`` and ``attention_chunk_size``), so the per-layer
+    rule is transformers' own, not a copy of it. Unchanged (note ``""``) when the config has
+    ``layer_types``, when transformers is absent or does not know the family, when its class fills
+    no ``layer_types``, or when it refuses the config (the strict rules of
+    :func:`otprior.structures.layer_structures` then name the field)."""
+    given = config.get("layer_types")
+    if not family or given is not None and not (
+        type(given) is list
+        and ("sliding_attention" in given and config.get("sliding_window") is None
+             or "chunked_attention" in given and config.get("attention_chunk_size") is None)
+    ):  # fmt: skip
+        return config, ""  # layer_types given with what its layers need (or malformed: the strict rules refuse it)
+    try:
+        import transformers
+
+        cls = transformers.CONFIG_MAPPING[family]
+    except (ImportError, KeyError):
+        return config, ""
+    if type(config.get("num_hidden_layers")) is not int or config["num_hidden_layers"] != num_layers:
+        return config, ""  # the class would build a list of num_hidden_layers entries: only the tensors' count
+    if "layer_types" not in getattr(cls, "__dataclass_fields__", {}):
+        return config, ""  # a class with no layer types (Mistral, Llama, ...): nothing to fill
+    try:
+        inst = cls.from_dict({k: v for k, v in config.items() if k != "model_type"})
+    except Exception:  # noqa: BLE001 - transformers' own refusal: the strict rules below name the field
+        return config, ""
+    types = getattr(inst, "layer_types", None)
+    if type(types) is not list or len(types) != num_layers or any(t not in S.LAYER_TYPES for t in types):
+        return config, ""
+    out = {**config, "layer_types": list(types)}
+    added = []
+    for kind, key in (("sliding_attention", "sliding_window"), ("chunked_attention", "attention_chunk_size")):
+        if kind in types:
+            value = getattr(inst, key, None)
+            if value != config.get(key):
+                added.append(f"{key} = {value}" + (" (transformers' default: the config has none)" if config.get(key) is None else
+                                                   f" (transformers' value for the config's {config.get(key)!r})"))
+            out[key] = value
+    note = (f"layer types from transformers' {cls.__name__} (the config has no layer_types)" if given is None else
+            f"the config's layer_types, with transformers' {cls.__name__} for what they need")
+    return out, note + ("; " + ", ".join(added) if added else "")
+
+
+def ignored_fields(config: dict, family: str, used) -> dict:
+    """``{key: why}``: attention fields set in the config that the model's class does not use (a
+    ``sliding_window`` on Llama or GPT-NeoX, a window without ``use_sliding_window`` on Qwen)."""
+    out = {}
+    cls = _class_name(family)
+    for key in ("sliding_window", "max_window_layers", "sliding_window_pattern", "attention_chunk_size"):
+        value = config.get(key)
+        if key in used or value is None or value is False or value == 0:
+            continue
+        why = f"the {cls} ignores it"
+        if family.startswith(("qwen2", "qwen3")) and config.get("use_sliding_window") is not True:
+            why += " (use_sliding_window is not set)"
+        out[key] = why
+    return out
+
+
+def _class_name(family: str) -> str:
+    try:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as names
+    except ImportError:
+        names = {}
+    return names.get(family) or f"{family or 'model'} class"
+
+
 def layer_structures_checked(config, num_layers, family):
     return S.layer_structures(config, num_layers, family)
 
@@ -132,9 +207,10 @@ _NESTED_WHY = {
 }
 
 
-def not_modelled(config: dict, read: set) -> list:
+def not_modelled(config: dict, read: set, why: dict | None = None) -> list:
     """``[(key, why)]``: config fields that name attention or positions and were not read (and the
-    fields inside MPT's ``attn_config`` besides ALiBi's)."""
+    fields inside MPT's ``attn_config`` besides ALiBi's); ``why`` overrides the reason of a key."""
+    why = why or {}
     out = []
     for outer, known in _NESTED_READ.items():
         inner = config.get(outer)
@@ -147,5 +223,5 @@ def not_modelled(config: dict, read: set) -> list:
             continue
         if value is None or value is False or isinstance(value, dict | list) and not value:
             continue  # unset: changes nothing
-        out.append((key, _WHY.get(key, "not modelled: its effect on attention is not analysed")))
+        out.append((key, why.get(key) or _WHY.get(key, "not modelled: its effect on attention is not analysed")))
     return out

@@ -170,8 +170,17 @@ def positional_copy(model, checkpoint):
             keep = any(name.endswith(k) or k.endswith(name) for k in read) or any(t in name for t in _POSITION_TABLES)
             if not keep:
                 p.zero_()
+    # the prediction is about the model's positional prior, not its storage format: a bfloat16 or
+    # float16 checkpoint's softmax output rounded to 8 bits (~3e-4) would hide it, so the copy runs
+    # in float32 (the measured rows of the model itself keep the checkpoint's dtype)
+    clone.to(torch.float32)
     clone.eval()
     return clone
+
+
+def _dtypes(model):
+    """The floating dtypes of a model's parameters, as names (``bfloat16``, ``float32``)."""
+    return sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters() if p.is_floating_point()})
 
 
 def _tokens(tokens, tokenizer):
@@ -242,7 +251,9 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
         The model's positional parameters (default :func:`checkpoint_from_model`).
     tol : float
         The largest absolute difference between the model's positional part and the prediction
-        accepted; above it the row is a failed prediction (float32 attention rows carry about 1e-7).
+        accepted; above it the row is a failed prediction. The positional copy always runs in float32
+        (its rows carry about 1e-7), whatever the checkpoint's dtype: a bfloat16 softmax output would
+        carry about 4e-3 relative rounding, which says nothing about the prior.
 
     Returns
     -------
@@ -342,6 +353,10 @@ def measure_attention(model, tokens, *, lengths, window, samples=4, tokenizer=No
         model.train(was_training)
         del positional
     note = "content scores read from the model" if _is_reference(model) else "content recovered from the attention (log A - bias)"
+    dtypes = _dtypes(model)
+    if dtypes and dtypes != ["float32"]:
+        note += (f"; the positional check ran in float32 (the checkpoint's weights are {', '.join(dtypes)}; "
+                 "the measured masses keep the checkpoint's dtype)")
     if ckpt.family == "falcon" and ckpt.scheme == "alibi":
         note += (
             "; transformers' eager Falcon path adds ALiBi twice (scaled by 1/sqrt(head_dim) and again inside the mask), "
