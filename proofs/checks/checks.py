@@ -380,7 +380,8 @@ def check_margin_code_is_lemma_9(cases=((1, 2, 4), (3, 5, 12))):
     sympy symbols, computes exactly the lemma's expressions: ``lipschitz = 2 log((L1-1+o)/o)``,
     ``G = H P/((T1+H/k)(T0+kH))`` (absolute) or ``H P/(T0 (T1+H/k))`` (relative), which equal
     ``D+_{L1} - D-_{L0}`` and ``D+_{L1}/D-_{L0} - 1`` with Theorem 10's extremes, ``up = H/(T1+H/k)``,
-    ``down = P/T0 (T0/(T0+kH))``, and ``U = k rho`` resp. ``(1 + (L1-L0)((W+o)/(L0+o))^alpha)(k rho + k^2) - 1``
+    ``down = P/T0 (T0/(T0+kH))``, and ``U = k rho`` resp. ``(1 + (L1-L0)((W+o)/(L0+o))^alpha)(k rho + k^2) - 1`` (evaluated as
+    ``s (k rho + k^2) + k rho + expm1(4B)``, the same expression)
     with ``rho = ((W+o)/o)^-alpha (1 + (W+o)/(alpha-1))``; at ``B = 0`` (the code's shortcut) and at ``B > 0``."""
     ineq = _inequalities()
     iv = ineq.iv
@@ -411,8 +412,14 @@ def check_margin_code_is_lemma_9(cases=((1, 2, 4), (3, 5, 12))):
                 assert sp.simplify(sp.exp(rec.phi.e) - G) == 0
                 x = (W + o) / o
                 rho = x ** (-alpha) * (1 + (W + o) / (alpha - 1))
-                claimed = (1 + (L1 - L0) * ((W + o) / (L0 + o)) ** alpha) * (k * rho + k**2) - 1 if relative else k * rho
+                s = (L1 - L0) * ((W + o) / (L0 + o)) ** alpha
+                # relative: the code evaluates (1 + s)(k rho + k^2) - 1 as the sum of non-negative terms
+                # s (k rho + k^2) + k rho + expm1(4B) (no cancellation as tol -> 0); the two are one
+                # expression because k^2 - 1 = e^(4B) - 1 (checked for a symbolic B just below)
+                claimed = s * (k * rho + k**2) + k * rho + (sp.exp(4 * b) - 1) if relative else k * rho
                 assert _zero(upper(iv.SymArb(alpha)).e - claimed), (W, L0, L1, relative, b)
+                if relative and isinstance(b, sp.Symbol):
+                    assert sp.simplify(sp.expand(claimed - ((1 + s) * (k * rho + k**2) - 1))) == 0
     return True
 
 
