@@ -126,10 +126,11 @@ def _check(where, count, field, fields, weights_bytes):
     cap = current_caps().max_bytes
     bound = min(cap, 2 * weights_bytes + SLACK_BYTES)
     shown = ", ".join(f"{k}={v}" for k, v in fields.items())
+    named = f"{field} = {fields[field]}" if field in fields else field
     if 4 * count > cap:
-        _refuse(where, f"{field} = {fields.get(field, '?')} ({shown})", 4 * count, cap, "the memory cap (OTPRIOR_MAX_BYTES)")
+        _refuse(where, f"{named} ({shown})", 4 * count, cap, "the memory cap (OTPRIOR_MAX_BYTES)")
     if 4 * count > bound:
-        _refuse(where, f"{field} = {fields.get(field, '?')} ({shown})", 4 * count, bound, "twice its checkpoint's tensor bytes plus 64 MiB")
+        _refuse(where, f"{named} ({shown})", 4 * count, bound, "twice its checkpoint's tensor bytes plus 64 MiB")
 
 
 def check_runnable_size(path) -> None:
@@ -181,8 +182,14 @@ def check_runnable_size(path) -> None:
             model = cls.from_config(config)
     except Exception:  # noqa: BLE001 - the loader reports a config it cannot build itself
         return
-    count = sum(t.numel() for t in model.parameters()) + sum(t.numel() for t in model.buffers())
-    _check(where, count, "the model built on the meta device", {**fields, "parameters": count}, weights_bytes)
+    tensors = [*model.named_parameters(), *model.named_buffers()]
+    count = sum(t.numel() for _, t in tensors)
+    name, largest = max(tensors, key=lambda item: item[1].numel(), default=("none", None))
+    shape = tuple(largest.shape) if largest is not None else ()
+    # the config field whose value is the largest dimension of the largest tensor, else the tensor itself
+    options = [(v, k) for k, v in config.to_dict().items() if type(v) is int and v > 1 and v in shape]
+    field = f"{max(options)[1]} = {max(options)[0]}" if options else f"tensor {name} of shape {shape}"
+    _check(where, count, field, {**fields, "parameters": count}, weights_bytes)
 
 
 def _reference_estimate(raw, where):

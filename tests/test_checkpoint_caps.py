@@ -1,0 +1,320 @@
+"""Checkpoint caps counted on the real quantity, before the work, under an address-space cap.
+
+Each hostile file is small on disk (sparse files, lying headers, hard links, symbolic links):
+a zip directory declaring 10M entries, safetensors tensors aliasing the same bytes, shards that
+are one file hard-linked, shards whose headers together exceed the header cap, shards and model
+files linked out of the model folder, and configs that ask for a model far larger than the
+memory cap or than the checkpoint. All run in one child process under ``RLIMIT_AS``; each must
+be refused with one line naming what is wrong, in under a second and well under 500 MB of
+peak-memory growth. The command line's exit status 2 is checked on one case in the default run
+and on every case in a slow test.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("safetensors")
+transformers = pytest.importorskip("transformers")
+
+ADDRESS_SPACE_CAP = 4 << 30  # bytes; importing torch and transformers maps about 1 GB
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+BUILD = textwrap.dedent(
+    r'''
+    import json, os, struct, zipfile
+
+    def sparse(path, size, head=b"", tail=b""):
+        with open(path, "wb") as f:
+            f.write(head)
+            f.truncate(size - len(tail))
+            f.seek(size - len(tail))
+            f.write(tail)
+
+    def safetensors(path, header, data=b""):
+        raw = json.dumps(header).encode()
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(raw)) + raw + data)
+
+    def build(root):
+        p = lambda *a: os.path.join(root, *a)
+        cases = {}  # name -> (kind, path)
+
+        # 1. a zip directory declaring 10M entries (zip64 records), 460 MB of directory, in a sparse 520 MB file
+        n, cd_size, cd_offset = 10_000_000, 46 * 10_000_000, 64
+        size = cd_offset + cd_size + 56 + 20 + 22
+        z64 = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, n, n, cd_size, cd_offset)
+        loc = struct.pack("<4sLQL", b"PK\x06\x07", 0, cd_offset + cd_size, 1)
+        eocd = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+        sparse(p("ten_million.pt"), size, b"PK\x03\x04", z64 + loc + eocd)
+        cases["zip64 directory of 10M entries"] = ("load", p("ten_million.pt"))
+        # a classic record declaring few entries over 400 MB of directory
+        eocd = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 3, 3, 400 << 20, 64, 0)
+        sparse(p("big_directory.pt"), (400 << 20) + 200, b"PK\x03\x04", eocd)
+        cases["zip directory of 400 MiB"] = ("load", p("big_directory.pt"))
+        # a real archive of 400 entries (zipfile's own records), under caps allowing 16 * 16 + 64
+        with zipfile.ZipFile(p("many.pt"), "w", zipfile.ZIP_STORED) as z:
+            for i in range(400):
+                z.writestr(f"archive/data/{i}", b"")
+        cases["real zip of 400 entries, cap 320"] = ("load-small-cap", p("many.pt"))
+
+        # 2. 2,000 tensors of 4,096 heads each, all over the same 16 KiB
+        header = {f"model.layers.{i}.self_attn.alpha": {"dtype": "F32", "shape": [4096], "data_offsets": [0, 16384]} for i in range(2000)}
+        safetensors(p("aliased.safetensors"), header, bytes(16384))
+        cases["8.2M heads over 16 KiB of aliased bytes"] = ("load", p("aliased.safetensors"))
+        header = {"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}, "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}}
+        safetensors(p("overlap.safetensors"), header, bytes(24))
+        cases["two tensors overlapping by 8 bytes"] = ("load", p("overlap.safetensors"))
+
+        # 3. ten shards, one file hard-linked ten times
+        os.makedirs(p("linked"))
+        safetensors(p("linked", "base"), {"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, bytes(4))
+        names = [f"model-{i:05d}-of-00010.safetensors" for i in range(1, 11)]
+        for name in names:
+            os.link(p("linked", "base"), p("linked", name))
+        with open(p("linked", "model.safetensors.index.json"), "w") as f:
+            json.dump({"weight_map": {f"k{i}": name for i, name in enumerate(names)}}, f)
+        cases["ten hard-linked shards"] = ("load", p("linked"))
+        # five distinct sparse shards each declaring a 20 MiB header: 100 MiB together, cap 64 MiB
+        os.makedirs(p("heavy"))
+        names = [f"model-{i:05d}-of-00005.safetensors" for i in range(1, 6)]
+        for name in names:
+            sparse(p("heavy", name), 21 << 20, struct.pack("<Q", 20 << 20) + b"{")
+        with open(p("heavy", "model.safetensors.index.json"), "w") as f:
+            json.dump({"weight_map": {f"k{i}": name for i, name in enumerate(names)}}, f)
+        cases["five shards of 20 MiB headers"] = ("load", p("heavy"))
+
+        # 4. links out of the model folder, and a text file named .safetensors
+        os.makedirs(p("outlink"))
+        os.symlink("/etc/passwd", p("outlink", "model-00001-of-00001.safetensors"))
+        with open(p("outlink", "model.safetensors.index.json"), "w") as f:
+            json.dump({"weight_map": {"w": "model-00001-of-00001.safetensors"}}, f)
+        cases["shard linked to /etc/passwd"] = ("load", p("outlink"))
+        os.makedirs(p("outmodel"))
+        os.symlink("/etc/passwd", p("outmodel", "model.safetensors"))
+        cases["model.safetensors linked to /etc/passwd"] = ("load", p("outmodel"))
+        os.makedirs(p("outindex"))
+        os.symlink("/etc/passwd", p("outindex", "model.safetensors.index.json"))
+        cases["shard index linked to /etc/passwd"] = ("load", p("outindex"))
+        with open(p("text.safetensors"), "wb") as f:
+            f.write(b"root:x:0:0:root:/root:/bin/bash\n" * 4)
+        cases["text file named .safetensors"] = ("load", p("text.safetensors"))
+        return cases
+    '''
+)
+
+CHILD = BUILD + textwrap.dedent(
+    r"""
+    import contextlib, io, resource, sys, time
+    cap, root, full = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "full"
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    import numpy as np
+    import otprior.limits
+    from otprior import cli
+    from otprior.torch import CheckpointError
+    from otprior.torch.measurement import load_runnable
+    from otprior.torch.intervention import intervene_checkpoints
+
+    def p(*a):
+        return os.path.join(root, *a)
+
+    cases = build(root)
+
+    # 5. configs asking for far more than the memory cap, or than their checkpoint holds
+    weights = p("weights.safetensors")
+    safetensors(weights, {"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, bytes(4))
+    if full:
+        import torch, transformers
+        tiny = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, vocab_size=256,
+                                        num_attention_heads=4, num_key_value_heads=4)
+        torch.manual_seed(0)
+        transformers.LlamaForCausalLM(tiny).save_pretrained(p("tiny"))
+        weights = p("tiny", "model.safetensors")
+        cases["tiny llama (accepted)"] = ("run", p("tiny"))
+
+    def folder(name, config):
+        os.makedirs(p(name))
+        os.link(weights, p(name, "model.safetensors"))
+        with open(p(name, "config.json"), "w") as f:
+            json.dump(config, f)
+        return p(name)
+
+    small = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 256, "num_attention_heads": 4,
+             "num_key_value_heads": 4, "intermediate_size": 128}
+    cases["config intermediate_size 3e7"] = ("run", folder("mlp", {**small, "intermediate_size": 3e7}))
+    cases["config num_hidden_layers 10**6"] = ("run", folder("deep", {**small, "num_hidden_layers": 10**6}))
+    if full:  # these read the config through transformers and build the model on the meta device
+        cases["bare llama config (7B by its defaults)"] = ("run", folder("bare", {"model_type": "llama"}))
+        cases["gpt2 config n_positions 3e6"] = (
+            "run", folder("positions", {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256,
+                                        "n_positions": 3_000_000}))
+    os.makedirs(p("ref"))
+    with open(p("ref", "model.json"), "w") as f:
+        json.dump({"scheme": "log-distance", "d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 10**8, "train_length": 64}, f)
+    safetensors(p("ref", "model.safetensors"), {})
+    cases["reference model d_ff 1e8 (intervene)"] = ("intervene", p("ref", "model.safetensors"))
+
+    def status(field):
+        for line in open("/proc/self/status"):
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+
+    results = {}
+    for name, (kind, path) in cases.items():
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        before = status("VmRSS")
+        start = time.perf_counter()
+        rc, stderr = None, ""
+        try:
+            if kind == "load":  # through the command line, in this process
+                err = io.StringIO()
+                with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                    rc = cli.main(["checkpoint", path])
+                stderr = err.getvalue()
+                outcome, message = ("refused" if rc == 2 else f"exit {rc}"), stderr.strip()
+            elif kind == "load-small-cap":
+                with otprior.limits.caps(max_files=16):
+                    from otprior.torch import load_checkpoint
+                    load_checkpoint(path)
+                outcome, message = "accepted", ""
+            elif kind == "run":
+                load_runnable(path)
+                outcome, message = "accepted", ""
+            else:
+                intervene_checkpoints([path], np.zeros(1000, dtype=np.uint8), eval_length=128)
+                outcome, message = "accepted", ""
+        except CheckpointError as exc:
+            outcome, message = "refused", str(exc)
+        except BaseException as exc:
+            outcome, message = "ESCAPED " + type(exc).__name__, str(exc)[:300]
+        results[name] = {"outcome": outcome, "message": message, "rc": rc, "stderr": stderr,
+                         "seconds": time.perf_counter() - start, "peak_growth_kib": status("VmHWM") - before}
+    print(json.dumps(results))
+    """
+)
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, env.get("PYTHONPATH", "")])
+    return env
+
+
+def _run_child(root, mode):
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(ADDRESS_SPACE_CAP), str(root), mode],
+                          capture_output=True, text=True, timeout=300, env=_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    return _run_child(tmp_path_factory.mktemp("caps"), "quick")
+
+
+QUICK = [
+    ("zip64 directory of 10M entries", "the zip directory declares 10000000 entries, above the cap of 65600"),
+    ("zip directory of 400 MiB", "the zip directory declares 419430400 bytes"),
+    ("real zip of 400 entries, cap 320", "declares 400 entries, above the cap of 320"),
+    ("8.2M heads over 16 KiB of aliased bytes", "their bytes overlap"),
+    ("two tensors overlapping by 8 bytes", "entries 'a' and 'b': their bytes overlap"),
+    ("ten hard-linked shards", "the same file as shard model-00001-of-00010.safetensors (a hard link or duplicate)"),
+    ("five shards of 20 MiB headers", "exceed the cap of 67108864 bytes (OTPRIOR_MAX_HEADER_BYTES, counted over all shards)"),
+    ("shard linked to /etc/passwd", "model-00001-of-00001.safetensors: the file named by the shard index is a link out of the model folder"),
+    ("model.safetensors linked to /etc/passwd", "model.safetensors: the model file is a link out of the model folder"),
+    ("shard index linked to /etc/passwd", "the shard index is a link out of the model folder"),
+    ("text file named .safetensors", "its first 8 bytes are no header length that fits its 128 bytes"),
+    ("config intermediate_size 3e7", "intermediate_size = 30000000"),
+    ("config num_hidden_layers 10**6", "num_hidden_layers = 1000000, above the 1024"),
+    ("reference model d_ff 1e8 (intervene)", "d_ff = 100000000"),
+]
+FULL = [
+    ("bare llama config (7B by its defaults)", "intermediate_size = 11008"),
+    ("gpt2 config n_positions 3e6", "n_positions = 3000000"),
+]
+
+
+def _check_outcomes(outcomes, expected):
+    # the first 8 bytes of /etc/passwd, read as a length, never reach a message
+    passwd_length = str(int.from_bytes(b"root:x:0", "little"))
+    for case, pattern in expected:
+        r = outcomes[case]
+        assert r["outcome"] == "refused", (case, r)
+        assert pattern in r["message"], (case, r["message"])
+        assert "\n" not in r["message"] and len(r["message"]) < 600, r["message"]
+        assert passwd_length not in r["message"] and "root:" not in r["message"], (case, r["message"])
+        if r["rc"] is not None:  # through the command line: exit 2, one line on stderr
+            assert r["rc"] == 2 and len(r["stderr"].strip().splitlines()) == 1, (case, r)
+    for name, r in outcomes.items():
+        assert r["seconds"] < 5.0, (name, r["seconds"])  # a meta-device build of a config is the slowest, about 1 s
+        assert r["peak_growth_kib"] < 500 * 1024, (name, r["peak_growth_kib"])
+
+
+def test_each_cap_bypass_is_refused_quickly_naming_what_is_wrong(outcomes):
+    _check_outcomes(outcomes, QUICK)
+    assert len(outcomes) == len(QUICK)
+
+
+@pytest.mark.slow
+def test_configs_read_through_transformers_are_refused_and_an_honest_model_passes(tmp_path):
+    outcomes = _run_child(tmp_path, "full")
+    _check_outcomes(outcomes, QUICK + FULL)
+    assert outcomes["tiny llama (accepted)"]["outcome"] == "accepted", outcomes["tiny llama (accepted)"]
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_the_config_estimate_bounds_transformers_own_parameter_count(family):
+    """The estimate is an upper bound of the parameters transformers builds (counted on the meta
+    device, an independent route) and within a factor 2 of it."""
+    import torch
+
+    from otprior.torch._config_size import estimate_parameters
+
+    config = {
+        "llama": transformers.LlamaConfig(hidden_size=96, intermediate_size=200, num_hidden_layers=3, vocab_size=300,
+                                          num_attention_heads=6, num_key_value_heads=2),
+        "gpt2": transformers.GPT2Config(n_embd=96, n_layer=3, n_head=6, vocab_size=300, n_positions=64),
+    }[family]
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    exact = sum(t.numel() for t in model.parameters())
+    estimate = estimate_parameters(config)[0] + (64 * 96 if family == "gpt2" else 0)  # gpt2's learned positions
+    assert exact <= estimate <= 2 * exact, (exact, estimate)
+
+
+CLI_CHILD = BUILD + textwrap.dedent(
+    r'''
+    import resource, subprocess, sys, time
+    cap, root = int(sys.argv[1]), sys.argv[2]
+    out = {}
+    for name, (kind, path) in build(root).items():
+        if kind != "load":
+            continue
+        start = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "otprior", "checkpoint", path], capture_output=True, text=True, timeout=60,
+                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap)))
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        out[name] = {"rc": proc.returncode, "stderr": proc.stderr, "seconds": time.perf_counter() - start, "maxrss_kib": usage}
+    print(json.dumps(out))
+    '''
+)
+
+
+@pytest.mark.slow
+def test_cli_exits_2_with_one_line_on_every_hostile_checkpoint(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", CLI_CHILD, str(ADDRESS_SPACE_CAP), str(tmp_path)], capture_output=True, text=True,
+                          timeout=600, env=_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(results) == 10
+    for name, r in results.items():
+        assert r["rc"] == 2, (name, r)
+        assert len(r["stderr"].strip().splitlines()) == 1, (name, r["stderr"])
+        assert r["seconds"] < 30, (name, r["seconds"])
+        assert r["maxrss_kib"] < 500 * 1024, (name, r["maxrss_kib"])  # the largest child so far, torch's import included
