@@ -318,3 +318,35 @@ def test_cli_exits_2_with_one_line_on_every_hostile_checkpoint(tmp_path):
         assert len(r["stderr"].strip().splitlines()) == 1, (name, r["stderr"])
         assert r["seconds"] < 30, (name, r["seconds"])
         assert r["maxrss_kib"] < 500 * 1024, (name, r["maxrss_kib"])  # the largest child so far, torch's import included
+
+
+def test_links_inside_the_folder_and_into_a_hub_cache_blob_are_followed(tmp_path):
+    """A link out of the model folder is refused, but one inside it, or a Hugging Face cache
+    snapshot's link into its own ``blobs`` folder, is read."""
+    import struct
+
+    from otprior.torch._formats import CheckpointError, open_source
+
+    raw = json.dumps({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
+    payload = struct.pack("<Q", len(raw)) + raw + bytes(4)
+    snapshot = tmp_path / "models--org--name" / "snapshots" / "abc"
+    (tmp_path / "models--org--name" / "blobs").mkdir(parents=True)
+    snapshot.mkdir(parents=True)
+    (tmp_path / "models--org--name" / "blobs" / "f00d").write_bytes(payload)
+    os.symlink("../../blobs/f00d", snapshot / "model.safetensors")
+    assert open_source(snapshot)[0].shape("w") == (1,)
+    inside = tmp_path / "inside"
+    inside.mkdir()
+    (inside / "real.bin.safetensors").write_bytes(payload)
+    os.symlink("real.bin.safetensors", inside / "model.safetensors")
+    assert open_source(inside)[0].shape("w") == (1,)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink("../inside/real.bin.safetensors", outside / "model.safetensors")
+    with pytest.raises(CheckpointError, match="link out of the model folder"):
+        open_source(outside)
+    # a snapshot's link to another repository's blobs is out
+    os.symlink(f"{inside}/real.bin.safetensors", snapshot / "other.safetensors")
+    (snapshot / "model.safetensors").unlink()
+    with pytest.raises(CheckpointError, match="link out of the model folder"):
+        open_source(snapshot)

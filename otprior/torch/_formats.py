@@ -246,7 +246,10 @@ def _zip_directory(fd, size, path):
     tail_len = min(size, _EOCD.size + 0xFFFF)
     tail = _pread(fd, tail_len, size - tail_len)
     at = tail.rfind(b"PK\x05\x06")
-    if at < 0 or len(tail) - at < _EOCD.size:
+    # the record is the one whose comment ends the file (a comment may hold the signature too)
+    while at >= 0 and not (len(tail) - at >= _EOCD.size and at + _EOCD.size + _EOCD.unpack_from(tail, at)[-1] == len(tail)):
+        at = tail.rfind(b"PK\x05\x06", 0, at)
+    if at < 0:
         raise CheckpointError(f"{path}: not a readable torch checkpoint (no zip End Of Central Directory record)")
     _, _, _, on_disk, entries, cd_size, cd_offset, _ = _EOCD.unpack_from(tail, at)
     entries = max(entries, on_disk)
