@@ -147,6 +147,7 @@ CHILD = BUILD + textwrap.dedent(
     small = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 256, "num_attention_heads": 4,
              "num_key_value_heads": 4, "intermediate_size": 128}
     cases["config intermediate_size 3e7"] = ("run", folder("mlp", {**small, "intermediate_size": 3e7}))
+    cases["config intermediate_size 30000000"] = ("run", folder("mlp_int", {**small, "intermediate_size": 30_000_000}))
     cases["config num_hidden_layers 10**6"] = ("run", folder("deep", {**small, "num_hidden_layers": 10**6}))
     if full:  # these read the config through transformers and build the model on the meta device
         cases["bare llama config (7B by its defaults)"] = ("run", folder("bare", {"model_type": "llama"}))
@@ -231,6 +232,7 @@ QUICK = [
     ("shard index linked to /etc/passwd", "the shard index is a link out of the model folder"),
     ("text file named .safetensors", "its first 8 bytes are no header length that fits its 128 bytes"),
     ("config intermediate_size 3e7", "intermediate_size = 30000000"),
+    ("config intermediate_size 30000000", "intermediate_size = 30000000 (hidden_size=64"),
     ("config num_hidden_layers 10**6", "num_hidden_layers = 1000000, above the 1024"),
     ("reference model d_ff 1e8 (intervene)", "d_ff = 100000000"),
 ]
