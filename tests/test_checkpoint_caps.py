@@ -80,6 +80,12 @@ BUILD = textwrap.dedent(
         with open(p("linked", "model.safetensors.index.json"), "w") as f:
             json.dump({"weight_map": {f"k{i}": name for i, name in enumerate(names)}}, f)
         cases["ten hard-linked shards"] = ("load", p("linked"))
+        # pipeline per-layer files, one file hard-linked twice
+        os.makedirs(p("pipeline"))
+        with open(p("pipeline", "layer_00-model_00-model_states.pt"), "wb") as f:
+            f.write(b"PK\x03\x04")
+        os.link(p("pipeline", "layer_00-model_00-model_states.pt"), p("pipeline", "layer_01-model_00-model_states.pt"))
+        cases["two hard-linked per-layer files"] = ("load", p("pipeline"))
         # five distinct sparse shards each declaring a 20 MiB header: 100 MiB together, cap 64 MiB
         os.makedirs(p("heavy"))
         names = [f"model-{i:05d}-of-00005.safetensors" for i in range(1, 6)]
@@ -226,6 +232,7 @@ QUICK = [
     ("8.2M heads over 16 KiB of aliased bytes", "their bytes overlap"),
     ("two tensors overlapping by 8 bytes", "entries 'a' and 'b': their bytes overlap"),
     ("ten hard-linked shards", "the same file as shard model-00001-of-00010.safetensors (a hard link or duplicate)"),
+    ("two hard-linked per-layer files", "the same file as shard layer_00-model_00-model_states.pt"),
     ("five shards of 20 MiB headers", "exceed the cap of 67108864 bytes (OTPRIOR_MAX_HEADER_BYTES, counted over all shards)"),
     ("shard linked to /etc/passwd", "model-00001-of-00001.safetensors: the file named by the shard index is a link out of the model folder"),
     ("model.safetensors linked to /etc/passwd", "model.safetensors: the model file is a link out of the model folder"),
@@ -314,7 +321,7 @@ def test_cli_exits_2_with_one_line_on_every_hostile_checkpoint(tmp_path):
                           timeout=600, env=_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(results) == 10
+    assert len(results) == 11
     for name, r in results.items():
         assert r["rc"] == 2, (name, r)
         assert len(r["stderr"].strip().splitlines()) == 1, (name, r["stderr"])

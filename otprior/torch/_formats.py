@@ -519,9 +519,13 @@ def _per_layer(folder: Path, names):
         m = _PER_LAYER_FILE.match(name)
         groups.setdefault(int(m.group(1)), []).append((int(m.group(2)), name))
     entries, layer_of = {}, {}
+    files, seen, left = {}, {}, [current_caps().max_header_bytes]  # pickles of all files together within the header cap
+    for name in sorted(names):
+        files[name] = _inside(folder, name, "per-layer file")
+        _shard_budget(files[name], seen, left, False)
     for pipe_index in sorted(groups):
         ranks = sorted(groups[pipe_index])
-        parts = [_archive_entries(_inside(folder, name, "per-layer file")) for _, name in ranks]
+        parts = [_archive_entries(files[name], left) for _, name in ranks]
         for key, entry in parts[0].items():
             pieces = [p.get(key) for p in parts]
             if any(p is None for p in pieces):
