@@ -107,6 +107,10 @@ BUILD = textwrap.dedent(
         os.makedirs(p("outindex"))
         os.symlink("/etc/passwd", p("outindex", "model.safetensors.index.json"))
         cases["shard index linked to /etc/passwd"] = ("load", p("outindex"))
+        os.makedirs(p("beside"))
+        safetensors(p("beside", "m.safetensors"), {"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, bytes(4))
+        os.symlink("/etc/passwd", p("beside", "m.json"))
+        cases["config beside a file linked to /etc/passwd"] = ("load", p("beside", "m.safetensors"))
         with open(p("text.safetensors"), "wb") as f:
             f.write(b"root:x:0:0:root:/root:/bin/bash\n" * 4)
         cases["text file named .safetensors"] = ("load", p("text.safetensors"))
@@ -237,6 +241,7 @@ QUICK = [
     ("shard linked to /etc/passwd", "model-00001-of-00001.safetensors: the file named by the shard index is a link out of the model folder"),
     ("model.safetensors linked to /etc/passwd", "model.safetensors: the model file is a link out of the model folder"),
     ("shard index linked to /etc/passwd", "the shard index is a link out of the model folder"),
+    ("config beside a file linked to /etc/passwd", "m.json: the config is a link out of the model folder"),
     ("text file named .safetensors", "its first 8 bytes are no header length that fits its 128 bytes"),
     ("config intermediate_size 3e7", "intermediate_size = 30000000"),
     ("config intermediate_size 30000000", "intermediate_size = 30000000 (hidden_size=64"),
@@ -321,7 +326,7 @@ def test_cli_exits_2_with_one_line_on_every_hostile_checkpoint(tmp_path):
                           timeout=600, env=_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(results) == 11
+    assert len(results) == 12
     for name, r in results.items():
         assert r["rc"] == 2, (name, r)
         assert len(r["stderr"].strip().splitlines()) == 1, (name, r["stderr"])

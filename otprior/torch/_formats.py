@@ -597,13 +597,14 @@ def _open_source(path: Path):
         description = f"file: {path.name}"
         folder = path.parent
         config_path = next((c for c in (path.with_suffix(".json"), folder / "config.json") if os.path.lexists(c)), None)
+        config_path = _inside(folder, config_path.name, "config") if config_path is not None else None
     else:
         raise CheckpointError(f"{path}: not a regular file or folder (a FIFO, device or socket); refused unread")
     config = _read_json(config_path, "config") if config_path is not None else {}
     record = {}
     for name in _RECORDS:
         if os.path.lexists(folder / name):
-            record = _read_json(folder / name, "training record")
+            record = _read_json(_inside(folder, name, "training record"), "training record")
             break
     return _Source(entries, description, path, layer_of=layer_of), config, config_path, record
 
