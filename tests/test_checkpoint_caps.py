@@ -282,7 +282,24 @@ def test_configs_read_through_transformers_are_refused_and_an_honest_model_passe
     assert outcomes["tiny llama (accepted)"]["outcome"] == "accepted", outcomes["tiny llama (accepted)"]
 
 
-@pytest.mark.parametrize("family", ["llama", "gpt2"])
+FAMILIES = {
+    "llama": lambda: transformers.LlamaConfig(hidden_size=96, intermediate_size=200, num_hidden_layers=3, vocab_size=300,
+                                              num_attention_heads=6, num_key_value_heads=2),
+    "gpt2": lambda: transformers.GPT2Config(n_embd=96, n_layer=3, n_head=6, vocab_size=300, n_positions=64),
+    "mixtral": lambda: transformers.MixtralConfig(hidden_size=64, intermediate_size=100, num_hidden_layers=2, vocab_size=300,
+                                                  num_attention_heads=4, num_key_value_heads=2, num_local_experts=4),
+    "gpt_neox": lambda: transformers.GPTNeoXConfig(hidden_size=64, intermediate_size=256, num_hidden_layers=2, vocab_size=300,
+                                                   num_attention_heads=4),
+    "gemma": lambda: transformers.GemmaConfig(hidden_size=64, intermediate_size=100, num_hidden_layers=2, vocab_size=300,
+                                              num_attention_heads=4, num_key_value_heads=2, head_dim=32),
+    "falcon": lambda: transformers.FalconConfig(hidden_size=64, num_hidden_layers=2, vocab_size=300, num_attention_heads=4),
+    "opt": lambda: transformers.OPTConfig(hidden_size=64, ffn_dim=256, num_hidden_layers=2, vocab_size=300, num_attention_heads=4,
+                                          word_embed_proj_dim=64, max_position_embeddings=62),
+}
+LEARNED_POSITIONS = {"gpt2": 64, "opt": 64}  # rows of the position table, which the formula leaves to the meta-device count
+
+
+@pytest.mark.parametrize("family", [f if f in ("llama", "gpt2") else pytest.param(f, marks=pytest.mark.slow) for f in FAMILIES])
 def test_the_config_estimate_bounds_transformers_own_parameter_count(family):
     """The estimate is an upper bound of the parameters transformers builds (counted on the meta
     device, an independent route) and within a factor 2 of it."""
@@ -290,16 +307,28 @@ def test_the_config_estimate_bounds_transformers_own_parameter_count(family):
 
     from otprior.torch._config_size import estimate_parameters
 
-    config = {
-        "llama": transformers.LlamaConfig(hidden_size=96, intermediate_size=200, num_hidden_layers=3, vocab_size=300,
-                                          num_attention_heads=6, num_key_value_heads=2),
-        "gpt2": transformers.GPT2Config(n_embd=96, n_layer=3, n_head=6, vocab_size=300, n_positions=64),
-    }[family]
+    config = FAMILIES[family]()
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(config)
     exact = sum(t.numel() for t in model.parameters())
-    estimate = estimate_parameters(config)[0] + (64 * 96 if family == "gpt2" else 0)  # gpt2's learned positions
+    width = getattr(config, "hidden_size", 0)
+    estimate = estimate_parameters(config)[0] + LEARNED_POSITIONS.get(family, 0) * width
     assert exact <= estimate <= 2 * exact, (exact, estimate)
+
+
+def test_sub_configs_are_estimated_and_capped_too():
+    from otprior.torch._config_size import estimate_parameters
+
+    text = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "vocab_size": 256, "num_attention_heads": 4}
+    flat = estimate_parameters(text)[0]
+    assert estimate_parameters({"model_type": "x", "text_config": text, "vision_config": text})[0] == 2 * flat
+    count, field, fields = estimate_parameters({"text_config": {**text, "intermediate_size": 10**9}})
+    assert field == "text_config.intermediate_size" and fields[field] == 10**9 and count > 10**11
+    with pytest.raises(ValueError, match=r"num_hidden_layers = 1000000, above the 1024"):
+        estimate_parameters({"text_config": {**text, "num_hidden_layers": 10**6}})
+    for bad in (float("inf"), -1):
+        with pytest.raises(ValueError, match="hidden_size"):
+            estimate_parameters({**text, "hidden_size": bad})
 
 
 CLI_CHILD = BUILD + textwrap.dedent(

@@ -9,12 +9,13 @@ such a model before anything is built:
    ``L`` layers, width ``h``, ``a`` query heads and ``k`` key/value heads of width ``d``, MLP
    width ``f`` and vocabulary ``V``, with ``E`` experts per MLP)::
 
-       P = 2 V h + L (h d (2 a + 2 k) + 3 E h f + 4 h) + h
+       P = 2 V h + L (h d (2 a + 2 k) + 3 E h f + 4 h + [E > 1] E h) + h
 
    (embeddings and an untied output head; the query, key, value and output projections; a gated
-   MLP of three matrices; norms and biases), which bounds the usual families from above (an
-   ungated MLP has two matrices, tied embeddings one table), and refused, naming the field whose
-   term dominates, when ``4 P`` bytes (float32) exceed the memory cap;
+   MLP of three matrices per expert; norms and biases; the routers), which bounds the usual
+   families from above but for learned position tables (an ungated MLP has two matrices, tied
+   embeddings one table; the position tables are counted in step 3), and refused, naming the
+   field whose term dominates, when ``4 P`` bytes (float32) exceed the memory cap;
 2. layer, head and expert counts above :data:`MAX_REPEATS` are refused outright;
 3. the model is then built on torch's ``meta`` device (no storage is allocated) and its exact
    parameter and buffer bytes are held to the memory cap and to twice the bytes of the
@@ -78,7 +79,31 @@ def estimate_parameters(config, where="config") -> tuple:
     ------
     CheckpointError
         A layer, head or expert count above :data:`MAX_REPEATS`, or a size that is not finite.
+
+    Notes
+    -----
+    Sub-configurations (a multimodal model's ``text_config``, ``vision_config``) are estimated
+    the same way, down to four levels, and added.
     """
+    if not isinstance(config, dict) and callable(getattr(config, "to_dict", None)):
+        config = config.to_dict()  # every attribute, the family's defaults included, sub-configs as dicts
+    return _estimate_nested(config, where, 0)
+
+
+def _estimate_nested(config, where, depth):
+    count, field, fields = _estimate_flat(config, where)
+    if isinstance(config, dict) and depth < 4:
+        own = count
+        for key, value in config.items():
+            if isinstance(value, dict):
+                sub, sub_field, sub_fields = _estimate_nested(value, f"{where} ({key})", depth + 1)
+                count += sub
+                if sub > own:
+                    own, field, fields = sub, f"{key}.{sub_field}", {f"{key}.{k}": v for k, v in sub_fields.items()}
+    return count, field, fields
+
+
+def _estimate_flat(config, where):
     got = {name: _field(config, name, where) for name in _ALIASES}
     for name in ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "num_experts"):
         alias, value = got[name]
@@ -97,6 +122,7 @@ def estimate_parameters(config, where="config") -> tuple:
         "head_dim" if got["head_dim"][0] else "num_attention_heads": L * h * d * (2 * a + 2 * k),
         "intermediate_size": L * 3 * E * h * f,
         "hidden_size": L * 4 * h + h,
+        "num_experts": L * E * h if E > 1 else 0,  # the routers
     }
     largest = max(terms, key=terms.get)
     if largest == "intermediate_size" and E > 1 and val["num_experts"] > f:
