@@ -393,3 +393,25 @@ def test_links_inside_the_folder_and_into_a_hub_cache_blob_are_followed(tmp_path
     (snapshot / "model.safetensors").unlink()
     with pytest.raises(CheckpointError, match="link out of the model folder"):
         open_source(snapshot)
+
+
+@pytest.mark.slow
+def test_cli_measure_refuses_a_config_far_larger_than_its_checkpoint(tmp_path):
+    import resource
+
+    import torch
+
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, vocab_size=256,
+                                      num_attention_heads=4, num_key_value_heads=4)
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "m")
+    raw = json.loads((tmp_path / "m" / "config.json").read_text())
+    (tmp_path / "m" / "config.json").write_text(json.dumps({**raw, "intermediate_size": 30_000_000}))
+    (tmp_path / "text.txt").write_text("positional priors " * 200)
+    argv = [sys.executable, "-m", "otprior", "checkpoint", str(tmp_path / "m"), "--measure", "--text", str(tmp_path / "text.txt"),
+            "--lengths", "16", "32"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=_env(),
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_CAP, ADDRESS_SPACE_CAP)))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "intermediate_size = 30000000" in lines[0] and "refused before building it" in lines[0], proc.stderr
