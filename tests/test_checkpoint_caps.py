@@ -57,6 +57,20 @@ BUILD = textwrap.dedent(
         eocd = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 3, 3, 400 << 20, 64, 0)
         sparse(p("big_directory.pt"), (400 << 20) + 200, b"PK\x03\x04", eocd)
         cases["zip directory of 400 MiB"] = ("load", p("big_directory.pt"))
+        # a decoy record inside the comment of an honest-looking one (zipfile takes the last signature it finds)
+        decoy = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 3, 3, 400 << 20, 64, 0) + b"tail"
+        eocd = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0, 0, 0, 64, len(decoy))
+        sparse(p("decoy.pt"), (400 << 20) + 200, b"PK\x03\x04", eocd + decoy)
+        cases["decoy record in the zip comment"] = ("load", p("decoy.pt"))
+        # zip64: the record before the locator declares 3 entries, the one at the locator's offset 10M
+        small = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, 3, 3, 0, 64)
+        loc = struct.pack("<4sLQL", b"PK\x06\x07", 0, 4096, 1)
+        eocd = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+        sparse(p("two64.pt"), 8192, b"PK\x03\x04", small + loc + eocd)
+        with open(p("two64.pt"), "r+b") as f:
+            f.seek(4096)
+            f.write(z64)
+        cases["zip64 records disagreeing"] = ("load", p("two64.pt"))
         # a real archive of 400 entries (zipfile's own records), under caps allowing 16 * 16 + 64
         with zipfile.ZipFile(p("many.pt"), "w", zipfile.ZIP_STORED) as z:
             for i in range(400):
@@ -232,6 +246,8 @@ def outcomes(tmp_path_factory):
 QUICK = [
     ("zip64 directory of 10M entries", "the zip directory declares 10000000 entries, above the cap of 65600"),
     ("zip directory of 400 MiB", "the zip directory declares 419430400 bytes"),
+    ("decoy record in the zip comment", "the zip directory declares 419430400 bytes"),
+    ("zip64 records disagreeing", "the zip directory declares 10000000 entries"),
     ("real zip of 400 entries, cap 320", "declares 400 entries, above the cap of 320"),
     ("8.2M heads over 16 KiB of aliased bytes", "their bytes overlap"),
     ("two tensors overlapping by 8 bytes", "entries 'a' and 'b': their bytes overlap"),
@@ -355,7 +371,7 @@ def test_cli_exits_2_with_one_line_on_every_hostile_checkpoint(tmp_path):
                           timeout=600, env=_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(results) == 12
+    assert len(results) == 14
     for name, r in results.items():
         assert r["rc"] == 2, (name, r)
         assert len(r["stderr"].strip().splitlines()) == 1, (name, r["stderr"])

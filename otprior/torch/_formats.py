@@ -239,37 +239,44 @@ def _zip_entry_cap():
 
 
 def _zip_directory(fd, size, path):
-    """``(entries, directory bytes)`` declared by a zip's End Of Central Directory record (and its
-    zip64 record), read with bounded reads from the end of the file before anything parses the
-    directory; both checked against their caps (``zipfile`` reads every directory byte it is
-    given, whatever count is declared)."""
+    """Refuse a zip whose End Of Central Directory records (classic and zip64) declare more
+    entries or directory bytes than the caps, read with bounded reads from the end of the file
+    before anything parses the directory (``zipfile`` reads every directory byte it is given,
+    whatever count is declared). Every record candidate in the file's last 64 KiB is checked,
+    and each zip64 record where either reader looks for it (``zipfile`` just before its locator,
+    torch's reader at the locator's offset), so no reader can be pointed at an unchecked one."""
     tail_len = min(size, _EOCD.size + 0xFFFF)
-    tail = _pread(fd, tail_len, size - tail_len)
-    at = tail.rfind(b"PK\x05\x06")
-    # the record is the one whose comment ends the file (a comment may hold the signature too)
-    while at >= 0 and not (len(tail) - at >= _EOCD.size and at + _EOCD.size + _EOCD.unpack_from(tail, at)[-1] == len(tail)):
-        at = tail.rfind(b"PK\x05\x06", 0, at)
-    if at < 0:
-        raise CheckpointError(f"{path}: not a readable torch checkpoint (no zip End Of Central Directory record)")
-    _, _, _, on_disk, entries, cd_size, cd_offset, _ = _EOCD.unpack_from(tail, at)
-    entries = max(entries, on_disk)
-    if 0xFFFF in (entries, on_disk) or 0xFFFFFFFF in (cd_size, cd_offset):
-        loc = at - _ZIP64_LOCATOR.size
-        sig, _, z64_offset, _ = _ZIP64_LOCATOR.unpack_from(tail, loc) if loc >= 0 else (b"", 0, 0, 0)
-        if sig != b"PK\x06\x07" or z64_offset > size - _ZIP64_EOCD.size:
-            raise CheckpointError(f"{path}: not a readable torch checkpoint (zip64 directory locator missing or outside the file)")
-        rec = _pread(fd, _ZIP64_EOCD.size, z64_offset)
-        fields = _ZIP64_EOCD.unpack(rec) if len(rec) == _ZIP64_EOCD.size else (b"",) * 10
-        if fields[0] != b"PK\x06\x06":
-            raise CheckpointError(f"{path}: not a readable torch checkpoint (no zip64 End Of Central Directory record)")
-        entries, cd_size = max(fields[6], fields[7]), fields[8]
+    start = size - tail_len
+    tail = _pread(fd, tail_len, start)
     cap = _zip_entry_cap()
-    if entries > cap:
-        raise CheckpointError(f"{path}: the zip directory declares {entries} entries, above the cap of {cap} (16 x OTPRIOR_MAX_FILES + 64); refused unparsed")
-    cd_cap = 256 * cap
-    if cd_size > min(cd_cap, size):
-        raise CheckpointError(f"{path}: the zip directory declares {cd_size} bytes, above the cap of {min(cd_cap, size)} bytes; refused unparsed")
-    return entries, cd_size
+    cd_cap = min(256 * cap, size)
+    found = False
+    at = tail.rfind(b"PK\x05\x06")
+    while at >= 0:
+        if len(tail) - at >= _EOCD.size:
+            found = True
+            _, _, _, on_disk, entries, cd_size, cd_offset, _ = _EOCD.unpack_from(tail, at)
+            declared = []
+            loc = at - _ZIP64_LOCATOR.size
+            if (0xFFFF in (entries, on_disk) or 0xFFFFFFFF in (cd_size, cd_offset)) and loc >= 0:
+                sig, _, z64_offset, _ = _ZIP64_LOCATOR.unpack_from(tail, loc)
+                if sig == b"PK\x06\x07":
+                    for where in {start + loc - _ZIP64_EOCD.size, z64_offset}:
+                        rec = _pread(fd, _ZIP64_EOCD.size, where) if 0 <= where <= size - _ZIP64_EOCD.size else b""
+                        if len(rec) == _ZIP64_EOCD.size and rec[:4] == b"PK\x06\x06":
+                            fields = _ZIP64_EOCD.unpack(rec)
+                            declared.append((max(fields[6], fields[7]), fields[8]))
+            # the classic values count where no zip64 record replaces them (their 0xFFFF... included)
+            for count, nbytes in declared or [(max(entries, on_disk), cd_size)]:
+                if count > cap:
+                    raise CheckpointError(
+                        f"{path}: the zip directory declares {count} entries, above the cap of {cap} (16 x OTPRIOR_MAX_FILES + 64); refused unparsed"
+                    )
+                if nbytes > cd_cap:
+                    raise CheckpointError(f"{path}: the zip directory declares {nbytes} bytes, above the cap of {cd_cap} bytes; refused unparsed")
+        at = tail.rfind(b"PK\x05\x06", 0, at)
+    if not found:
+        raise CheckpointError(f"{path}: not a readable torch checkpoint (no zip End Of Central Directory record)")
 
 
 def _torch_archive(path: Path, budget=None):
