@@ -149,6 +149,21 @@ CHILD = BUILD + textwrap.dedent(
 
     cases = build(root)
 
+    # 2b. distinct bytes but millions of heads: layers x heads of per-head parameters in a sparse file
+    def heads_file(name, layers, heads):
+        header, off = {}, 0
+        for i in range(layers):
+            header[f"layers.{i}.pos.alpha_raw"] = {"dtype": "F32", "shape": [heads], "data_offsets": [off, off + 4 * heads]}
+            header[f"layers.{i}.pos.alpha_margin"] = {"dtype": "F32", "shape": [1], "data_offsets": [off + 4 * heads, off + 4 * heads + 4]}
+            off += 4 * heads + 4
+        raw = json.dumps(header).encode()
+        sparse(p(name), 8 + len(raw) + off, struct.pack("<Q", len(raw)) + raw)
+        return p(name)
+
+    cases["20 x 1024 heads, cap 10,000 items"] = ("load-few-items", heads_file("heads.safetensors", 20, 1024))
+    if full:
+        cases["2000 x 4096 heads in 32 MiB"] = ("load", heads_file("many_heads.safetensors", 2000, 4096))
+
     # 5. configs asking for far more than the memory cap, or than their checkpoint holds
     weights = p("weights.safetensors")
     safetensors(weights, {"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, bytes(4))
@@ -208,6 +223,11 @@ CHILD = BUILD + textwrap.dedent(
                     from otprior.torch import load_checkpoint
                     load_checkpoint(path)
                 outcome, message = "accepted", ""
+            elif kind == "load-few-items":
+                with otprior.limits.caps(max_items=10_000):
+                    from otprior.torch import load_checkpoint
+                    load_checkpoint(path)
+                outcome, message = "accepted", ""
             elif kind == "run":
                 load_runnable(path)
                 outcome, message = "accepted", ""
@@ -259,12 +279,14 @@ QUICK = [
     ("shard index linked to /etc/passwd", "the shard index is a link out of the model folder"),
     ("config beside a file linked to /etc/passwd", "m.json: the config is a link out of the model folder"),
     ("text file named .safetensors", "its first 8 bytes are no header length that fits its 128 bytes"),
+    ("20 x 1024 heads, cap 10,000 items", "declare more than 10000 rows together"),
     ("config intermediate_size 3e7", "intermediate_size = 30000000"),
     ("config intermediate_size 30000000", "intermediate_size = 30000000 (hidden_size=64"),
     ("config num_hidden_layers 10**6", "num_hidden_layers = 1000000, above the 1024"),
     ("reference model d_ff 1e8 (intervene)", "d_ff = 100000000"),
 ]
 FULL = [
+    ("2000 x 4096 heads in 32 MiB", "declare more than 1000000 rows together"),
     ("bare llama config (7B by its defaults)", "intermediate_size = 11008"),
     ("gpt2 config n_positions 3e6", "n_positions = 3000000"),
 ]

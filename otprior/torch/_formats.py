@@ -401,6 +401,7 @@ class _Source:
         self.path = path
         self.layer_of = layer_of or {}
         self.read = []
+        self.rows = {}  # leading dimension of each tensor read (heads, positions), counted before reading
 
     @property
     def keys(self):
@@ -420,6 +421,15 @@ class _Source:
         else:
             value = _read_safetensors(entry)
             nbytes = entry.nbytes
+        # per-head parameters of every layer (or a position table) together: what is built from them
+        # grows with their rows, so their rows are capped together (each tensor is capped on its own)
+        self.rows[key] = entry.shape[0] if entry.shape else 1
+        cap = current_caps().max_items
+        if sum(self.rows.values()) > cap:
+            raise CheckpointError(
+                f"{entry.file}: the positional tensors read declare more than {cap} rows together (heads or positions, "
+                f"{len(self.rows)} tensors up to {key!r}), above the cap (OTPRIOR_MAX_ITEMS); refused"
+            )
         if not np.all(np.isfinite(value)):
             raise CheckpointError(f"{entry.file}: tensor {key!r} holds non-finite values")
         self.read.append((key, int(nbytes)))
@@ -429,6 +439,7 @@ class _Source:
         """The same files, only ``keys`` visible (a multimodal checkpoint's language model)."""
         out = _Source({k: self.entries[k] for k in keys}, self.description, self.path, layer_of=self.layer_of)
         out.read = self.read
+        out.rows = self.rows
         return out
 
     def layer(self, key, order):
