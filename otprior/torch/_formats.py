@@ -9,6 +9,15 @@ uncompressed inside the file, ``data.pkl`` below its cap; the load runs with ``w
 and ``mmap=True``. Every tensor materialised is checked first (plain strided real floating point,
 elements within its storage, its float64 copy below the cap). The architectures (which tensors and
 config keys mean what) live in ``_checkpoint`` and ``_structure``; this module knows only files.
+
+Caps are counted on the real quantity before the work: a zip's entries and directory bytes from
+its End Of Central Directory records (every candidate, zip64 included) before ``zipfile`` parses
+the directory; safetensors entries whose bytes overlap are refused (so every declared element is
+backed by distinct bytes of the file); a sharded checkpoint's headers and pickles together within
+``OTPRIOR_MAX_HEADER_BYTES``, and a file named twice (hard links) refused; the rows of all
+positional tensors read (heads, positions) together within ``OTPRIOR_MAX_ITEMS``. A file of a
+model folder that is a link out of the folder is refused unread (a Hugging Face cache snapshot's
+links into its ``blobs`` are followed).
 """
 
 from __future__ import annotations
