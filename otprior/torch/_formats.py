@@ -9,6 +9,15 @@ uncompressed inside the file, ``data.pkl`` below its cap; the load runs with ``w
 and ``mmap=True``. Every tensor materialised is checked first (plain strided real floating point,
 elements within its storage, its float64 copy below the cap). The architectures (which tensors and
 config keys mean what) live in ``_checkpoint`` and ``_structure``; this module knows only files.
+
+Caps are counted on the real quantity before the work: a zip's entries and directory bytes from
+its End Of Central Directory records (every candidate, zip64 included) before ``zipfile`` parses
+the directory; safetensors entries whose bytes overlap are refused (so every declared element is
+backed by distinct bytes of the file); a sharded checkpoint's headers and pickles together within
+``OTPRIOR_MAX_HEADER_BYTES``, and a file named twice (hard links) refused; the rows of all
+positional tensors read (heads, positions) together within ``OTPRIOR_MAX_ITEMS``. A file of a
+model folder that is a link out of the folder is refused unread (a Hugging Face cache snapshot's
+links into its ``blobs`` are followed).
 """
 
 from __future__ import annotations
@@ -138,7 +147,8 @@ def _safetensors_entries(path: Path) -> dict:
             raise CheckpointError(f"{path}: not a safetensors file ({size} bytes, shorter than its 8-byte header length)")
         (n,) = struct.unpack("<Q", _pread(fd, 8, 0))
         if n > size - 8:
-            raise CheckpointError(f"{path}: not a safetensors file (header of {n} bytes declared, the file has {size})")
+            # n is whatever the first 8 bytes hold (text, if the file is not safetensors): never printed
+            raise CheckpointError(f"{path}: not a safetensors file (its first 8 bytes are no header length that fits its {size} bytes)")
         cap = current_caps().max_header_bytes
         if n > cap:
             raise CheckpointError(f"{path}: safetensors header of {n} bytes, above the cap of {cap} (OTPRIOR_MAX_HEADER_BYTES)")
@@ -152,6 +162,9 @@ def _safetensors_entries(path: Path) -> dict:
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: not a safetensors file (its header is not a JSON object)")
     start, data_len = 8 + n, size - 8 - n
+    items_cap = current_caps().max_items
+    if len(header) > items_cap + 1:
+        raise CheckpointError(f"{path}: {len(header)} entries in the safetensors header, above the cap of {items_cap} (OTPRIOR_MAX_ITEMS)")
     entries = {}
     for key, meta in header.items():
         if key == "__metadata__":
@@ -173,7 +186,21 @@ def _safetensors_entries(path: Path) -> dict:
         if numel * _ST_ITEMSIZE[dtype] != end - begin:
             raise CheckpointError(f"{bad} (shape {shape} of {dtype} needs {numel * _ST_ITEMSIZE[dtype]} bytes, the entry holds {end - begin})")
         entries[key] = _Entry(key, tuple(shape), dtype, path, start + begin, end - begin)
+    _refuse_aliases(entries, path)
     return entries
+
+
+def _refuse_aliases(entries, path):
+    """Refuse entries whose bytes overlap (the safetensors format lays its tensors out contiguously
+    without overlap): every declared element is then backed by distinct bytes of the file, so the
+    elements declared in all tensors together are at most the file's size."""
+    spans = sorted((e.offset, e.offset + e.nbytes, e.key) for e in entries.values() if e.nbytes)
+    for (_, end, first), (begin, _, second) in zip(spans, spans[1:], strict=False):
+        if begin < end:
+            raise CheckpointError(
+                f"{path}: malformed safetensors entries {first!r} and {second!r}: their bytes overlap "
+                "(tensors aliasing the same bytes are refused: the format lays tensors out without overlap)"
+            )
 
 
 def _read_safetensors(entry: _Entry) -> np.ndarray:
@@ -211,11 +238,63 @@ def _weights_only_reason(exc) -> str:
     return type(exc).__name__
 
 
-def _torch_archive(path: Path):
+_EOCD = struct.Struct("<4s4H2LH")  # End Of Central Directory record (APPNOTE 4.3.16)
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")  # zip64 EOCD locator (4.3.15)
+_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")  # zip64 EOCD record (4.3.14)
+
+
+def _zip_entry_cap():
+    return 16 * current_caps().max_files + 64
+
+
+def _zip_directory(fd, size, path):
+    """Refuse a zip whose End Of Central Directory records (classic and zip64) declare more
+    entries or directory bytes than the caps, read with bounded reads from the end of the file
+    before anything parses the directory (``zipfile`` reads every directory byte it is given,
+    whatever count is declared). Every record candidate in the file's last 64 KiB is checked,
+    and each zip64 record where either reader looks for it (``zipfile`` just before its locator,
+    torch's reader at the locator's offset), so no reader can be pointed at an unchecked one."""
+    tail_len = min(size, _EOCD.size + 0xFFFF)
+    start = size - tail_len
+    tail = _pread(fd, tail_len, start)
+    cap = _zip_entry_cap()
+    cd_cap = min(256 * cap, size)
+    found = False
+    at = tail.rfind(b"PK\x05\x06")
+    while at >= 0:
+        if len(tail) - at >= _EOCD.size:
+            found = True
+            _, _, _, on_disk, entries, cd_size, cd_offset, _ = _EOCD.unpack_from(tail, at)
+            declared = []
+            loc = at - _ZIP64_LOCATOR.size
+            if (0xFFFF in (entries, on_disk) or 0xFFFFFFFF in (cd_size, cd_offset)) and loc >= 0:
+                sig, _, z64_offset, _ = _ZIP64_LOCATOR.unpack_from(tail, loc)
+                if sig == b"PK\x06\x07":
+                    for where in {start + loc - _ZIP64_EOCD.size, z64_offset}:
+                        rec = _pread(fd, _ZIP64_EOCD.size, where) if 0 <= where <= size - _ZIP64_EOCD.size else b""
+                        if len(rec) == _ZIP64_EOCD.size and rec[:4] == b"PK\x06\x06":
+                            fields = _ZIP64_EOCD.unpack(rec)
+                            declared.append((max(fields[6], fields[7]), fields[8]))
+            # the classic values count where no zip64 record replaces them (their 0xFFFF... included)
+            for count, nbytes in declared or [(max(entries, on_disk), cd_size)]:
+                if count > cap:
+                    raise CheckpointError(
+                        f"{path}: the zip directory declares {count} entries, above the cap of {cap} (16 x OTPRIOR_MAX_FILES + 64); refused unparsed"
+                    )
+                if nbytes > cd_cap:
+                    raise CheckpointError(f"{path}: the zip directory declares {nbytes} bytes, above the cap of {cd_cap} bytes; refused unparsed")
+        at = tail.rfind(b"PK\x05\x06", 0, at)
+    if not found:
+        raise CheckpointError(f"{path}: not a readable torch checkpoint (no zip End Of Central Directory record)")
+
+
+def _torch_archive(path: Path, budget=None):
     """Check a torch zip archive entry by entry, then load it with ``weights_only=True``."""
     fd, size = _open_regular(path, "torch checkpoint")
     try:
         head = _pread(fd, 4, 0)
+        if head == _ZIP_MAGIC:
+            _zip_directory(fd, size, path)
     finally:
         os.close(fd)
     if head != _ZIP_MAGIC:
@@ -231,7 +310,7 @@ def _torch_archive(path: Path):
             infos = archive.infolist()
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         raise CheckpointError(f"{path}: not a readable torch checkpoint (broken zip archive: {exc})") from None
-    if len(infos) > 16 * caps.max_files + 64:
+    if len(infos) > _zip_entry_cap():
         raise CheckpointError(f"{path}: {len(infos)} entries in the archive, above the cap; refused")
     pickles = [i for i in infos if i.filename == "data.pkl" or i.filename.endswith("/data.pkl")]
     if len(pickles) != 1:
@@ -248,6 +327,8 @@ def _torch_archive(path: Path):
         raise CheckpointError(
             f"{path}: data.pkl of {pickles[0].file_size} bytes, above the cap of {caps.max_pickle_bytes} (OTPRIOR_MAX_PICKLE_BYTES)"
         )
+    if budget is not None:
+        _charge(budget, pickles[0].file_size, path)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch's notes on protocols and storages; the unpickler decides
@@ -329,6 +410,7 @@ class _Source:
         self.path = path
         self.layer_of = layer_of or {}
         self.read = []
+        self.rows = {}  # leading dimension of each tensor read (heads, positions), counted before reading
 
     @property
     def keys(self):
@@ -348,6 +430,15 @@ class _Source:
         else:
             value = _read_safetensors(entry)
             nbytes = entry.nbytes
+        # per-head parameters of every layer (or a position table) together: what is built from them
+        # grows with their rows, so their rows are capped together (each tensor is capped on its own)
+        self.rows[key] = entry.shape[0] if entry.shape else 1
+        cap = current_caps().max_items
+        if sum(self.rows.values()) > cap:
+            raise CheckpointError(
+                f"{entry.file}: the positional tensors read declare more than {cap} rows together (heads or positions, "
+                f"{len(self.rows)} tensors up to {key!r}), above the cap (OTPRIOR_MAX_ITEMS); refused"
+            )
         if not np.all(np.isfinite(value)):
             raise CheckpointError(f"{entry.file}: tensor {key!r} holds non-finite values")
         self.read.append((key, int(nbytes)))
@@ -357,6 +448,7 @@ class _Source:
         """The same files, only ``keys`` visible (a multimodal checkpoint's language model)."""
         out = _Source({k: self.entries[k] for k in keys}, self.description, self.path, layer_of=self.layer_of)
         out.read = self.read
+        out.rows = self.rows
         return out
 
     def layer(self, key, order):
@@ -369,11 +461,54 @@ class _Source:
 def _plain_name(name, folder, what):
     if not isinstance(name, str) or "/" in name or "\\" in name or name in ("", ".", "..") or "\x00" in name:
         raise CheckpointError(f"{folder}: the {what} names {name!r}, not a file inside the folder; refused")
-    return folder / name
+    return _inside(folder, name, f"file named by the {what}")
+
+
+def _inside(folder: Path, name: str, what: str) -> Path:
+    """``folder / name``, refused if it is a link whose target lies outside the folder (a
+    Hugging Face cache snapshot's links into its own ``blobs`` folder are followed)."""
+    target = folder / name
+    if os.path.islink(target):
+        real = Path(os.path.realpath(target))
+        root = Path(os.path.realpath(folder))
+        roots = [root]
+        if root.parent.name == "snapshots" and root.parent.parent.name.startswith("models--"):
+            roots.append(root.parent.parent / "blobs")
+        if not any(real.is_relative_to(r) for r in roots):
+            raise CheckpointError(f"{target}: the {what} is a link out of the model folder; refused unread")
+    return target
+
+
+def _shard_budget(path: Path, seen: dict, left: list, safetensors: bool):
+    """Refuse a shard that is the same file as another (hard link or duplicate), and charge its
+    safetensors header against the budget ``left[0]`` of all shards' header bytes together."""
+    fd, size = _open_regular(path, "shard")
+    try:
+        st = os.fstat(fd)
+        ident = (st.st_dev, st.st_ino)
+        if ident in seen:
+            raise CheckpointError(f"{path}: the same file as shard {seen[ident]} (a hard link or duplicate); refused")
+        seen[ident] = path.name
+        if safetensors and size >= 8:
+            (n,) = struct.unpack("<Q", _pread(fd, 8, 0))
+            if n <= size - 8:
+                _charge(left, n, path)
+    finally:
+        os.close(fd)
+
+
+def _charge(left, nbytes, path):
+    left[0] -= nbytes
+    if left[0] < 0:
+        cap = current_caps().max_header_bytes
+        raise CheckpointError(
+            f"{path}: the shards' headers and pickles together exceed the cap of {cap} bytes (OTPRIOR_MAX_HEADER_BYTES, "
+            "counted over all shards); refused"
+        )
 
 
 def _sharded(folder: Path, index_name: str, reader):
-    index = _read_json(folder / index_name, "shard index")
+    index = _read_json(_inside(folder, index_name, "shard index"), "shard index")
     weight_map = index.get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
         raise CheckpointError(f"{folder / index_name}: no weight_map object in the shard index")
@@ -382,9 +517,14 @@ def _sharded(folder: Path, index_name: str, reader):
     files = sorted(set(weight_map.values()))
     if len(files) > current_caps().max_files:
         raise CheckpointError(f"{folder / index_name}: {len(files)} shards, above the cap of {current_caps().max_files}")
-    entries = {}
+    # every shard checked (inside the folder, distinct, headers within the budget together) before any is parsed
+    shards, seen, left = [], {}, [current_caps().max_header_bytes]
     for name in files:
-        part = reader(_plain_name(name, folder, "shard index"))
+        shards.append(_plain_name(name, folder, "shard index"))
+        _shard_budget(shards[-1], seen, left, reader is _safetensors_entries)
+    entries = {}
+    for name, shard in zip(files, shards, strict=True):
+        part = reader(shard) if reader is _safetensors_entries else reader(shard, left)
         for key, entry in part.items():
             if weight_map.get(key) == name:
                 entries[key] = entry
@@ -394,8 +534,8 @@ def _sharded(folder: Path, index_name: str, reader):
     return entries, files
 
 
-def _archive_entries(path: Path) -> dict:
-    return _tensor_entries(_find_state_dict(_torch_archive(path), path), path)
+def _archive_entries(path: Path, budget=None) -> dict:
+    return _tensor_entries(_find_state_dict(_torch_archive(path, budget), path), path)
 
 
 def _per_layer(folder: Path, names):
@@ -406,9 +546,13 @@ def _per_layer(folder: Path, names):
         m = _PER_LAYER_FILE.match(name)
         groups.setdefault(int(m.group(1)), []).append((int(m.group(2)), name))
     entries, layer_of = {}, {}
+    files, seen, left = {}, {}, [current_caps().max_header_bytes]  # pickles of all files together within the header cap
+    for name in sorted(names):
+        files[name] = _inside(folder, name, "per-layer file")
+        _shard_budget(files[name], seen, left, False)
     for pipe_index in sorted(groups):
         ranks = sorted(groups[pipe_index])
-        parts = [_archive_entries(folder / name) for _, name in ranks]
+        parts = [_archive_entries(files[name], left) for _, name in ranks]
         for key, entry in parts[0].items():
             pieces = [p.get(key) for p in parts]
             if any(p is None for p in pieces):
@@ -447,26 +591,26 @@ def _open_source(path: Path):
             entries, files = _sharded(path, "model.safetensors.index.json", _safetensors_entries)
             what = f"sharded safetensors ({len(files)} shards)"
         elif "model.safetensors" in names:
-            entries, what = _safetensors_entries(path / "model.safetensors"), "model.safetensors"
+            entries, what = _safetensors_entries(_inside(path, "model.safetensors", "model file")), "model.safetensors"
         elif "pytorch_model.bin.index.json" in names:
             entries, files = _sharded(path, "pytorch_model.bin.index.json", _archive_entries)
             what = f"sharded pytorch_model.bin ({len(files)} shards, weights_only)"
         elif "pytorch_model.bin" in names:
-            entries, what = _archive_entries(path / "pytorch_model.bin"), "pytorch_model.bin (weights_only)"
+            entries, what = _archive_entries(_inside(path, "pytorch_model.bin", "model file")), "pytorch_model.bin (weights_only)"
         elif layer_files:
             if len(layer_files) > caps.max_files:
                 raise CheckpointError(f"{path}: {len(layer_files)} per-layer files, above the cap of {caps.max_files}")
             entries, layer_of, count = _per_layer(path, layer_files)
             what = f"per-layer pipeline files ({count})"
         elif len(singles) == 1:
-            return _open_source(path / singles[0])
+            return _open_source(_inside(path, singles[0], "checkpoint file"))
         else:
             found = ", ".join(singles[:5]) or "none"
             raise CheckpointError(
                 f"{path}: no model found in the folder (expected model.safetensors, a shard index, pytorch_model.bin, "
                 f"per-layer layer_XX-model_YY-model_states.pt files, or one checkpoint file; checkpoint files: {found})"
             )
-        config_path = path / "config.json" if "config.json" in names else None
+        config_path = _inside(path, "config.json", "config") if "config.json" in names else None
         description = f"model folder: {what}"
         folder = path
     elif stat.S_ISREG(st.st_mode):
@@ -480,13 +624,14 @@ def _open_source(path: Path):
         description = f"file: {path.name}"
         folder = path.parent
         config_path = next((c for c in (path.with_suffix(".json"), folder / "config.json") if os.path.lexists(c)), None)
+        config_path = _inside(folder, config_path.name, "config") if config_path is not None else None
     else:
         raise CheckpointError(f"{path}: not a regular file or folder (a FIFO, device or socket); refused unread")
     config = _read_json(config_path, "config") if config_path is not None else {}
     record = {}
     for name in _RECORDS:
         if os.path.lexists(folder / name):
-            record = _read_json(folder / name, "training record")
+            record = _read_json(_inside(folder, name, "training record"), "training record")
             break
     return _Source(entries, description, path, layer_of=layer_of), config, config_path, record
 

@@ -152,10 +152,12 @@ def intervene(model, data, *, eval_length, shifts=(-0.5, 0.5), train_length=None
 def intervene_checkpoints(paths, data, *, eval_length, shifts=(-0.5, 0.5), batches=8, batch_size=8, device="cpu"):
     """The intervention on each saved checkpoint: ``{"results": [...], "agree": k, "total": n}``
     (``agree`` counts rows whose interval excludes zero in the predicted direction)."""
+    from ._config_size import check_runnable_size
     from .model import load_model
 
     results = []
     for path in paths:
+        check_runnable_size(path)  # the model's size from its config, refused before it is built
         model = load_model(path)
         rows = intervene(model, data, eval_length=eval_length, shifts=tuple(shifts), batches=batches,
                          batch_size=batch_size, device=device)

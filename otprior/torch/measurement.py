@@ -404,6 +404,8 @@ def load_runnable(path):
     from ._checkpoint import CheckpointError
 
     path = Path(path)
+    from ._config_size import check_runnable_size
+    check_runnable_size(path)  # the model's size from its config, refused before it is built
     if path.is_file() and path.suffix == ".safetensors" and path.with_suffix(".json").is_file():
         from .model import load_model
 
