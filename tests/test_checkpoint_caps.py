@@ -453,3 +453,17 @@ def test_cli_measure_refuses_a_config_far_larger_than_its_checkpoint(tmp_path):
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "intermediate_size = 30000000" in lines[0] and "refused before building it" in lines[0], proc.stderr
+
+
+def test_reference_model_config_is_sized_before_it_is_built(tmp_path):
+    # load_model (intervene, experiments) checks the config's size before building the model
+    from otprior.torch._formats import CheckpointError
+    from otprior.torch.model import ModelConfig, ReferenceModel, load_model, save_model
+
+    save_model(ReferenceModel(ModelConfig()), tmp_path / "m.safetensors")
+    assert load_model(tmp_path / "m.safetensors") is not None
+    raw = json.loads((tmp_path / "m.json").read_text())
+    raw["d_ff"] = 10**9
+    (tmp_path / "m.json").write_text(json.dumps(raw))
+    with pytest.raises(CheckpointError, match="d_ff"):
+        load_model(tmp_path / "m.safetensors")

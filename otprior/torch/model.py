@@ -314,6 +314,9 @@ def load_model(path) -> ReferenceModel:
     """Rebuild a :class:`ReferenceModel` from ``save_model``'s files (no pickle involved)."""
     from safetensors.torch import load_file
 
+    from ._config_size import check_runnable_size
+
+    check_runnable_size(path)  # the config's size against the caps, before anything is built
     path = Path(path).with_suffix(".safetensors")
     raw = json.loads(path.with_suffix(".json").read_text())
     raw.pop("ot_sweeps", None)  # configs written before the operator iterated to a tolerance
