@@ -21,9 +21,12 @@ if __name__ == "__main__":
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import sys  # noqa: E402
 import tempfile  # noqa: E402
-import time  # noqa: E402
 from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' shared timing
+from _timing import interleaved  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "checkpoint.json"
 
@@ -45,18 +48,6 @@ def synthetic(path: Path, layers=12, d=768, heads=12, vocab=50304):
     return sum(v.numel() for v in sd.values())
 
 
-def interleaved(funcs, reps):
-    """Median CPU seconds of each callable, run in turn ``reps`` times (after one warm call each)."""
-    import statistics
-
-    out = {name: f() for name, f in funcs.items()}
-    times = {name: [] for name in funcs}
-    for _ in range(reps):
-        for name, f in funcs.items():
-            start = time.process_time()
-            out[name] = f()
-            times[name].append(time.process_time() - start)
-    return {name: statistics.median(t) for name, t in times.items()}, out
 
 
 def main(argv=None, *, sizes=None):

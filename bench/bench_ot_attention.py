@@ -30,24 +30,14 @@ if __name__ == "__main__":
 import argparse  # noqa: E402
 import json  # noqa: E402
 import subprocess  # noqa: E402
-import time  # noqa: E402
 from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' shared timing
+from _timing import interleaved  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "ot_attention.json"
 
 
-def interleaved(funcs, reps):
-    """Median CPU seconds of each callable, run in turn ``reps`` times (after one warm call each)."""
-    import numpy as np
-
-    out = {name: f() for name, f in funcs.items()}
-    times = {name: [] for name in funcs}
-    for _ in range(reps):
-        for name, f in funcs.items():
-            start = time.process_time()
-            out[name] = f()
-            times[name].append(time.process_time() - start)
-    return {name: float(np.median(t)) for name, t in times.items()}, out
 
 
 def layer(kind, T, heads=2, hd=32, rho=0.5, seed=0):
