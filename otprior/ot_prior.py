@@ -29,7 +29,7 @@ import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from ._anderson import anderson_memory, anderson_solve
-from ._balls import Enclosure, arb_from_float, arb_precision, enclosure_from_arb
+from ._balls import Enclosure, arb_from_float, arb_precision, enclosure_from_arb, enclosure_from_ends
 from ._power_sums import power_sum
 from ._validation import (
     MACHINE_EPSILON,
@@ -1249,12 +1249,15 @@ def ot_dilution_bound(window, n, rho, score_bound):
         r = arb_from_float(rho)
         b = arb_from_float(B)
         log_k = 2 * b * (1 + r) / (1 - r)
+        inv_k = (-log_k).exp()
+
+        def share(m):  # K m / (1 + (K - 1) m), increasing in m: evaluated at each end of m0
+            x = arb_from_float(m)
+            return x if m == 0.0 else 1 / (1 + inv_k * (1 - x) / x)
+
         for lo, hi in zip(lo_m, hi_m, strict=True):
-            ball = arb_from_float(max(lo, 0.0)).union(arb_from_float(min(hi, 1.0)))
-            if not ball > 0:
-                ball = arb_from_float(max(lo, 5e-324)).union(arb_from_float(min(hi, 1.0)))
-            val = 1 / (1 + (-log_k).exp() * (1 - ball) / ball)
-            encl.append(enclosure_from_arb(val))
+            # the two ends separately: a hull ball of [lo, hi] can straddle 0 when lo << hi
+            encl.append(enclosure_from_ends(share(max(lo, 0.0)), share(min(hi, 1.0))))
         lk = float(log_k.mid())
     fields_ = {k: np.array([getattr(e, k) for e in encl]) for k in ("lo", "hi", "mid", "rad")}
     if shape == ():

@@ -208,3 +208,16 @@ def test_exact_window_bounds_of_theorem_4(rho, n):
         lower = upper * max(0.0, 1 - (W - 1) * c ** (rho - 1)) ** rho
         m = otprior.ot_window_mass(W, n, rho)
         assert lower * (1 - 1e-10) <= m <= upper * (1 + 1e-10)
+
+
+@pytest.mark.parametrize("args", [(10**6, 10**18, 0.9, 0.3), (10**5, 10**18, 0.99, 0.0), (10**200, int(1e300), 0.5, 0.0)])
+def test_dilution_bound_with_a_wide_mass_enclosure_is_a_bound(args):
+    # m0's enclosure spans many decades here (bounds route): the bound is the share K m/(1+(K-1)m)
+    # at m0's upper end, and contains the B = 0 mass
+    window, n, rho, B = args
+    res = otprior.ot_dilution_bound(window, n, rho, B)
+    m0 = otprior.ot_window_mass(window, n, rho, certified=True)
+    assert 0.0 <= res.enclosure.lo <= res.enclosure.hi and res.bound <= 1.0
+    assert res.bound >= m0.hi * (1 - 1e-15) or res.bound == 1.0
+    if B == 0.0:
+        assert res.enclosure.lo <= m0.lo * (1 + 1e-15) and res.bound >= m0.hi * (1 - 1e-15)
