@@ -264,3 +264,16 @@ def test_causal_ot_encoding_answers_at_any_length_inside_the_certified_enclosure
         assert box.lo <= m <= box.hi
         assert enc.distant_mass(64, n) == pytest.approx(1.0 - m, rel=1e-15)
         assert m <= otprior.ot_window_mass_bound(64, n, 0.5)
+
+
+def test_a_bias_without_a_proved_tail_is_summed_directly_where_affordable():
+    # a non-monotone bias has no Theorem 13 tail; up to the direct-sum cap it is summed term by term
+    import mpmath
+
+    enc = otprior.encodings.Bias("-1.5*log(1+d) + 0.1*sin(d)")
+    n, W = 100_000, 64
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    weights = [ctx.exp(-1.5 * ctx.log(1 + k) + ctx.mpf("0.1") * ctx.sin(k)) for k in range(n)]
+    ref = ctx.fsum(weights[:W]) / ctx.fsum(weights)
+    assert enc.window_mass(W, n) == pytest.approx(float(ref), rel=1e-12)

@@ -406,6 +406,8 @@ class Bias(Encoding):
             head = math.fsum(w[:window])
             mid_part = math.fsum(w[window:])
             tail = _tail_sum_arb(b - shift, d, N, n)
+            if tail is None and n <= DIRECT_MAX:  # no proved tail, but the direct sum is affordable
+                return super()._masses(window, n)
             if tail is None:
                 raise DomainError(
                     "n",
