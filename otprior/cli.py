@@ -1224,7 +1224,7 @@ def _cmd_study(args):
     kw = {"resume": not args.fresh, "dry_run": args.dry_run, "max_runs": args.max_runs, "time_budget_s": args.budget,
           "spread": args.spread, "time_steps": args.time_steps}
     out = None if args.out is None else str(args.out)
-    if args.out is not None and not args.dry_run:
+    if args.out is not None:  # a dry run checks the folder too (check_folder creates nothing)
         out = str(check_folder(args.out, force=True, name="out"))
     result = study.run_study(str(args.plan), out, log=(lambda *_: None) if args.json else _progress_line, **kw)
     if args.spread and os.environ.get("RANK", "0") not in ("", "0"):

@@ -215,6 +215,19 @@ def _printable(text, field):
         raise PlanError(field, f"text with the control character {bad[0]!r}", "printable text")
 
 
+def _refuse_huge_integers(node, where):
+    """Refuse an integer whose magnitude no double holds (above 2**1023), wherever it stands: every
+    numeric field of a plan is compared as a float somewhere, and Python would raise OverflowError."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _refuse_huge_integers(value, f"{where}.{key}" if where else str(key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _refuse_huge_integers(value, f"{where}[{i}]")
+    elif isinstance(node, int) and not isinstance(node, bool) and abs(node) >= 2**1023:
+        raise PlanError(where, _shown(node), "a number within a double's range (below 2**1023 in magnitude)")
+
+
 def _posint(value, field, top=None):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (top is not None and value > top):
         raise PlanError(field, _shown(value), "a positive integer" + ("" if top is None else f" at most {top}"))
@@ -378,6 +391,7 @@ def validate_plan(plan: dict, *, machine: bool = False) -> dict:
         if key not in _TABLES:
             shown = plan[key] if not isinstance(plan[key], (dict, list)) else "..."
             raise PlanError(str(key)[:60], shown, f"one of the tables {sorted(_TABLES)}")
+    _refuse_huge_integers(plan, "")  # no field of a plan takes an integer beyond a double's range
     import copy
 
     plan = copy.deepcopy(plan)  # a private copy (depth checked above); every field is checked below
@@ -544,7 +558,7 @@ def validate_plan(plan: dict, *, machine: bool = False) -> dict:
                 raise PlanError(f"{where}.{key}", "...", "a non-empty statement of at most 2000 characters")
             _printable(h[key], f"{where}.{key}")
         kind = _need(h, "kind", where)
-        if kind not in HYPOTHESIS_KINDS:
+        if not isinstance(kind, str) or kind not in HYPOTHESIS_KINDS:
             raise PlanError(f"{where}.kind", kind, f"one of {', '.join(HYPOTHESIS_KINDS)}")
         decision = h.get("decision")
         if not isinstance(decision, dict) or "rule" not in decision:
@@ -591,11 +605,11 @@ def validate_plan(plan: dict, *, machine: bool = False) -> dict:
                     raise PlanError(f"{where}.decision.min_binding", mb, "a fraction in [0, 1]")
             if "margin" not in arm_by[h["arm"]]:
                 raise PlanError(f"{where}.arm", h["arm"], "an arm trained with margin = {window, tol, score_bound}")
-            if "control" in h and h["control"] not in arm_by:
+            if "control" in h and (not isinstance(h["control"], str) or h["control"] not in arm_by):
                 raise PlanError(f"{where}.control", h["control"], f"one of the arms {sorted(arm_by)}")
         if kind == "prediction":
             harms = _need(h, "arms", where)
-            if not isinstance(harms, list) or not harms or any(a not in arm_by or arm_by[a]["scheme"] != "log-distance"
+            if not isinstance(harms, list) or not harms or any(not isinstance(a, str) or a not in arm_by or arm_by[a]["scheme"] != "log-distance"
                                                                for a in harms if isinstance(a, str)) \
                     or not all(isinstance(a, str) for a in harms):
                 raise PlanError(f"{where}.arms", "...", "a non-empty list of log-distance arms")

@@ -287,3 +287,35 @@ def test_study_command_dry_run_and_bad_plans(tmp_path):
     assert out.returncode == 2 and out.stdout == ""
     assert len(out.stderr.strip().splitlines()) == 1 and "scheme" in out.stderr
     assert not (tmp_path / "res").exists()
+
+
+def _with_field(path, value):
+    """The CPU plan with the field at ``path`` (a list of keys and indices) set to ``value``."""
+    raw, _ = load_plan(ROOT / "plans" / "cpu-130k.toml")
+    node = raw
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return raw
+
+
+@pytest.mark.parametrize(
+    "path, value, field",
+    [
+        (["training", "lr"], 10**400, "training.lr"),  # no double holds it: not an OverflowError
+        (["hypotheses", 0, "kind"], [1], "hypotheses[0].kind"),  # unhashable: not a TypeError
+        (["hypotheses", 0, "kind"], {}, "hypotheses[0].kind"),
+    ],
+)
+def test_values_of_the_wrong_size_or_type_are_refused_by_field(path, value, field):
+    with pytest.raises(PlanError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        validate_plan(_with_field(path, value))
+
+
+def test_dry_run_checks_the_output_folder(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    target = tmp_path / "a-file"
+    target.write_text("")
+    out = subprocess.run([sys.executable, "-m", "otprior", "study", str(ROOT / "plans" / "cpu-toy.toml"), "--dry-run",
+                          "--out", str(target)], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 2 and "--out" in out.stderr and len(out.stderr.strip().splitlines()) == 1
