@@ -305,6 +305,8 @@ def _with_field(path, value):
         (["training", "lr"], 10**400, "training.lr"),  # no double holds it: not an OverflowError
         (["hypotheses", 0, "kind"], [1], "hypotheses[0].kind"),  # unhashable: not a TypeError
         (["hypotheses", 0, "kind"], {}, "hypotheses[0].kind"),
+        # closer to one the operator's backward pass fails where its forward converges: refused before training
+        (["arms", 1, "ot_rho"], 0.99999, "arms[1].ot_rho"),
     ],
 )
 def test_values_of_the_wrong_size_or_type_are_refused_by_field(path, value, field):
