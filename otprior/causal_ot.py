@@ -65,9 +65,10 @@ class FixedPoint:
         """The lower-triangular plan ``exp(f_i + s_ij + g_j)``."""
         s = np.asarray(scores, dtype=float)
         t = self.g.size
-        logits = self.f[:, None] + s[:t, :t] + self.g[None, :]
+        tri = np.tril(np.ones((t, t), dtype=bool))
+        logits = np.where(tri, self.f[:, None] + s[:t, :t] + self.g[None, :], -np.inf)  # above: never used
         with np.errstate(under="ignore"):
-            return np.where(np.tril(np.ones((t, t), dtype=bool)), np.exp(logits), 0.0)
+            return np.exp(logits)
 
 
 def _floor(width):
@@ -136,6 +137,8 @@ def causal_ot_fixed_point(scores, rho, *, dual_tol=1e-12, max_iter=100_000, acce
     rho = check_rho(rho)
     dual_tol = check_real(dual_tol, "dual_tol", low=0.0, low_open=True)
     max_iter = check_int(max_iter, "max_iter")
+    if not isinstance(accelerate, (bool, np.bool_)):
+        raise DomainError("accelerate", accelerate, "True or False")
     s = check_scores(scores)
     if s.ndim != 2:
         raise DomainError("scores", f"array of shape {s.shape}", "a single (n, n) matrix")
@@ -227,6 +230,8 @@ def causal_ot_attention(scores, rho, *, dual_tol=1e-12, max_iter=10_000, variant
     max_iter = check_int(max_iter, "max_iter")
     if variant not in ("prefix", "full"):
         raise DomainError("variant", variant, "'prefix' or 'full'")
+    if not isinstance(accelerate, (bool, np.bool_)):
+        raise DomainError("accelerate", accelerate, "True or False")
     s = check_scores(scores)
     shape = s.shape
     n = shape[-1]

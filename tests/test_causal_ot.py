@@ -1,5 +1,7 @@
 """The causal unbalanced OT operator (Theorem 1, Lemma 2 of proofs/)."""
 
+import warnings
+
 import numpy as np
 import ot
 import pytest
@@ -9,7 +11,7 @@ from hypothesis import strategies as st
 from scipy.special import logsumexp, softmax
 
 import otprior
-from otprior import DomainError
+from otprior import DomainError, causal_ot_attention, causal_ot_fixed_point
 
 
 def pot_prefix_row(scores, rho, t):
@@ -162,3 +164,20 @@ def test_large_spread_sparse_log_domain_matches_the_dense_plain_iteration():
     A = otprior.causal_ot_attention(S, 0.7)
     for t in (100, 129):
         np.testing.assert_allclose(A[t - 1, :t], plain_prefix_row(S, 0.7, t, tol=1e-14), rtol=0, atol=1e-11)
+
+
+@pytest.mark.parametrize("func", [causal_ot_attention, causal_ot_fixed_point])
+@pytest.mark.parametrize("bad", ["no", None, [], 1])
+def test_accelerate_is_a_bool(func, bad):
+    with pytest.raises(DomainError, match="accelerate"):
+        func(np.zeros((3, 3)), 0.5, accelerate=bad)
+
+
+def test_plan_does_not_touch_the_masked_triangle():
+    s = np.zeros((3, 3))
+    s[0, 2] = 1e3  # above the diagonal: never used, and must not overflow
+    fp = causal_ot_fixed_point(s, 0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        P = fp.plan(s)
+    assert P[0, 2] == 0.0 and np.allclose(P.sum(axis=1), 1.0)
