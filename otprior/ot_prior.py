@@ -1249,11 +1249,13 @@ def ot_dilution_bound(window, n, rho, score_bound):
         r = arb_from_float(rho)
         b = arb_from_float(B)
         log_k = 2 * b * (1 + r) / (1 - r)
-        inv_k = (-log_k).exp()
 
         def share(m):  # K m / (1 + (K - 1) m), increasing in m: evaluated at each end of m0
-            x = arb_from_float(m)
-            return x if m == 0.0 else 1 / (1 + inv_k * (1 - x) / x)
+            ball = arb_from_float(m)
+            if m == 0.0:
+                return ball
+            val = 1 / (1 + (-log_k).exp() * (1 - ball) / ball)  # Theorem 5 (checked in proofs/checks)
+            return val
 
         for lo, hi in zip(lo_m, hi_m, strict=True):
             # the two ends separately: a hull ball of [lo, hi] can straddle 0 when lo << hi
