@@ -228,9 +228,10 @@ def test_refusals_and_errors_are_named():
 @pytest.mark.slow
 @pytest.mark.parametrize("n, rho", [(10**6, 0.9), (10**5, 0.999)])
 def test_float_mass_in_its_ball_at_large_n(n, rho):
+    # the exact routes asked for by name (beyond the crossover "auto" takes the proved bounds route)
     windows = np.array([1, 16, 1024])
-    floats = otprior.ot_window_mass(windows, n, rho)
-    ball = otprior.ot_window_mass(windows, n, rho, certified=True)
+    floats = otprior.ot_window_mass(windows, n, rho, method="exact")
+    ball = otprior.ot_window_mass(windows, n, rho, certified=True, method="exact")
     err = otprior.ot_prior(n, rho).log_error_bound + 1e-14
     assert np.all(ball.lo * (1 - err) <= floats) and np.all(floats <= ball.hi * (1 + err))
     assert np.all(ball.hi - ball.lo <= 1e-8 * ball.mid)  # two-pass bracket: width ~ d Phi_n/Phi_{n-W}
