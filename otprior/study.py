@@ -1085,6 +1085,109 @@ def decide(plan: dict, records: list, runs: list | None = None) -> list:
     return out
 
 
+def _variants(h, plan):
+    """The other reasonable choices for one hypothesis: ``(label, plan copy, hypothesis copy)``.
+
+    Every hypothesis is re-decided at confidence levels 0.90 and 0.99; then, by kind: the
+    other evaluation lengths (loss comparisons), the cost threshold and wall-clock instead of
+    counted work (H2-like), one pooled interval instead of every pair (H3-like), the other
+    decision rules and each shift alone (interventions), the threshold and the fraction
+    (boundary), the binding requirement (margin), fit and test seeds swapped and the content
+    bound (prediction).
+    """
+    import copy
+
+    def edit(label, fn_plan=None, fn_h=None):
+        p2, h2 = copy.deepcopy(plan), copy.deepcopy(h)
+        if fn_plan:
+            fn_plan(p2)
+        if fn_h:
+            fn_h(h2)
+        p2["hypotheses"] = [h2]
+        return label, p2, h2
+
+    def level(x):
+        return lambda p: p["statistics"].__setitem__("level", x)
+
+    out = [edit("level 0.90", level(0.90)), edit("level 0.99", level(0.99))]
+    kind = h["kind"]
+    lengths = sorted(plan["evaluation"]["lengths"])
+    if kind in ("loss_difference", "loss_and_cost", "every_pair"):
+        for n in lengths[:-1]:
+            out.append(edit(f"evaluated at n = {n}", lambda p, n=n: p["evaluation"].__setitem__("lengths", [n])))
+    if kind == "loss_and_cost":
+        top = float(h["decision"]["max_cost_ratio"])
+        for r in (top / 2, min(1.0, 2 * top)):
+            out.append(edit(f"cost threshold {r:.3g}", fn_h=lambda x, r=r: x["decision"].__setitem__("max_cost_ratio", r)))
+        out.append(edit("cost as interleaved wall-clock", fn_h=lambda x: x.__setitem__("_cost", "time_ratio")))
+    if kind == "every_pair":
+        out.append(edit("one pooled interval over all pairs",
+                        fn_h=lambda x: (x.__setitem__("kind", "loss_difference"),
+                                        x["decision"].__setitem__("rule", "interval_below_zero"))))
+    if kind == "intervention":
+        for rule in ("sign_test_over_runs", "sign_test", "all_in_predicted_direction"):
+            if rule != h["decision"]["rule"]:
+                out.append(edit(f"rule {rule}", fn_h=lambda x, rule=rule: (
+                    x["decision"].__setitem__("rule", rule), x["decision"].setdefault("alpha", 0.05))))
+        out.append(edit("sign test at 0.01", fn_h=lambda x: x["decision"].__setitem__("alpha", 0.01)))
+        for sh in h["shifts"]:
+            out.append(edit(f"shift {sh:+g} alone", fn_h=lambda x, sh=sh: x.__setitem__("shifts", [sh])))
+    if kind == "boundary":
+        near, frac = float(h["near"]), float(h["decision"]["fraction"])
+        for v in (near - 0.1, near + 0.1):
+            out.append(edit(f"near = {v:.3g}", fn_h=lambda x, v=v: x.__setitem__("near", v)))
+        for v in (frac / 2, 2 * frac):
+            out.append(edit(f"fraction at least {v:.3g}", fn_h=lambda x, v=v: x["decision"].__setitem__("fraction", v)))
+    if kind == "margin":
+        for v in (0.0, 0.5):
+            out.append(edit(f"min_binding {v:g}", fn_h=lambda x, v=v: x["decision"].__setitem__("min_binding", v)))
+    if kind == "prediction":
+        out.append(edit("fit and test seeds swapped", fn_h=lambda x: (
+            x.__setitem__("fit_seeds", h["test_seeds"]), x.__setitem__("test_seeds", h["fit_seeds"]))))
+        for b in (0.0, 2 * float(h["score_bound"]) or 1.0):
+            out.append(edit(f"content bound {b:g}", fn_h=lambda x, b=b: x.__setitem__("score_bound", b)))
+    return out
+
+
+def sensitivity(plan: dict, records: list) -> list:
+    """Re-decide every hypothesis under the other reasonable choices of its statistic and rule.
+
+    The preregistered decision (:func:`decide`) is the result; this says how much of it rests
+    on choices the plan made. For each hypothesis of the validated ``plan``, each variant of
+    :func:`_variants` is decided from the same ``records`` by the same code.
+
+    Returns
+    -------
+    list of dict
+        ``id``, ``variant`` (``"as preregistered"`` first), ``outcome``, ``estimate``,
+        ``interval`` and, where the hypothesis has one, ``cost_ratio``.
+    """
+    rows = []
+    runs = expand_runs(plan)
+    for h in plan["hypotheses"]:
+        base = dict(plan, hypotheses=[h])
+        for label, p2, h2 in [("as preregistered", base, h)] + _variants(h, plan):
+            cost_key = h2.pop("_cost", None) if isinstance(h2, dict) else None
+            recs = records
+            if cost_key:  # decide on the wall-clock ratio: the same records with it in the counted field
+                recs = [dict(r, flops_ratio=r[cost_key]) if r.get("kind") == "cost" and cost_key in r else r
+                        for r in records]
+            d = decide(p2, recs, runs)[0]
+            rows.append({"id": h["id"], "variant": label, "outcome": d["outcome"], "estimate": d["estimate"],
+                         "interval": d["interval"], "cost_ratio": d.get("cost_ratio")})
+    return rows
+
+
+def sensitivity_table(rows: list) -> str:
+    """Markdown table of :func:`sensitivity`'s rows, one line per (hypothesis, variant)."""
+    lines = ["| hypothesis | choice | outcome | estimate | interval |", "|---|---|---|---|---|"]
+    for r in rows:
+        iv = "" if r["interval"] is None else f"[{r['interval'][0]:+.4g}, {r['interval'][1]:+.4g}]"
+        est = _fmt(r["estimate"]) + ("" if r.get("cost_ratio") is None else f" (cost {r['cost_ratio']:.3g}x)")
+        lines.append(f"| {r['id']} | {r['variant']} | {r['outcome']} | {est} | {iv} |")
+    return "\n".join(lines) + "\n"
+
+
 def _fmt(x):
     return "" if x is None else f"{x:+.4g}"
 
@@ -1287,7 +1390,8 @@ def run_study(plan_path, out_dir=None, *, resume=True, dry_run=False, max_runs=N
         Results folder (default ``study-<name>`` in the current folder; the name admits no
         separator): ``results.jsonl`` (one strict-JSON line per run, with the plan hash and
         the provenance, rewritten atomically after every run), ``plan.json`` (the plan with
-        every default filled in), ``hypotheses.md`` / ``.json``, the figures,
+        every default filled in), ``hypotheses.md`` / ``.json``, ``sensitivity.md`` (once finished:
+        each outcome re-decided under the other reasonable choices, :func:`sensitivity`), the figures,
         ``checkpoints/`` and ``partial/<plan hash>/`` (the mid-run training states, kept apart per plan). Links planted at
         those names are replaced, never followed; the folder is locked while the study writes.
     resume : bool
@@ -1458,6 +1562,11 @@ def _run_locked(plan, digest, runs, mem, machine, out, resume, max_runs, time_bu
         write_json_atomic(out / "hypotheses.json", {"plan_sha256": digest, "finished": finished, "runs": len(records),
                                                     "provenance": prov, "decisions": decisions}, "out", indent=1)
         write_text_atomic(out / "hypotheses.md", _table(plan, decisions, digest, records, finished, shown, baselines), "out")
+        if finished:  # how each outcome would change under the other reasonable choices
+            write_text_atomic(out / "sensitivity.md", f"# Sensitivity of {plan['plan'].get('name', '')} (plan SHA-256 "
+                              f"`{digest}`)\n\nEvery hypothesis re-decided from the same runs under the other reasonable "
+                              "choices of its statistic and rule (the preregistered choice first).\n\n"
+                              + sensitivity_table(sensitivity(plan, records)), "out")
         if figures:
             paths = [str(p) for p in _figures(plan, [r for r in records if r.get("kind", "train") == "train"
                                                      and "failed" not in r], decisions, out)]

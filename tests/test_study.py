@@ -167,6 +167,7 @@ def test_tiny_study_runs_resumes_and_decides(tmp_path):
     lines = (out / "results.jsonl").read_text().splitlines()
     assert len(lines) == 3 and not first["finished"]
     assert "incomplete" in (out / "hypotheses.md").read_text()
+    assert not (out / "sensitivity.md").exists()  # written once the study is finished
     second = run_study(plan_file, out, figures=False, log=lambda s: None)
     records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert second["finished"] and len(records) == second["runs"] == 12
@@ -176,6 +177,8 @@ def test_tiny_study_runs_resumes_and_decides(tmp_path):
     assert (out / "results.jsonl").read_text().count("\n") == 12 and third["finished"]
     table = (out / "hypotheses.md").read_text()
     assert digest in table and all(f"| {h} |" in table for h in ("H1", "H4", "H5", "H6"))
+    sens = (out / "sensitivity.md").read_text()
+    assert digest in sens and all(f"| {h} | as preregistered |" in sens for h in ("H1", "H4", "H5", "H6"))
     decisions = {d["id"]: d for d in json.loads((out / "hypotheses.json").read_text())["decisions"]}
     assert all(d["outcome"] in ("supported", "not supported") for d in decisions.values())
     assert decisions["H1"]["interval"][0] <= decisions["H1"]["estimate"] <= decisions["H1"]["interval"][1]
@@ -321,3 +324,31 @@ def test_dry_run_checks_the_output_folder(tmp_path):
     out = subprocess.run([sys.executable, "-m", "otprior", "study", str(ROOT / "plans" / "cpu-toy.toml"), "--dry-run",
                           "--out", str(target)], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 2 and "--out" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_sensitivity_redecides_under_the_other_choices():
+    from otprior.study import sensitivity, sensitivity_table
+
+    plan = validate_plan(tiny_plan())
+    rng = np.random.default_rng(1)
+    base = rng.normal(3.0, 0.2, size=16)
+    recs = [_record("softmax", L, 0, base) for L in (8, 12)] + [_record("ot", L, 0, base - 0.1) for L in (8, 12)]
+    recs += [_record("ld", L, s, base, alpha=[[1.3, 1.9]],
+                     intervention=[{"shift": 0.5, "agree": True, "verdict": "in the predicted direction",
+                                    "loss_change": -0.01, "predicted_loss_direction": -1}])
+             for L in (8, 12) for s in (0, 1)]
+    recs += [_record("margin", L, s, base, distant_mass={"growth": [[0.01, 0.02]]}) for L in (8, 12) for s in (0, 1)]
+    rows = sensitivity(plan, recs)
+    got = {(r["id"], r["variant"]): r["outcome"] for r in rows}
+    # exponents 0.3 above one: not within 0.25 of the boundary, within 0.35
+    assert got[("H5", "as preregistered")] == "not supported"
+    assert got[("H5", "near = 0.35")] == "supported" and got[("H5", "near = 0.15")] == "not supported"
+    # a constant difference of -0.1 is below zero at every level
+    assert {got[("H1", v)] for v in ("as preregistered", "level 0.90", "level 0.99")} == {"supported"}
+    # four checkpoints all in the predicted direction: the rule "all of them" holds, but a sign
+    # test over four runs (or four rows) cannot reach p < 0.05 (p = 1/16)
+    assert got[("H4", "as preregistered")] == "supported"
+    assert got[("H4", "rule sign_test_over_runs")] == "not supported"
+    assert got[("H4", "rule sign_test")] == "not supported"
+    table = sensitivity_table(rows)
+    assert table.count("\n") == len(rows) + 2 and "| H5 | near = 0.35 | supported |" in table
