@@ -1415,9 +1415,11 @@ def run_study(plan_path, out_dir=None, *, resume=True, dry_run=False, max_runs=N
     spread : bool
         Under ``torchrun`` with several processes: ``False`` trains every run with
         DistributedDataParallel over all processes; ``True`` deals whole runs out to the
-        processes (run ``i`` to process ``i mod world``), each writing its own
-        ``results.rank<r>.jsonl``; process 0 measures the cost, decides and draws once all
-        have finished.
+        processes dynamically: each process takes the next run no other has taken (an
+        atomic claim file per run), longest first (OT, then longer training lengths), so
+        that the processes finish together; each writes its own ``results.rank<r>.jsonl``.
+        The cost measurements are spread the same way once every training run is done;
+        process 0 decides and draws.
 
     Returns
     -------
@@ -1468,6 +1470,44 @@ def run_study(plan_path, out_dir=None, *, resume=True, dry_run=False, max_runs=N
                            rank, world, log)
 
 
+def _expected_cost(run):
+    """Order of work for spreading: OT attention costs several times a softmax step and grows
+    faster with the length (one fixed point per prefix), so OT runs first, then longer lengths."""
+    cfg = run.get("config", {})
+    return (cfg.get("scheme") == "causal-ot", run.get("train_length", 0))
+
+
+def _claims_folder(out, digest, rank):
+    """The folder of run claims of this launch, emptied by rank 0 before any process claims
+    (claims of an earlier, stopped launch are void: its finished runs are in the results)."""
+    import shutil
+
+    import torch.distributed as dist
+
+    claims = out / "partial" / digest[:16] / "claims"
+    if rank == 0:
+        for p in (out / "partial", out / "partial" / digest[:16], claims):
+            if p.is_symlink() or (p.exists() and not p.is_dir()):
+                raise PlanError("out", str(out), f"a folder whose {p.relative_to(out)} is a folder (not a link or a file)")
+        shutil.rmtree(claims, ignore_errors=True)
+        claims.mkdir(parents=True, exist_ok=True)
+    dist.barrier()
+    return claims
+
+
+def _claim(claims, run_id) -> bool:
+    """Take ``run_id`` for this process: ``True`` if no other process of the launch has it.
+    Creating the claim file with ``O_EXCL`` is atomic, so each run is taken exactly once and
+    a process that finishes early takes the next run instead of waiting (dynamic spreading)."""
+    name = safe_name(run_id.replace("/", "-"), "run id", error=PlanError)
+    try:
+        fd = os.open(claims / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
 def _run_locked(plan, digest, runs, mem, machine, out, resume, max_runs, time_budget_s, figures, spread, rank, world, log):
     records = _read_results(out, digest, log)
     if records and not resume:
@@ -1491,6 +1531,9 @@ def _run_locked(plan, digest, runs, mem, machine, out, resume, max_runs, time_bu
     n = str(max(plan["evaluation"]["lengths"]))
     ran, stopped = 0, False
     phases = [[r for r in runs if r["kind"] == "train"], [r for r in runs if r["kind"] != "train"]]
+    claims = _claims_folder(out, digest, rank) if spread else None
+    if spread:  # the longest runs first (OT, then longer training lengths): the processes finish together
+        phases[0] = sorted(phases[0], key=_expected_cost, reverse=True)
     for phase, todo in enumerate(phases):
         if phase == 1 and spread:
             import torch.distributed as dist
@@ -1498,10 +1541,8 @@ def _run_locked(plan, digest, runs, mem, machine, out, resume, max_runs, time_bu
             dist.barrier()
             records = _read_results(out, digest)
             done = {r["id"] for r in records}
-        for index, run in enumerate(todo):
+        for run in todo:
             if run["id"] in done or stopped:
-                continue
-            if spread and ((phase == 0 and index % world != rank) or (phase == 1 and rank != 0)):
                 continue
             if max_runs is not None and ran >= max_runs:
                 stopped = True
@@ -1510,6 +1551,8 @@ def _run_locked(plan, digest, runs, mem, machine, out, resume, max_runs, time_bu
                 log(f"time budget {budget} s reached; {len(runs) - len(done)} runs left (rerun the same command to resume)")
                 stopped = True
                 break
+            if spread and not _claim(claims, run["id"]):
+                continue  # another process took it
             if run["kind"] == "train":
                 record = execute_run(run, plan, data, checkpoint_dir=out / "checkpoints", state_dir=out / "partial" / digest[:16],
                                      data_parallel=not spread, deadline=deadline)

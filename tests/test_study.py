@@ -352,3 +352,15 @@ def test_sensitivity_redecides_under_the_other_choices():
     assert got[("H4", "rule sign_test")] == "not supported"
     table = sensitivity_table(rows)
     assert table.count("\n") == len(rows) + 2 and "| H5 | near = 0.35 | supported |" in table
+
+
+def test_a_run_is_claimed_once_and_longest_runs_go_first(tmp_path):
+    from otprior.study import _claim, _expected_cost
+
+    assert _claim(tmp_path, "ot/L64/seed0") and not _claim(tmp_path, "ot/L64/seed0")
+    assert _claim(tmp_path, "ot/L64/seed1")
+    with pytest.raises(PlanError):
+        _claim(tmp_path, "../escape")
+    runs = [r for r in expand_runs(validate_plan(tiny_plan())) if r["kind"] == "train"]
+    order = [r["id"] for r in sorted(runs, key=_expected_cost, reverse=True)]
+    assert order[0] == "ot/L12/seed0" and order[1] == "ot/L8/seed0"
