@@ -825,7 +825,331 @@ def _window_from_c_float(W, c, rho):
     return total / c
 
 
-def _bounds_mass_arb(W, n, rho):
+# --- Lemma 4.3: the lifetime of the backward recurrence (proofs/ot_asymptotics.md) -------------
+#
+# Started at Phi = c, the recurrence of Theorem 2 does not involve t; c_t is the c whose
+# trajectory lives exactly t steps (Lemma 2.1). Lemma 4.3 bounds the lifetime of the
+# trajectory from D exact steps (Arb) and the near-invariant J = log Phi + Psi^q / q of the
+# continuum limit, with the drift of J bounded step by step; no O(t) work.
+
+_BULK_D = 512  # exact steps before the bulk of Lemma 4.3
+_BULK_MU = (128.0, 512.0, 32.0)  # targets for M = Phi Psi where the bulk ends (sigma)
+_BULK_MAX_BITS = 4096
+
+
+def _bulk_steps_float(log_c, rho, D, W):
+    """``D`` steps of Theorem 2's recurrence from ``c = exp(log_c)`` in scaled doubles.
+
+    With ``P = Phi / c``, ``Q = Psi c`` and ``kappa = c^{-(1-rho)}`` a step is
+    ``Q += 1/P; v = kappa Q^{-rho}; P -= v`` (``v = v_k / c``). Returns ``(log Phi_D,
+    log Psi_D, f_W(c), log(Phi_D / c))`` or ``None`` when some ``Phi`` is not positive.
+    """
+    kappa = math.exp(-(1.0 - rho) * log_c)
+    P, Q, tot, mr = 1.0, 0.0, 0.0, -rho
+    for k in range(D):
+        Q += 1.0 / P
+        v = kappa * Q**mr
+        if k < W:
+            tot += v
+        P -= v
+        if not P > 0.0:
+            return None
+    return log_c + math.log(P), math.log(Q) - log_c, tot, math.log(P)
+
+
+def _bulk_log_count_float(log_c, rho, D, W):
+    """``log`` of the continuum count ``e^{J_D} F(Psi_D)`` after ``D`` exact steps (the
+    estimate behind Lemma 4.3), with the state; ``None`` when the trajectory dies first."""
+    from scipy.special import gammaincc
+
+    st = _bulk_steps_float(log_c, rho, D, W)
+    if st is None:
+        return None
+    log_p, log_s, tot, log_ratio = st
+    q = 1.0 - rho
+    u = math.exp(q * log_s) / q
+    tail = float(gammaincc(1.0 / q, u))
+    if not tail > 0.0:
+        return None
+    return log_p + u + log_normaliser(q) + math.log(tail), tot, log_p + u, log_ratio
+
+
+def _bulk_solve_float(n, rho, D, W):
+    """``log c`` with ``D + e^{J_D} F(Psi_D) = n`` (the estimate of Lemma 4.3), secant steps
+    safeguarded by a bracket; ``None`` when no bracket is found."""
+    target = math.log(n - D)
+    q = 1.0 - rho
+    lo = math.log(n)  # c_n >= n (Theorem 4(iii))
+    hi = math.log(power_sum(1, n, rho)) / q  # Lemma 4.1
+    if not (math.isfinite(hi) and hi >= lo):
+        return None
+    hi += 1e-9 * (1.0 + abs(hi))
+
+    def g(x):
+        r = _bulk_log_count_float(x, rho, D, W)
+        return -math.inf if r is None else r[0] - target
+
+    a, b = lo, hi
+    ga, gb = g(a), g(b)
+    if not gb >= 0.0:
+        return None
+    if ga >= 0.0:
+        return a
+    x = min(max(lo - log_normaliser(q), lo), hi)  # Theorem 4(ii)'s c ~ n / Z_q as the first guess
+    for _ in range(80):
+        gx = g(x)
+        if gx < 0.0:
+            a, ga = x, gx
+        else:
+            b, gb = x, gx
+        if gx == 0.0 or b - a <= 4e-16 * max(1.0, abs(b)):
+            break
+        if math.isfinite(ga) and gb != ga:
+            xn = a - ga * (b - a) / (gb - ga)  # regula falsi on the bracket
+            # Illinois-like safeguard: never step to within 1 % of an end
+            xn = min(max(xn, a + 0.01 * (b - a)), b - 0.01 * (b - a)) if b - a > 1e-6 else xn
+        else:
+            xn = 0.5 * (a + b)
+        x = xn
+    return b  # the end with g >= 0
+
+
+def _bulk_lifetime_arb(c, n, r, D, W, log_sigma):
+    """Lemma 4.3 at ``c`` (an exact ``arb``) at the current precision.
+
+    Returns ``None`` when the ``D`` exact steps already reach ``Phi <= 0`` is undecided,
+    else a dict: ``fW`` (ball of ``f_W(c)``, Lemma 4.2), ``dead`` (some ``Phi_k <= 0`` proved
+    within the ``D`` steps: then ``c <= c_n``), and, when the hypotheses of Lemma 4.3 are
+    verified, ``surv`` and ``death`` (balls): ``surv >= n`` proves ``c > c_n`` and
+    ``death <= n`` proves ``c <= c_n``.
+    """
+    import flint
+
+    q = 1 - r
+    mr = -r
+    phi, psi, tot = c, flint.arb(0), flint.arb(0)
+    for k in range(D):
+        psi += 1 / phi
+        v = psi**mr
+        if k < W:
+            tot += v
+        phi = phi - v
+        if phi <= 0:
+            return {"dead": True}
+        if not phi > 0:
+            return None
+    P, S = phi, psi
+    out = {"dead": False, "fW": tot / c}
+    Sq = S**q
+    J = P.log() + Sq / q
+    sigma = flint.arb(log_sigma).exp()
+    if not (sigma > 1 and sigma > S):
+        return out
+    sq = sigma**q
+
+    def f(s):  # e^{-s^q/q}
+        return (-(s**q) / q).exp()
+
+    def g(s):  # s^{-rho} e^{s^q/q}
+        return s**mr * ((s**q) / q).exp()
+
+    qf = float(q.mid())
+    delta = flint.arb(0)
+    for _ in range(8):  # the bootstrap of Lemma 4.3: delta_- with B(sigma r) <= delta_-
+        j_min = J - delta
+        y_star = (-j_min).exp() * g(S).union(g(sigma)).upper()
+        mu = j_min.exp() * (S * f(S)).union(sigma * f(sigma)).lower()
+        if not (y_star < 1 and mu > 0):
+            return out
+        rr = 1 + 1 / mu
+        w0 = math.nextafter(float(S.log().lower()), -math.inf)
+        w1 = math.nextafter(float((sigma * rr).log().upper()), math.inf)
+        grid, i_sigma = _bulk_grid(w0, log_sigma, max(w1, log_sigma), qf)
+        cum1, cum2 = _chord_cumulative(grid, q, r, j_min)
+        k1 = r * rr ** (1 + r)
+        k2 = rr ** (2 * r) / (2 * (1 - y_star))
+        b_tot = k2 * cum2[-1]
+        if b_tot <= delta:
+            break
+        delta = flint.arb((b_tot * 1.25).upper())
+    else:
+        return out
+    A = [k1 * x for x in cum1]
+    B = [k2 * x for x in cum2]
+    a_tot = A[-1]
+    a_ = 1 / q
+    scale = q ** (a_ - 1)
+    F = [scale * ((flint.arb(w) * q).exp() / q).gamma_upper(a_) for w in grid]
+    low = flint.arb(0)
+    up = flint.arb(0)
+    for k in range(len(grid) - 1):
+        dF = F[k] - F[k + 1]
+        if k + 1 <= i_sigma:
+            low += (-B[k + 1]).exp() * dF
+        up += A[k + 1].exp() * dF
+    eJ = J.exp()
+    sum_y2 = 2 * (1 - y_star) * b_tot
+    out["surv"] = D + eJ * low + (sq - Sq) / (2 * q) - sum_y2 / 4
+    out["death"] = (
+        D + eJ * up + ((sigma * rr) ** q - Sq) / (2 * q) + a_tot / 2 + 1 + (J + a_tot).exp() * sigma * f(sigma) / (sq - 1)
+    )
+    return out
+
+
+def _bulk_grid(w0, w_sigma, w1, q, top=4.0, fine=0.125):
+    """Break points in ``w = log s`` on ``[w0, w1]`` with ``w_sigma`` among them (returned
+    with its index). Any break points give proved bounds (Lemma 4.3); these keep the
+    chord of the convex exponent within about one unit of it, and use steps of ``fine``
+    within ``top`` of ``w_sigma`` and above it, where the weights of the count change."""
+    pts = [w0]
+    w = w0
+    while w < w_sigma and len(pts) < 20000:
+        curv = q * math.exp(min(q * w, 700.0))
+        step = math.sqrt(8.0 / curv) if curv > 0.0 else w_sigma - w
+        while step > 1e-6 and q * math.exp(min(q * (w + step), 700.0)) * step * step > 16.0:
+            step /= 2
+        if w + step > w_sigma - top:
+            step = min(step, max(fine, w_sigma - top - w)) if w < w_sigma - top else min(step, fine)
+        w = min(w + step, w_sigma)
+        pts.append(w)
+    i_sigma = len(pts) - 1
+    w = w_sigma
+    while w1 - w > fine:
+        w += fine
+        pts.append(w)
+    if w1 > pts[-1]:
+        pts.append(w1)
+    return pts, i_sigma
+
+
+def _chord_cumulative(grid, q, r, j_min):
+    """Upper bounds of ``e^{-j_min} int_{e^{w_0}}^{e^{w_k}} s^{-beta} e^{s^q/q} ds`` for
+    ``beta = 1 + rho`` and ``beta = 2 rho`` at every break point ``w_k``.
+
+    In ``w = log s`` the integrand is ``e^{l(w)}``, ``l(w) = -j_min + (1 - beta) w + e^{qw}/q``,
+    convex (``l'' = q e^{qw} > 0``): on each piece ``l`` lies below its chord, and the
+    integral of ``e^{chord}`` is ``h (e^{l_b} - e^{l_a}) / (l_b - l_a)``.
+    """
+    import flint
+
+    cum1, cum2 = [flint.arb(0)], [flint.arb(0)]
+    prev = None
+    for wf in grid:
+        w = flint.arb(wf)
+        e = (q * w).exp() / q
+        ls = (-j_min - r * w + e, -j_min + (1 - 2 * r) * w + e)
+        if prev is not None:
+            h = w - prev[0]
+            vals = []
+            for la, lb in zip(prev[1], ls, strict=True):
+                d = lb - la
+                if not d.contains(0) and abs(float(d.mid())) > 1e-8:
+                    vals.append(h * la.exp() * d.expm1() / d)
+                else:  # the chord's integral is at most h e^{max(l_a, l_b)}
+                    vals.append(h * flint.arb(la.union(lb).upper()).exp())
+            cum1.append(cum1[-1] + vals[0])
+            cum2.append(cum2[-1] + vals[1])
+        prev = (w, ls)
+    return cum1, cum2
+
+
+def _bulk_sigma(J, q, mu):
+    """``log sigma > 0`` with ``y(sigma) = sigma^{-rho} e^{sigma^q/q - J} = 1/mu`` (the relative
+    step ``v/Phi`` where the bulk ends, were ``J`` constant), or ``None``."""
+    lmu = math.log(mu)
+    rho = 1.0 - q
+
+    def h(ls):
+        return J + rho * ls - math.exp(min(q * ls, 700.0)) / q - lmu
+
+    if not h(0.0) > 0.0:
+        return None
+    a, b = 0.0, 1.0
+    while h(b) > 0.0:
+        a, b = b, 2.0 * b
+        if b > 1e12:
+            return None
+    for _ in range(200):
+        m = 0.5 * (a + b)
+        if h(m) > 0.0:
+            a = m
+        else:
+            b = m
+        if b - a <= 1e-12 * b:
+            break
+    return a
+
+
+def _bulk_enclosure(n, rho, W):
+    """Proved ``(c_lo, c_hi, fW_lo, fW_hi)`` by Lemma 4.3 (``fW`` balls of ``f_W`` at the ends
+    when ``W <= D``), or ``None`` where its hypotheses cannot be verified (then the caller
+    keeps Lemma 4.1's bounds).
+
+    Algorithm: ``log c`` estimated in doubles (:func:`_bulk_solve_float`); the bounds of
+    Lemma 4.3 evaluated in Arb at the estimate; ends moved by the counts' relative gaps
+    over the count's slope in ``log c`` and proved by Lemma 4.3 at those ends (widened and
+    retried at most three times).
+    """
+    import flint
+
+    D = max(_BULK_D, W if W <= _RECUR_W_MAX else 0)
+    if n <= 4 * D:
+        return None
+    Wf = W if W <= D else 0
+    x = _bulk_solve_float(n, rho, D, Wf)
+    if x is None:
+        return None
+    est = _bulk_log_count_float(x, rho, D, Wf)
+    if est is None or est[3] < -40.0:  # the doubles cancelled: Phi_D / c below e^-40
+        return None
+    q = 1.0 - rho
+    h = 1e-6 * max(1.0, abs(x))
+    up_, dn_ = _bulk_log_count_float(x + h, rho, D, Wf), _bulk_log_count_float(x - h, rho, D, Wf)
+    if up_ is None or dn_ is None:
+        return None
+    slope = (up_[0] - dn_[0]) / (2 * h)
+    if not slope > 0.0:
+        return None
+    bits = 128 + int(1.45 * -est[3]) + 2 * D.bit_length()
+    if bits > _BULK_MAX_BITS:
+        return None
+    with arb_precision(bits):
+        r = arb_from_float(rho)
+        for mu in _BULK_MU:
+            ls = _bulk_sigma(est[2], q, mu)
+            if ls is None:
+                continue
+            res = _bulk_lifetime_arb(flint.arb(x).exp().mid(), n, r, D, Wf, ls)
+            if res is None or "surv" not in res:
+                continue
+            gap_hi = max(0.0, math.log(n / float(res["surv"].lower()))) if res["surv"] > 0 else math.inf
+            gap_lo = max(0.0, math.log(float(res["death"].upper()) / n))
+            if not math.isfinite(gap_hi):
+                continue
+            ends = []
+            for sign, gap, key in ((1, gap_hi, "surv"), (-1, gap_lo, "death")):
+                shift = 1.2 * gap / slope + 1e-13 * (1.0 + abs(x))
+                found = None
+                for _ in range(4):
+                    c = flint.arb(x + sign * shift).exp().mid()
+                    rc = _bulk_lifetime_arb(c, n, r, D, Wf, ls)
+                    if rc is None or rc["dead"]:
+                        break  # undecided, or dead within the exact steps: no f_W there
+                    if key in rc:
+                        if (sign > 0 and rc["surv"] >= n) or (sign < 0 and rc["death"] <= n):
+                            found = (c, rc["fW"])
+                            break
+                    shift *= 2.0
+                if found is None:
+                    break
+                ends.append(found)
+            if len(ends) == 2:
+                (c_hi, fw_hi), (c_lo, fw_lo) = ends
+                return c_lo, c_hi, fw_hi, fw_lo
+    return None
+
+
+def _bounds_mass_arb(W, n, rho, bulk=True):
     """Proved enclosure of ``m_n(W; rho)`` at any ``n`` from bounds on ``c_n`` (route ``"bounds"``).
 
     Lemma 4.2 (proofs/ot_asymptotics.md): ``m = 1 - N_{n-W}(c_n)`` is decreasing in ``c``
@@ -845,6 +1169,14 @@ def _bounds_mass_arb(W, n, rho):
         lower = flint.arb(W) / n  # the prior decreases in d
         hi_end = min(1.0, enclosure_from_arb(upper).hi)
         lo_end = enclosure_from_arb(lower).lo
+        bulk_res = _bulk_enclosure(n, rho, W) if bulk else None
+        if bulk_res is not None and W <= _RECUR_W_MAX:
+            # Lemma 4.3 brackets c_n; f_W at its ends (Lemma 4.2), at the bulk's precision
+            _, _, fw_hi, fw_lo = bulk_res
+            lo_end = max(lo_end, enclosure_from_arb(fw_hi).lo)
+            hi_end = min(hi_end, enclosure_from_arb(fw_lo).hi)
+        elif bulk_res is not None:
+            c_lo, c_hi = bulk_res[0], bulk_res[1]
         if W <= _RECUR_W_MAX:
             f_hi = _window_from_c_arb(W, c_hi, r)  # c_hi is above the root: every Phi_k > 0
             f_lo = _window_from_c_arb(W, c_lo, r)
