@@ -981,15 +981,44 @@ def _bulk_lifetime_arb(c, n, r, D, W, log_sigma):
     a_tot = A[-1]
     a_ = 1 / q
     scale = q ** (a_ - 1)
-    F = [scale * ((flint.arb(w) * q).exp() / q).gamma_upper(a_) for w in grid]
-    F[0] = scale * (Sq / q).gamma_upper(a_)  # the count integrals start at Psi_D itself
+    # the count integrals over a coarser subset of the break points (any subset gives proved
+    # bounds: A and B are nondecreasing, so their values at the right end of a merged piece
+    # bound them on it); a new point wherever A or B has grown by a sixteenth of its total
+    # the points are chosen (in doubles, approximately) so that the growth of A or B across
+    # a merged piece times the steps counted in it stays below 1/10 of a step
+    from scipy.special import gammaincc
+
+    ww = np.array(grid)
+    with np.errstate(under="ignore", over="ignore", divide="ignore", invalid="ignore"):
+        log_count = float(J.mid()) + log_normaliser(qf) + np.log(gammaincc(1.0 / qf, np.exp(qf * ww) / qf))
+    a_f = np.array([float(x.upper()) for x in A])
+    b_f = np.array([float(x.upper()) for x in B])
+    keep = [0]
+    for k in range(1, len(grid)):
+        j = keep[-1]
+        grow = max(a_f[k] - a_f[j], b_f[k] - b_f[j])
+        if k in (i_sigma, len(grid) - 1) or not grow > 0.0:
+            if k in (i_sigma, len(grid) - 1):
+                keep.append(k)
+            continue
+        lj, lk = log_count[j], log_count[k]
+        if not np.isfinite(lj):  # no estimate: keep the point
+            keep.append(k)
+            continue
+        # log(steps counted between the two points) = lj + log(1 - e^{lk - lj})
+        log_steps = lj + (math.log(-math.expm1(lk - lj)) if lk < lj else -math.inf)
+        if math.log(grow) + log_steps > math.log(0.1):
+            keep.append(k)
+    with arb_precision(min(flint.ctx.prec, 128)):  # 38 digits suffice; the cost grows with precision
+        F = {k: scale * ((flint.arb(grid[k]) * q).exp() / q).gamma_upper(a_) for k in keep[1:]}
+        F[0] = scale * (Sq / q).gamma_upper(a_)  # the count integrals start at Psi_D itself
     low = flint.arb(0)
     up = flint.arb(0)
-    for k in range(len(grid) - 1):
-        dF = F[k] - F[k + 1]
-        if k + 1 <= i_sigma:
-            low += (-B[k + 1]).exp() * dF
-        up += A[k + 1].exp() * dF
+    for k0, k in zip(keep[:-1], keep[1:], strict=True):
+        dF = F[k0] - F[k]
+        if k <= i_sigma:
+            low += (-B[k]).exp() * dF
+        up += A[k].exp() * dF
     eJ = J.exp()
     sum_y2 = 2 * (1 - y_star) * b_tot
     out["surv"] = D + eJ * low + (sq - Sq) / (2 * q) - sum_y2 / 4
@@ -999,7 +1028,7 @@ def _bulk_lifetime_arb(c, n, r, D, W, log_sigma):
     return out
 
 
-def _bulk_grid(w0, w_sigma, w1, q, top=4.0, fine=0.125):
+def _bulk_grid(w0, w_sigma, w1, q, top=3.0, fine=0.25):
     """Break points in ``w = log s`` on ``[w0, w1]`` with ``w_sigma`` among them (returned
     with its index). Any break points give proved bounds (Lemma 4.3); these keep the
     chord of the convex exponent within about one unit of it, and use steps of ``fine``
@@ -1101,10 +1130,10 @@ def _bulk_enclosure(n, rho, W):
     Wf = W if W <= D else 0
     x = _bulk_solve_float(n, rho, D, Wf)
     if x is None:
-        return None
+        return _bulk_upper_root(n, rho, D, Wf, math.log(n))
     est = _bulk_log_count_float(x, rho, D, Wf)
     if est is None or est[3] < -40.0:  # the doubles cancelled: Phi_D / c below e^-40
-        return None
+        return _bulk_upper_root(n, rho, D, Wf, x)
     q = 1.0 - rho
     h = 1e-6 * max(1.0, abs(x))
     up_, dn_ = _bulk_log_count_float(x + h, rho, D, Wf), _bulk_log_count_float(x - h, rho, D, Wf)
@@ -1149,6 +1178,34 @@ def _bulk_enclosure(n, rho, W):
             if len(ends) == 2:
                 (c_hi, fw_hi), (c_lo, fw_lo) = ends
                 return c_lo, c_hi, fw_hi, fw_lo
+    return _bulk_upper_root(n, rho, D, Wf, x)
+
+
+def _bulk_upper_root(n, rho, D, W, x0):
+    """A cruder proved ``c_hi >= c_n`` alone, by Lemma 4.3(a) at ``log c = x0 + dx`` for growing
+    ``dx`` (near ``rho = 1`` the tight bracket fails: ``Phi`` falls below ``e^{-40} c`` within the
+    exact steps at ``c`` near ``c_n``, not at larger ``c``). Returns ``(None, c_hi, fW_hi, None)``
+    or ``None``; the caller keeps Lemma 4.1's lower end ``c_n >= n``."""
+    import flint
+
+    q = 1.0 - rho
+    tries = 0
+    for dx in (1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6):
+        est = _bulk_log_count_float(x0 + dx, rho, D, W)
+        if est is None or est[3] < -40.0:
+            continue
+        bits = 128 + int(1.45 * -est[3]) + 2 * D.bit_length()
+        ls = _bulk_sigma(est[2], q, _BULK_MU[0])
+        if ls is None or bits > _BULK_MAX_BITS:
+            continue
+        tries += 1
+        with arb_precision(bits):
+            c = flint.arb(x0 + dx).exp().mid()
+            rc = _bulk_lifetime_arb(c, n, arb_from_float(rho), D, W, ls)
+            if rc is not None and "surv" in rc and rc["surv"] >= n:
+                return None, c, rc["fW"], None
+        if tries >= 3:
+            break
     return None
 
 
@@ -1197,9 +1254,11 @@ def _bounds_mass_arb(W, n, rho, bulk=True):
             # Lemma 4.3 brackets c_n; f_W at its ends (Lemma 4.2), at the bulk's precision
             _, _, fw_hi, fw_lo = bulk_res
             lo_end = max(lo_end, enclosure_from_arb(fw_hi).lo)
-            hi_end = min(hi_end, enclosure_from_arb(fw_lo).hi)
+            if fw_lo is not None:
+                hi_end = min(hi_end, enclosure_from_arb(fw_lo).hi)
         elif bulk_res is not None:
-            c_lo, c_hi = bulk_res[0], bulk_res[1]
+            c_lo = bulk_res[0] if bulk_res[0] is not None else c_lo
+            c_hi = bulk_res[1]
         if W <= _RECUR_W_MAX:
             f_hi = _window_from_c_arb(W, c_hi, r)  # c_hi is above the root: every Phi_k > 0
             f_lo = _window_from_c_arb(W, c_lo, r)
