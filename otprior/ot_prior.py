@@ -733,8 +733,8 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
 _MAX_LENGTH = int(1e300)  # the double 1e300 as an exact integer: every n up to it is answered
 # exact routes up to these lengths (above: the proved bounds of Theorem 4 and Lemma 4.1,
 # proofs/ot_asymptotics.md); the exact route is O(n) and its cost grows as rho -> 1
-_EXACT_FLOAT_MAX = 1 << 16
-_EXACT_CERT_MAX = 1 << 14
+_EXACT_FLOAT_MAX = 1 << 12
+_EXACT_CERT_MAX = 1 << 12
 # windows up to this size are mapped through the exact W-step backward recurrence
 # (Lemma 4.2); larger windows use the closed forms of Theorem 4(i)
 _RECUR_W_MAX = 1 << 12
@@ -915,10 +915,10 @@ def _bulk_solve_float(n, rho, D, W):
 
 
 def _bulk_lifetime_arb(c, n, r, D, W, log_sigma):
-    """Lemma 4.3 at ``c`` (an exact ``arb``) at the current precision.
+    """Lemma 4.3 at ``c`` (an exact ``arb``) at the current precision; ``W`` a tuple of windows.
 
     Returns ``None`` when the ``D`` exact steps already reach ``Phi <= 0`` is undecided,
-    else a dict: ``fW`` (ball of ``f_W(c)``, Lemma 4.2), ``dead`` (some ``Phi_k <= 0`` proved
+    else a dict: ``fW`` (``{W: ball of f_W(c)}``, Lemma 4.2), ``dead`` (some ``Phi_k <= 0`` proved
     within the ``D`` steps: then ``c <= c_n``), and, when the hypotheses of Lemma 4.3 are
     verified, ``surv`` and ``death`` (balls): ``surv >= n`` proves ``c > c_n`` and
     ``death <= n`` proves ``c <= c_n``.
@@ -927,19 +927,22 @@ def _bulk_lifetime_arb(c, n, r, D, W, log_sigma):
 
     q = 1 - r
     mr = -r
+    windows = set(W)
+    sums = {}
     phi, psi, tot = c, flint.arb(0), flint.arb(0)
     for k in range(D):
         psi += 1 / phi
         v = psi**mr
-        if k < W:
-            tot += v
+        tot += v
+        if k + 1 in windows:
+            sums[k + 1] = tot / c  # f_W(c) = (v_n + ... + v_{n-W+1}) / c (Lemma 4.2)
         phi = phi - v
         if phi <= 0:
             return {"dead": True}
         if not phi > 0:
             return None
     P, S = phi, psi
-    out = {"dead": False, "fW": tot / c}
+    out = {"dead": False, "fW": sums}
     Sq = S**q
     J = P.log() + Sq / q
     sigma = flint.arb(log_sigma).exp()
@@ -1112,7 +1115,7 @@ def _bulk_sigma(J, q, mu):
     return a
 
 
-def _bulk_enclosure(n, rho, W):
+def _bulk_enclosure(n, rho, windows):
     """Proved ``(c_lo, c_hi, fW_lo, fW_hi)`` by Lemma 4.3 (``fW`` balls of ``f_W`` at the ends
     when ``W <= D``), or ``None`` where its hypotheses cannot be verified (then the caller
     keeps Lemma 4.1's bounds).
@@ -1124,16 +1127,17 @@ def _bulk_enclosure(n, rho, W):
     """
     import flint
 
-    D = max(_BULK_D, W if W <= _RECUR_W_MAX else 0)
+    windows = tuple(sorted({int(w) for w in windows if w <= _RECUR_W_MAX}))
+    D = max([_BULK_D, *windows])
     if n <= 4 * D:
         return None
-    Wf = W if W <= D else 0
+    Wf, W = 0, windows
     x = _bulk_solve_float(n, rho, D, Wf)
     if x is None:
-        return _bulk_upper_root(n, rho, D, Wf, math.log(n))
+        return _bulk_upper_root(n, rho, D, W, math.log(n))
     est = _bulk_log_count_float(x, rho, D, Wf)
     if est is None or est[3] < -40.0:  # the doubles cancelled: Phi_D / c below e^-40
-        return _bulk_upper_root(n, rho, D, Wf, x)
+        return _bulk_upper_root(n, rho, D, W, x)
     q = 1.0 - rho
     h = 1e-6 * max(1.0, abs(x))
     up_, dn_ = _bulk_log_count_float(x + h, rho, D, Wf), _bulk_log_count_float(x - h, rho, D, Wf)
@@ -1151,7 +1155,7 @@ def _bulk_enclosure(n, rho, W):
             ls = _bulk_sigma(est[2], q, mu)
             if ls is None:
                 continue
-            res = _bulk_lifetime_arb(flint.arb(x).exp().mid(), n, r, D, Wf, ls)
+            res = _bulk_lifetime_arb(flint.arb(x).exp().mid(), n, r, D, W, ls)
             if res is None or "surv" not in res:
                 continue
             gap_hi = max(0.0, math.log(n / float(res["surv"].lower()))) if res["surv"] > 0 else math.inf
@@ -1164,7 +1168,7 @@ def _bulk_enclosure(n, rho, W):
                 found = None
                 for _ in range(4):
                     c = flint.arb(x + sign * shift).exp().mid()
-                    rc = _bulk_lifetime_arb(c, n, r, D, Wf, ls)
+                    rc = _bulk_lifetime_arb(c, n, r, D, W, ls)
                     if rc is None or rc["dead"]:
                         break  # undecided, or dead within the exact steps: no f_W there
                     if key in rc:
@@ -1178,7 +1182,7 @@ def _bulk_enclosure(n, rho, W):
             if len(ends) == 2:
                 (c_hi, fw_hi), (c_lo, fw_lo) = ends
                 return c_lo, c_hi, fw_hi, fw_lo
-    return _bulk_upper_root(n, rho, D, Wf, x)
+    return _bulk_upper_root(n, rho, D, W, x)
 
 
 def _bulk_upper_root(n, rho, D, W, x0):
@@ -1191,7 +1195,7 @@ def _bulk_upper_root(n, rho, D, W, x0):
     q = 1.0 - rho
     tries = 0
     for dx in (1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6):
-        est = _bulk_log_count_float(x0 + dx, rho, D, W)
+        est = _bulk_log_count_float(x0 + dx, rho, D, 0)
         if est is None or est[3] < -40.0:
             continue
         bits = 128 + int(1.45 * -est[3]) + 2 * D.bit_length()
@@ -1229,7 +1233,7 @@ def _bulk_mass_float(W, n, rho):
     upper = power_sum(1, W, rho) * math.exp(-(1.0 - rho) * math.log(n))
     return min(max(est[1], lower), min(1.0, upper))
 
-def _bounds_mass_arb(W, n, rho, bulk=True):
+def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False):
     """Proved enclosure of ``m_n(W; rho)`` at any ``n`` from bounds on ``c_n`` (route ``"bounds"``).
 
     Lemma 4.2 (proofs/ot_asymptotics.md): ``m = 1 - N_{n-W}(c_n)`` is decreasing in ``c``
@@ -1249,13 +1253,14 @@ def _bounds_mass_arb(W, n, rho, bulk=True):
         lower = flint.arb(W) / n  # the prior decreases in d
         hi_end = min(1.0, enclosure_from_arb(upper).hi)
         lo_end = enclosure_from_arb(lower).lo
-        bulk_res = _bulk_enclosure(n, rho, W) if bulk else None
+        if bulk_res is False:  # not computed by the caller (it shares one per n between windows)
+            bulk_res = _bulk_enclosure(n, rho, (W,)) if bulk else None
         if bulk_res is not None and W <= _RECUR_W_MAX:
             # Lemma 4.3 brackets c_n; f_W at its ends (Lemma 4.2), at the bulk's precision
             _, _, fw_hi, fw_lo = bulk_res
-            lo_end = max(lo_end, enclosure_from_arb(fw_hi).lo)
+            lo_end = max(lo_end, enclosure_from_arb(fw_hi[W]).lo)
             if fw_lo is not None:
-                hi_end = min(hi_end, enclosure_from_arb(fw_lo).hi)
+                hi_end = min(hi_end, enclosure_from_arb(fw_lo[W]).hi)
         elif bulk_res is not None:
             c_lo = bulk_res[0] if bulk_res[0] is not None else c_lo
             c_hi = bulk_res[1]
@@ -1334,10 +1339,11 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     accuracy as ``m -> 1`` and as ``m -> 0``. One solve per distinct ``n``; O(n) time.
 
     It is used, by a rule decided before any work, when ``n <= 256``, or when
-    ``n <= 65536`` (float) or ``n <= 16384`` (certified), ``1 - rho >= 1e-4`` and the
-    double route's rounding floor ``4 (sqrt(n) + 3) eps (1 + log n) / (1 - rho)`` is at
-    most ``1e-6``; where the exact route still refuses, the bounds route answers
-    instead. The same inputs always take the same route.
+    ``n <= 4096``, ``1 - rho >= 1e-4`` and the double route's rounding floor
+    ``4 (sqrt(n) + 3) eps (1 + log n) / (1 - rho)`` is at most ``1e-6``; where the exact
+    route still refuses, the bounds route answers instead. The same inputs always take
+    the same route. Beyond ``n = 4096`` the exact route costs more than the bounds route
+    (O(n) against O(512)) and is narrower where it runs: ``method="exact"`` asks for it.
 
     Bounds route (any ``n``, O(max(W, 512)) time, ``W`` capped at 4096 steps): ``m = f_W(c_n)``
     with ``f_W(c) = 1 - Phi_{n-W}(c)/c`` given by ``W`` steps of Theorem 2's backward
@@ -1416,13 +1422,16 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
         if done:
             continue
         routes[sel] = "bounds"
+        shared = False
+        if certified:  # one bracket of c_n (Lemma 4.3) for every window of this n
+            shared = _bulk_enclosure(nk, rho, [w for w in ws if w < nk])
         for k, wk in zip(sel, ws, strict=True):
             if not certified and wk < nk:
                 est = _bulk_mass_float(wk, nk, rho)
                 if est is not None:
                     out[k] = est
                     continue
-            a, b = _bounds_mass_arb(wk, nk, rho)
+            a, b = _bounds_mass_arb(wk, nk, rho, bulk_res=shared)
             if certified:
                 lo[k], hi[k] = a, b
                 mid[k] = 0.5 * (a + b)

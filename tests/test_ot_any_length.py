@@ -165,7 +165,7 @@ def test_lemma_4_3_ends_are_above_and_below_the_root_by_direct_recurrence(rho):
 
     mod = importlib.import_module("otprior.ot_prior")
     n = 6000
-    c_lo, c_hi, _, _ = mod._bulk_enclosure(n, rho, 8)
+    c_lo, c_hi, _, _ = mod._bulk_enclosure(n, rho, (8,))
     ctx = mpmath.MPContext()
     ctx.dps = 60
     hi = ctx.mpf(c_hi.mid().str(70, radius=False))
