@@ -742,6 +742,8 @@ _RECUR_W_MAX = 1 << 12
 _EXACT_MIN_Q = 1e-4
 # ... except for short prefixes, where the certified recurrence answers within its caps
 _EXACT_NEAR_ONE_MAX = 256
+# above this rho the exact route is used up to _EXACT_NEAR_ONE_MAX only (256 < n <= 4096: Lemma 4.3)
+_EXACT_MAX_RHO = 0.9
 ROUTES = ("exact", "exact-rho0", "bounds")
 
 
@@ -835,6 +837,11 @@ def _window_from_c_float(W, c, rho):
 _BULK_D = 512  # exact steps before the bulk of Lemma 4.3
 _BULK_MU = (128.0, 512.0, 32.0)  # targets for M = Phi Psi where the bulk ends (sigma)
 _BULK_MAX_BITS = 4096
+
+
+def _bulk_steps(n):
+    """Exact steps before the bulk of Lemma 4.3: 512, fewer (down to 64) for short prefixes."""
+    return max(64, min(_BULK_D, n // 8))
 
 
 def _bulk_steps_float(log_c, rho, D, W):
@@ -1128,7 +1135,7 @@ def _bulk_enclosure(n, rho, windows):
     import flint
 
     windows = tuple(sorted({int(w) for w in windows if w <= _RECUR_W_MAX}))
-    D = max([_BULK_D, *windows])
+    D = max([_bulk_steps(n), *windows])
     if n <= 4 * D:
         return None
     Wf, W = 0, windows
@@ -1222,13 +1229,16 @@ def _bulk_mass_float(W, n, rho):
     (short prefixes, windows above 4096, or ``Phi_D / c < e^{-40}``, where the doubles
     cancel): the caller then uses Theorem 4(ii)'s estimate.
     """
-    D = max(_BULK_D, W)
+    D = max(_bulk_steps(n), W)
     if W > _RECUR_W_MAX or n <= 4 * D:
         return None
     x = _bulk_solve_float(n, rho, D, W)
     est = None if x is None else _bulk_log_count_float(x, rho, D, W)
-    if est is None or est[3] < -40.0:
+    if est is None:
         return None
+    # where Phi_D / c < e^-40 the doubles of the exact steps cancel and the estimate of c is
+    # rough, but f_W depends on c only through the first W steps, where nothing has cancelled:
+    # the value stays an estimate (checked against the enclosure), as everywhere on this route
     lower = W / n if n < 1 << 1000 else math.exp(math.log(W) - math.log(n))
     upper = power_sum(1, W, rho) * math.exp(-(1.0 - rho) * math.log(n))
     return min(max(est[1], lower), min(1.0, upper))
@@ -1303,6 +1313,8 @@ def _exact_affordable(n, rho, certified):
         return False
     if n <= _EXACT_NEAR_ONE_MAX:
         return True  # the double route, or the certified recurrence within its caps
+    if rho > _EXACT_MAX_RHO:
+        return False  # the exact route's sweeps grow like 1/(1-rho): Lemma 4.3 answers in O(n/8)
     # the double route's rounding floor 4 (sqrt(n) + 3) eps (1 + |y|) / (1 - rho) with |y| >= log n
     # must stay below the vouching level, else the certified recurrence (work n * bits) is needed
     floor = 4.0 * (math.isqrt(n) + 3) * _EPS * (1.0 + math.log(n)) / (1.0 - rho)
@@ -1339,26 +1351,27 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     accuracy as ``m -> 1`` and as ``m -> 0``. One solve per distinct ``n``; O(n) time.
 
     It is used, by a rule decided before any work, when ``n <= 256``, or when
-    ``n <= 4096``, ``1 - rho >= 1e-4`` and the double route's rounding floor
+    ``n <= 4096``, ``rho <= 0.9`` and the double route's rounding floor
     ``4 (sqrt(n) + 3) eps (1 + log n) / (1 - rho)`` is at most ``1e-6``; where the exact
     route still refuses, the bounds route answers instead. The same inputs always take
     the same route. Beyond ``n = 4096`` the exact route costs more than the bounds route
     (O(n) against O(512)) and is narrower where it runs: ``method="exact"`` asks for it.
 
-    Bounds route (any ``n``, O(max(W, 512)) time, ``W`` capped at 4096 steps): ``m = f_W(c_n)``
+    Bounds route (any ``n``, O(max(W, min(512, n/8))) time, ``W`` capped at 4096 steps): ``m = f_W(c_n)``
     with ``f_W(c) = 1 - Phi_{n-W}(c)/c`` given by ``W`` steps of Theorem 2's backward
     recurrence (they do not involve ``n``) and decreasing in ``c`` (Lemma 4.2), so any
     proved ``c_lo <= c_n <= c_hi`` gives the enclosure ``[f_W(c_hi), f_W(c_lo)]``. The
     bracket of ``c_n`` comes from Lemma 4.3 (``proofs/ot_asymptotics.md``): the recurrence
     started at ``c`` lives more than ``n`` steps iff ``c > c_n``, and its lifetime is bounded
-    from 512 exact steps in Arb and the near-invariant ``J = log Phi + Psi^{1-rho}/(1-rho)``
-    of the continuum limit, whose drift is bounded step by step. Its relative width is
-    about ``c^{-(1-rho)} 512^{-rho} + O(100)/n``: it shrinks as ``n`` grows (2e-11 at
-    ``n = 1e18``, ``rho = 0.5``). Where Lemma 4.3's hypotheses cannot be verified (``n <=
-    2048``; ``rho`` so close to one that ``Phi`` falls below ``e^{-40} c`` within the exact
-    steps, e.g. ``rho = 1 - 1e-6``) the cruder bounds ``n <= c_n <= (H_n^{(rho)})^{1/(1-rho)}``
-    of Lemma 4.1 are used (their ends differ by a factor up to about ``1/(1-rho)``); the
-    enclosure is always intersected with ``[W/n, H_W n^{rho-1}]``. The float value on this
+    from ``D = min(512, n/8)`` exact steps in Arb and the near-invariant ``J = log Phi +
+    Psi^{1-rho}/(1-rho)`` of the continuum limit, whose drift is bounded step by step. Its
+    relative width is about ``c^{-(1-rho)} D^{-rho} + O(100)/n``: it shrinks as ``n`` grows
+    (2e-11 at ``n = 1e18``, ``rho = 0.5``). Near ``rho = 1``, where ``Phi`` falls below
+    ``e^{-40} c`` within the exact steps, only an upper end ``c_hi`` is proved (Lemma 4.3(a)
+    at a larger ``c``): the enclosure is then ``[f_W(c_hi), ...]`` with a mass close to one.
+    Where Lemma 4.3's hypotheses cannot be verified (``n <= 512``) the cruder bounds ``n <=
+    c_n <= (H_n^{(rho)})^{1/(1-rho)}`` of Lemma 4.1 are used (their ends differ by a factor
+    up to about ``1/(1-rho)``); the enclosure is always intersected with ``[W/n, H_W n^{rho-1}]``. The float value on this
     route is ``f_W`` at Lemma 4.3's estimate of ``c_n`` (its count without the error terms);
     it lies inside the certified enclosure at every tested point, so its error is at most
     the enclosure's width; where that estimate is not available, Theorem 4(ii)'s
