@@ -921,7 +921,7 @@ def _bulk_solve_float(n, rho, D, W):
     return b  # the end with g >= 0
 
 
-def _bulk_lifetime_arb(c, n, r, D, W, log_sigma):
+def _bulk_lifetime_arb(c, n, r, D, W, log_sigma, big=()):
     """Lemma 4.3 at ``c`` (an exact ``arb``) at the current precision; ``W`` a tuple of windows.
 
     Returns ``None`` when the ``D`` exact steps already reach ``Phi <= 0`` is undecided,
@@ -949,6 +949,7 @@ def _bulk_lifetime_arb(c, n, r, D, W, log_sigma):
         if not phi > 0:
             return None
     P, S = phi, psi
+    sums["D"] = tot / c  # f_D(c): every window W >= D has at least this mass
     out = {"dead": False, "fW": sums}
     Sq = S**q
     J = P.log() + Sq / q
@@ -1031,10 +1032,69 @@ def _bulk_lifetime_arb(c, n, r, D, W, log_sigma):
         up += A[k].exp() * dF
     eJ = J.exp()
     sum_y2 = 2 * (1 - y_star) * b_tot
+    z_max = ((sigma * rr) ** q - Sq) / (2 * q)
     out["surv"] = D + eJ * low + (sq - Sq) / (2 * q) - sum_y2 / 4
-    out["death"] = (
-        D + eJ * up + ((sigma * rr) ** q - Sq) / (2 * q) + a_tot / 2 + 1 + (J + a_tot).exp() * sigma * f(sigma) / (sq - 1)
-    )
+    out["death"] = D + eJ * up + z_max + a_tot / 2 + 1 + (J + a_tot).exp() * sigma * f(sigma) / (sq - 1)
+    if big:
+        out["big"] = _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, out["surv"])
+    return out
+
+
+def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv):
+    """Corollary 4.4: balls ``(lo, hi)`` around ``Phi_{n-W}(c) / c`` for windows ``W > D`` inside the bulk.
+
+    With ``W <= I`` (ensured by ``surv >= W``), ``Phi_{n-W} = e^{J_W} f(Psi_W)`` with
+    ``J_D - delta <= J_W <= J_D + A``. With ``L(s) = int_0^s f`` (a lower incomplete gamma,
+    accurate where the count is a tiny part of ``n``), the count of Lemma 4.3 at ``k = W``
+    gives ``L(Psi_W) <= L(Psi_D) + (W - D + (1 - y*) delta / 2) e^{-(J_D - delta)}`` and
+    ``L(Psi_W) >= L(Psi_D) + (W - D - z_W - A/2) e^{-(J_D + A)}`` (``z_W`` the trapezoid
+    term up to ``Psi_W``); ``L`` increases, so points ``s_+`` with ``L(s_+) >=`` the first and
+    ``s_-`` with ``L(s_-) <=`` the second bracket ``Psi_W``, and ``f`` decreases. Windows
+    where a bound cannot be proved are left out.
+    """
+    import flint
+    from scipy.special import gammainccinv, gammaincinv
+
+    a_ = 1 / q
+    qf = float(q.mid())
+    scale = q ** (a_ - 1)
+    Z = scale * flint.arb(a_).gamma()  # Z_q = L(infinity)
+
+    def L(s):
+        with arb_precision(min(flint.ctx.prec, 128)):
+            return scale * ((s**q) / q).gamma_lower(a_)
+
+    def point(G, up):  # s with L(s) >= G (up) or L(s) <= G (not up): doubles, then proved in Arb
+        p_low = float((G / Z).mid())
+        p_up = float(((Z - G) / Z).mid())
+        if not (0.0 < p_low and 0.0 < p_up):
+            return None
+        u = float(gammaincinv(1.0 / qf, p_low)) if p_low < 0.5 else float(gammainccinv(1.0 / qf, p_up))
+        if not (math.isfinite(u) and u > 0.0):
+            return None
+        log_s = math.log(qf * u) / qf  # s = (q u)^{1/q}, formed in logarithms (no underflow)
+        for nudge in (1e-12, 1e-9, 1e-6, 1e-3):
+            s = flint.arb(log_s + (nudge if up else -nudge) * max(1.0, abs(log_s))).exp().mid()
+            val = L(s)
+            if (up and val >= G) or (not up and val <= G):
+                return s
+        return None
+
+    S = Sq ** (1 / q)
+    L_S = L(S)
+    out = {}
+    for W in big:
+        if not surv >= W:
+            continue
+        s_plus = point(L_S + (W - D + (1 - y_star) * delta / 2) * (-(J - delta)).exp(), True)
+        if s_plus is None:
+            continue
+        z_w = (s_plus**q - Sq) / (2 * q)  # the trapezoid term of the count up to Psi_W <= s_+
+        gain = W - D - z_w - a_tot / 2
+        s_minus = point(L_S + gain * (-(J + a_tot)).exp(), False) if gain > 0 else None
+        lo = (J - delta - (s_plus**q) / q).exp() / c
+        hi = (J + a_tot - (s_minus**q) / q).exp() / c if s_minus is not None else flint.arb(1)
+        out[W] = (lo, hi)
     return out
 
 
@@ -1134,6 +1194,7 @@ def _bulk_enclosure(n, rho, windows):
     """
     import flint
 
+    big = tuple(sorted({int(w) for w in windows if w > _RECUR_W_MAX}))
     windows = tuple(sorted({int(w) for w in windows if w <= _RECUR_W_MAX}))
     D = max([_bulk_steps(n), *windows])
     if n <= 4 * D:
@@ -1175,12 +1236,13 @@ def _bulk_enclosure(n, rho, windows):
                 found = None
                 for _ in range(4):
                     c = flint.arb(x + sign * shift).exp().mid()
-                    rc = _bulk_lifetime_arb(c, n, r, D, W, ls)
+                    rc = _bulk_lifetime_arb(c, n, r, D, W, ls, big)
                     if rc is None or rc["dead"]:
                         break  # undecided, or dead within the exact steps: no f_W there
                     if key in rc:
                         if (sign > 0 and rc["surv"] >= n) or (sign < 0 and rc["death"] <= n):
-                            found = (c, rc["fW"])
+                            # Corollary 4.4's ratios Phi_{n-W}/c for large windows ride along in fW
+                            found = (c, {**rc["fW"], **{("big", w): v for w, v in rc.get("big", {}).items()}})
                             break
                     shift *= 2.0
                 if found is None:
@@ -1274,6 +1336,14 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False):
         elif bulk_res is not None:
             c_lo = bulk_res[0] if bulk_res[0] is not None else c_lo
             c_hi = bulk_res[1]
+            # Corollary 4.4 and Lemma 4.2: m = 1 - Phi_{n-W}(c_n)/c_n lies between the values at c_hi and c_lo
+            at_hi = bulk_res[2].get(("big", W))
+            at_lo = bulk_res[3].get(("big", W)) if bulk_res[3] is not None else None
+            lo_end = max(lo_end, enclosure_from_arb(bulk_res[2]["D"]).lo)  # m_n(W) >= m_n(D) >= f_D(c_hi)
+            if at_hi is not None:
+                lo_end = max(lo_end, enclosure_from_arb(1 - at_hi[1]).lo)
+            if at_lo is not None:
+                hi_end = min(hi_end, enclosure_from_arb(1 - at_lo[0]).hi)
         if W <= _RECUR_W_MAX:
             f_hi = _window_from_c_arb(W, c_hi, r)  # c_hi is above the root: every Phi_k > 0
             f_lo = _window_from_c_arb(W, c_lo, r)
@@ -1290,6 +1360,7 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False):
                 base = 1 - (W - 1) * x
                 lows.append(H * x * base**r if base > 0 else flint.arb(0))
             lo_end = max(lo_end, min(enclosure_from_arb(v).lo for v in lows))
+            hi_end = min(hi_end, enclosure_from_arb(H * c_lo ** (r - 1)).hi)
     return max(0.0, lo_end), min(1.0, hi_end)
 
 

@@ -185,3 +185,23 @@ def test_float_value_lies_in_the_lemma_4_3_enclosure(rho):
     m = otprior.ot_window_mass(64, n, rho)
     assert np.all((e.lo <= m) & (m <= e.hi)), (rho, e, m)
     assert np.all(e.hi - e.lo <= 1e-3 * e.hi)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rho", [0.5, 0.9, 0.99])
+def test_corollary_4_4_large_windows_contain_the_exact_route(rho):
+    """Windows above the exact steps (W > 4096): Corollary 4.4's enclosure against the exact
+    certified route, and narrower than Theorem 4(i)'s closed forms on Lemma 4.1's bracket."""
+    n = 24000
+    windows = np.array([4500, 6000])
+    exact = otprior.ot_window_mass(windows, n, rho, certified=True, method="exact")
+    bounds = otprior.ot_window_mass(windows, n, rho, certified=True, method="bounds")
+    assert np.all(bounds.lo <= exact.lo) and np.all(exact.hi <= bounds.hi), (rho, bounds, exact)
+    assert np.all(bounds.hi - bounds.lo <= 0.1 * bounds.hi)
+
+
+def test_corollary_4_4_large_windows_are_narrow_at_any_length():
+    e = otprior.ot_window_mass(np.array([64, 10**4, 10**7]), 10**12, 0.9, certified=True)
+    f = otprior.ot_window_mass(np.array([64, 10**4, 10**7]), 10**12, 0.9)
+    assert np.all(np.diff(e.lo) > 0) and np.all(e.hi - e.lo <= 0.05 * e.hi)  # Theorem 4(i) alone: [0, 1]
+    assert np.all((e.lo <= f) & (f <= e.hi))
