@@ -156,7 +156,7 @@ def _lifetime_mp(c, rho, steps, ctx):
     return steps + 1
 
 
-@pytest.mark.parametrize("rho", [0.5, 0.9])
+@pytest.mark.parametrize("rho", [pytest.param(0.5, marks=pytest.mark.slow), 0.9])
 def test_lemma_4_3_ends_are_above_and_below_the_root_by_direct_recurrence(rho):
     """The two ends c_lo <= c_n < c_hi of Lemma 4.3, checked by running the whole recurrence
     from each at 60 digits (mpmath, private context): from c_hi it stays positive n steps,
