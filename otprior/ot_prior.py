@@ -733,8 +733,8 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
 _MAX_LENGTH = int(1e300)  # the double 1e300 as an exact integer: every n up to it is answered
 # exact routes up to these lengths (above: the proved bounds of Theorem 4 and Lemma 4.1,
 # proofs/ot_asymptotics.md); the exact route is O(n) and its cost grows as rho -> 1
-_EXACT_FLOAT_MAX = 1 << 16
-_EXACT_CERT_MAX = 1 << 14
+_EXACT_FLOAT_MAX = 1 << 12
+_EXACT_CERT_MAX = 1 << 12
 # windows up to this size are mapped through the exact W-step backward recurrence
 # (Lemma 4.2); larger windows use the closed forms of Theorem 4(i)
 _RECUR_W_MAX = 1 << 12
@@ -742,6 +742,8 @@ _RECUR_W_MAX = 1 << 12
 _EXACT_MIN_Q = 1e-4
 # ... except for short prefixes, where the certified recurrence answers within its caps
 _EXACT_NEAR_ONE_MAX = 256
+# above this rho the exact route is used up to _EXACT_NEAR_ONE_MAX only (256 < n <= 4096: Lemma 4.3)
+_EXACT_MAX_RHO = 0.9
 ROUTES = ("exact", "exact-rho0", "bounds")
 
 
@@ -825,7 +827,485 @@ def _window_from_c_float(W, c, rho):
     return total / c
 
 
-def _bounds_mass_arb(W, n, rho):
+# --- Lemma 4.3: the lifetime of the backward recurrence (proofs/ot_asymptotics.md) -------------
+#
+# Started at Phi = c, the recurrence of Theorem 2 does not involve t; c_t is the c whose
+# trajectory lives exactly t steps (Lemma 2.1). Lemma 4.3 bounds the lifetime of the
+# trajectory from D exact steps (Arb) and the near-invariant J = log Phi + Psi^q / q of the
+# continuum limit, with the drift of J bounded step by step; no O(t) work.
+
+_BULK_D = 512  # exact steps before the bulk of Lemma 4.3
+_BULK_MU = (128.0, 512.0, 32.0)  # targets for M = Phi Psi where the bulk ends (sigma)
+_BULK_MAX_BITS = 4096
+
+
+def _bulk_steps(n):
+    """Exact steps before the bulk of Lemma 4.3: 512, fewer (down to 64) for short prefixes."""
+    return max(64, min(_BULK_D, n // 8))
+
+
+def _bulk_steps_float(log_c, rho, D, W):
+    """``D`` steps of Theorem 2's recurrence from ``c = exp(log_c)`` in scaled doubles.
+
+    With ``P = Phi / c``, ``Q = Psi c`` and ``kappa = c^{-(1-rho)}`` a step is
+    ``Q += 1/P; v = kappa Q^{-rho}; P -= v`` (``v = v_k / c``). Returns ``(log Phi_D,
+    log Psi_D, f_W(c), log(Phi_D / c))`` or ``None`` when some ``Phi`` is not positive.
+    """
+    kappa = math.exp(-(1.0 - rho) * log_c)
+    P, Q, tot, mr = 1.0, 0.0, 0.0, -rho
+    for k in range(D):
+        Q += 1.0 / P
+        v = kappa * Q**mr
+        if k < W:
+            tot += v
+        P -= v
+        if not P > 0.0:
+            return None
+    return log_c + math.log(P), math.log(Q) - log_c, tot, math.log(P)
+
+
+def _bulk_log_count_float(log_c, rho, D, W):
+    """``log`` of the continuum count ``e^{J_D} F(Psi_D)`` after ``D`` exact steps (the
+    estimate behind Lemma 4.3), with the state; ``None`` when the trajectory dies first."""
+    from scipy.special import gammaincc
+
+    st = _bulk_steps_float(log_c, rho, D, W)
+    if st is None:
+        return None
+    log_p, log_s, tot, log_ratio = st
+    q = 1.0 - rho
+    u = math.exp(q * log_s) / q
+    tail = float(gammaincc(1.0 / q, u))
+    if not tail > 0.0:
+        return None
+    return log_p + u + log_normaliser(q) + math.log(tail), tot, log_p + u, log_ratio
+
+
+def _bulk_solve_float(n, rho, D, W):
+    """``log c`` with ``D + e^{J_D} F(Psi_D) = n`` (the estimate of Lemma 4.3), secant steps
+    safeguarded by a bracket; ``None`` when no bracket is found."""
+    target = math.log(n - D)
+    q = 1.0 - rho
+    lo = math.log(n)  # c_n >= n (Theorem 4(iii))
+    hi = math.log(power_sum(1, n, rho)) / q  # Lemma 4.1
+    if not (math.isfinite(hi) and hi >= lo):
+        return None
+    hi += 1e-9 * (1.0 + abs(hi))
+
+    def g(x):
+        r = _bulk_log_count_float(x, rho, D, W)
+        return -math.inf if r is None else r[0] - target
+
+    a, b = lo, hi
+    ga, gb = g(a), g(b)
+    if not gb >= 0.0:
+        return None
+    if ga >= 0.0:
+        return a
+    x = min(max(lo - log_normaliser(q), lo), hi)  # Theorem 4(ii)'s c ~ n / Z_q as the first guess
+    for _ in range(80):
+        gx = g(x)
+        if gx < 0.0:
+            a, ga = x, gx
+        else:
+            b, gb = x, gx
+        if gx == 0.0 or b - a <= 4e-16 * max(1.0, abs(b)):
+            break
+        if math.isfinite(ga) and gb != ga:
+            xn = a - ga * (b - a) / (gb - ga)  # regula falsi on the bracket
+            # Illinois-like safeguard: never step to within 1 % of an end
+            xn = min(max(xn, a + 0.01 * (b - a)), b - 0.01 * (b - a)) if b - a > 1e-6 else xn
+        else:
+            xn = 0.5 * (a + b)
+        x = xn
+    return b  # the end with g >= 0
+
+
+def _bulk_lifetime_arb(c, n, r, D, W, log_sigma, big=()):
+    """Lemma 4.3 at ``c`` (an exact ``arb``) at the current precision; ``W`` a tuple of windows.
+
+    Returns ``None`` when the ``D`` exact steps already reach ``Phi <= 0`` is undecided,
+    else a dict: ``fW`` (``{W: ball of f_W(c)}``, Lemma 4.2), ``dead`` (some ``Phi_k <= 0`` proved
+    within the ``D`` steps: then ``c <= c_n``), and, when the hypotheses of Lemma 4.3 are
+    verified, ``surv`` and ``death`` (balls): ``surv >= n`` proves ``c > c_n`` and
+    ``death <= n`` proves ``c <= c_n``.
+    """
+    import flint
+
+    q = 1 - r
+    mr = -r
+    windows = set(W)
+    sums = {}
+    phi, psi, tot = c, flint.arb(0), flint.arb(0)
+    for k in range(D):
+        psi += 1 / phi
+        v = psi**mr
+        tot += v
+        if k + 1 in windows:
+            sums[k + 1] = tot / c  # f_W(c) = (v_n + ... + v_{n-W+1}) / c (Lemma 4.2)
+        phi = phi - v
+        if phi <= 0:
+            return {"dead": True}
+        if not phi > 0:
+            return None
+    P, S = phi, psi
+    sums["D"] = tot / c  # f_D(c): every window W >= D has at least this mass
+    out = {"dead": False, "fW": sums}
+    Sq = S**q
+    J = P.log() + Sq / q
+    sigma = flint.arb(log_sigma).exp()
+    if not (sigma > 1 and sigma > S):
+        return out
+    sq = sigma**q
+
+    def f(s):  # e^{-s^q/q}
+        return (-(s**q) / q).exp()
+
+    def g(s):  # s^{-rho} e^{s^q/q}
+        return s**mr * ((s**q) / q).exp()
+
+    qf = float(q.mid())
+    delta = flint.arb(0)
+    for _ in range(8):  # the bootstrap of Lemma 4.3: delta_- with B(sigma r) <= delta_-
+        j_min = J - delta
+        y_star = (-j_min).exp() * g(S).union(g(sigma)).upper()
+        mu = j_min.exp() * (S * f(S)).union(sigma * f(sigma)).lower()
+        if not (y_star < 1 and mu > 0):
+            return out
+        rr = 1 + 1 / mu
+        w0 = math.nextafter(float(S.log().lower()), -math.inf)
+        w1 = math.nextafter(float((sigma * rr).log().upper()), math.inf)
+        grid, i_sigma = _bulk_grid(w0, log_sigma, max(w1, log_sigma), qf)
+        cum1, cum2 = _chord_cumulative(grid, q, r, j_min)
+        k1 = r * rr ** (1 + r)
+        k2 = rr ** (2 * r) / (2 * (1 - y_star))
+        b_tot = k2 * cum2[-1]
+        if b_tot <= delta:
+            break
+        delta = flint.arb((b_tot * 1.25).upper())
+    else:
+        return out
+    if not (len(grid) > i_sigma > 0 and flint.arb(grid[1]).exp() > S):
+        return out  # the first piece of the count integrals must start at Psi_D
+    A = [k1 * x for x in cum1]
+    B = [k2 * x for x in cum2]
+    a_tot = A[-1]
+    a_ = 1 / q
+    scale = q ** (a_ - 1)
+    # the count integrals over a coarser subset of the break points (any subset gives proved
+    # bounds: A and B are nondecreasing, so their values at the right end of a merged piece
+    # bound them on it); a new point wherever A or B has grown by a sixteenth of its total
+    # the points are chosen (in doubles, approximately) so that the growth of A or B across
+    # a merged piece times the steps counted in it stays below 1/10 of a step
+    from scipy.special import gammaincc
+
+    ww = np.array(grid)
+    with np.errstate(under="ignore", over="ignore", divide="ignore", invalid="ignore"):
+        log_count = float(J.mid()) + log_normaliser(qf) + np.log(gammaincc(1.0 / qf, np.exp(qf * ww) / qf))
+    a_f = np.array([float(x.upper()) for x in A])
+    b_f = np.array([float(x.upper()) for x in B])
+    keep = [0]
+    for k in range(1, len(grid)):
+        j = keep[-1]
+        grow = max(a_f[k] - a_f[j], b_f[k] - b_f[j])
+        if k in (i_sigma, len(grid) - 1) or not grow > 0.0:
+            if k in (i_sigma, len(grid) - 1):
+                keep.append(k)
+            continue
+        lj, lk = log_count[j], log_count[k]
+        if not np.isfinite(lj):  # no estimate: keep the point
+            keep.append(k)
+            continue
+        # log(steps counted between the two points) = lj + log(1 - e^{lk - lj})
+        log_steps = lj + (math.log(-math.expm1(lk - lj)) if lk < lj else -math.inf)
+        if math.log(grow) + log_steps > math.log(0.1):
+            keep.append(k)
+    with arb_precision(min(flint.ctx.prec, 128)):  # 38 digits suffice; the cost grows with precision
+        F = {k: scale * ((flint.arb(grid[k]) * q).exp() / q).gamma_upper(a_) for k in keep[1:]}
+        F[0] = scale * (Sq / q).gamma_upper(a_)  # the count integrals start at Psi_D itself
+    low = flint.arb(0)
+    up = flint.arb(0)
+    for k0, k in zip(keep[:-1], keep[1:], strict=True):
+        dF = F[k0] - F[k]
+        if k <= i_sigma:
+            low += (-B[k]).exp() * dF
+        up += A[k].exp() * dF
+    eJ = J.exp()
+    sum_y2 = 2 * (1 - y_star) * b_tot
+    z_max = ((sigma * rr) ** q - Sq) / (2 * q)
+    out["surv"] = D + eJ * low + (sq - Sq) / (2 * q) - sum_y2 / 4
+    out["death"] = D + eJ * up + z_max + a_tot / 2 + 1 + (J + a_tot).exp() * sigma * f(sigma) / (sq - 1)
+    if big:
+        out["big"] = _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, out["surv"])
+    return out
+
+
+def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv):
+    """Corollary 4.4: balls ``(lo, hi)`` around ``Phi_{n-W}(c) / c`` for windows ``W > D`` inside the bulk.
+
+    With ``W <= I`` (ensured by ``surv >= W``), ``Phi_{n-W} = e^{J_W} f(Psi_W)`` with
+    ``J_D - delta <= J_W <= J_D + A``. With ``L(s) = int_0^s f`` (a lower incomplete gamma,
+    accurate where the count is a tiny part of ``n``), the count of Lemma 4.3 at ``k = W``
+    gives ``L(Psi_W) <= L(Psi_D) + (W - D + (1 - y*) delta / 2) e^{-(J_D - delta)}`` and
+    ``L(Psi_W) >= L(Psi_D) + (W - D - z_W - A/2) e^{-(J_D + A)}`` (``z_W`` the trapezoid
+    term up to ``Psi_W``); ``L`` increases, so points ``s_+`` with ``L(s_+) >=`` the first and
+    ``s_-`` with ``L(s_-) <=`` the second bracket ``Psi_W``, and ``f`` decreases. Windows
+    where a bound cannot be proved are left out.
+    """
+    import flint
+    from scipy.special import gammainccinv, gammaincinv
+
+    a_ = 1 / q
+    qf = float(q.mid())
+    scale = q ** (a_ - 1)
+    Z = scale * flint.arb(a_).gamma()  # Z_q = L(infinity)
+
+    def L(s):
+        with arb_precision(min(flint.ctx.prec, 128)):
+            return scale * ((s**q) / q).gamma_lower(a_)
+
+    def point(G, up):  # s with L(s) >= G (up) or L(s) <= G (not up): doubles, then proved in Arb
+        p_low = float((G / Z).mid())
+        p_up = float(((Z - G) / Z).mid())
+        if not (0.0 < p_low and 0.0 < p_up):
+            return None
+        u = float(gammaincinv(1.0 / qf, p_low)) if p_low < 0.5 else float(gammainccinv(1.0 / qf, p_up))
+        if not (math.isfinite(u) and u > 0.0):
+            return None
+        log_s = math.log(qf * u) / qf  # s = (q u)^{1/q}, formed in logarithms (no underflow)
+        for nudge in (1e-12, 1e-9, 1e-6, 1e-3):
+            s = flint.arb(log_s + (nudge if up else -nudge) * max(1.0, abs(log_s))).exp().mid()
+            val = L(s)
+            if (up and val >= G) or (not up and val <= G):
+                return s
+        return None
+
+    S = Sq ** (1 / q)
+    L_S = L(S)
+    out = {}
+    for W in big:
+        if not surv >= W:
+            continue
+        s_plus = point(L_S + (W - D + (1 - y_star) * delta / 2) * (-(J - delta)).exp(), True)
+        if s_plus is None:
+            continue
+        z_w = (s_plus**q - Sq) / (2 * q)  # the trapezoid term of the count up to Psi_W <= s_+
+        gain = W - D - z_w - a_tot / 2
+        s_minus = point(L_S + gain * (-(J + a_tot)).exp(), False) if gain > 0 else None
+        lo = (J - delta - (s_plus**q) / q).exp() / c
+        hi = (J + a_tot - (s_minus**q) / q).exp() / c if s_minus is not None else flint.arb(1)
+        out[W] = (lo, hi)
+    return out
+
+
+def _bulk_grid(w0, w_sigma, w1, q, top=3.0, fine=0.25):
+    """Break points in ``w = log s`` on ``[w0, w1]`` with ``w_sigma`` among them (returned
+    with its index). Any break points give proved bounds (Lemma 4.3); these keep the
+    chord of the convex exponent within about one unit of it, and use steps of ``fine``
+    within ``top`` of ``w_sigma`` and above it, where the weights of the count change."""
+    pts = [w0]
+    w = w0
+    while w < w_sigma and len(pts) < 20000:
+        curv = q * math.exp(min(q * w, 700.0))
+        step = math.sqrt(8.0 / curv) if curv > 0.0 else w_sigma - w
+        while step > 1e-6 and q * math.exp(min(q * (w + step), 700.0)) * step * step > 16.0:
+            step /= 2
+        if w + step > w_sigma - top:
+            step = min(step, max(fine, w_sigma - top - w)) if w < w_sigma - top else min(step, fine)
+        w = min(w + step, w_sigma)
+        pts.append(w)
+    i_sigma = len(pts) - 1
+    w = w_sigma
+    while w1 - w > fine:
+        w += fine
+        pts.append(w)
+    if w1 > pts[-1]:
+        pts.append(w1)
+    return pts, i_sigma
+
+
+def _chord_cumulative(grid, q, r, j_min):
+    """Upper bounds of ``e^{-j_min} int_{e^{w_0}}^{e^{w_k}} s^{-beta} e^{s^q/q} ds`` for
+    ``beta = 1 + rho`` and ``beta = 2 rho`` at every break point ``w_k``.
+
+    In ``w = log s`` the integrand is ``e^{l(w)}``, ``l(w) = -j_min + (1 - beta) w + e^{qw}/q``,
+    convex (``l'' = q e^{qw} > 0``): on each piece ``l`` lies below its chord, and the
+    integral of ``e^{chord}`` is ``h (e^{l_b} - e^{l_a}) / (l_b - l_a)``.
+    """
+    import flint
+
+    cum1, cum2 = [flint.arb(0)], [flint.arb(0)]
+    prev = None
+    for wf in grid:
+        w = flint.arb(wf)
+        e = (q * w).exp() / q
+        ls = (-j_min - r * w + e, -j_min + (1 - 2 * r) * w + e)
+        if prev is not None:
+            h = w - prev[0]
+            vals = []
+            for la, lb in zip(prev[1], ls, strict=True):
+                d = lb - la
+                if not d.contains(0) and abs(float(d.mid())) > 1e-8:
+                    vals.append(h * la.exp() * d.expm1() / d)
+                else:  # the chord's integral is at most h e^{max(l_a, l_b)}
+                    vals.append(h * flint.arb(la.union(lb).upper()).exp())
+            cum1.append(cum1[-1] + vals[0])
+            cum2.append(cum2[-1] + vals[1])
+        prev = (w, ls)
+    return cum1, cum2
+
+
+def _bulk_sigma(J, q, mu):
+    """``log sigma > 0`` with ``y(sigma) = sigma^{-rho} e^{sigma^q/q - J} = 1/mu`` (the relative
+    step ``v/Phi`` where the bulk ends, were ``J`` constant), or ``None``."""
+    lmu = math.log(mu)
+    rho = 1.0 - q
+
+    def h(ls):
+        return J + rho * ls - math.exp(min(q * ls, 700.0)) / q - lmu
+
+    if not h(0.0) > 0.0:
+        return None
+    a, b = 0.0, 1.0
+    while h(b) > 0.0:
+        a, b = b, 2.0 * b
+        if b > 1e12:
+            return None
+    for _ in range(200):
+        m = 0.5 * (a + b)
+        if h(m) > 0.0:
+            a = m
+        else:
+            b = m
+        if b - a <= 1e-12 * b:
+            break
+    return a
+
+
+def _bulk_enclosure(n, rho, windows):
+    """Proved ``(c_lo, c_hi, fW_lo, fW_hi)`` by Lemma 4.3 (``fW`` balls of ``f_W`` at the ends
+    when ``W <= D``), or ``None`` where its hypotheses cannot be verified (then the caller
+    keeps Lemma 4.1's bounds).
+
+    Algorithm: ``log c`` estimated in doubles (:func:`_bulk_solve_float`); the bounds of
+    Lemma 4.3 evaluated in Arb at the estimate; ends moved by the counts' relative gaps
+    over the count's slope in ``log c`` and proved by Lemma 4.3 at those ends (widened and
+    retried at most three times).
+    """
+    import flint
+
+    big = tuple(sorted({int(w) for w in windows if w > _RECUR_W_MAX}))
+    windows = tuple(sorted({int(w) for w in windows if w <= _RECUR_W_MAX}))
+    D = max([_bulk_steps(n), *windows])
+    if n <= 4 * D:
+        return None
+    Wf, W = 0, windows
+    x = _bulk_solve_float(n, rho, D, Wf)
+    if x is None:
+        return _bulk_upper_root(n, rho, D, W, math.log(n))
+    est = _bulk_log_count_float(x, rho, D, Wf)
+    if est is None or est[3] < -40.0:  # the doubles cancelled: Phi_D / c below e^-40
+        return _bulk_upper_root(n, rho, D, W, x)
+    q = 1.0 - rho
+    h = 1e-6 * max(1.0, abs(x))
+    up_, dn_ = _bulk_log_count_float(x + h, rho, D, Wf), _bulk_log_count_float(x - h, rho, D, Wf)
+    if up_ is None or dn_ is None:
+        return None
+    slope = (up_[0] - dn_[0]) / (2 * h)
+    if not slope > 0.0:
+        return None
+    bits = 128 + int(1.45 * -est[3]) + 2 * D.bit_length()
+    if bits > _BULK_MAX_BITS:
+        return None
+    with arb_precision(bits):
+        r = arb_from_float(rho)
+        for mu in _BULK_MU:
+            ls = _bulk_sigma(est[2], q, mu)
+            if ls is None:
+                continue
+            res = _bulk_lifetime_arb(flint.arb(x).exp().mid(), n, r, D, W, ls)
+            if res is None or "surv" not in res:
+                continue
+            gap_hi = max(0.0, math.log(n / float(res["surv"].lower()))) if res["surv"] > 0 else math.inf
+            gap_lo = max(0.0, math.log(float(res["death"].upper()) / n))
+            if not math.isfinite(gap_hi):
+                continue
+            ends = []
+            for sign, gap, key in ((1, gap_hi, "surv"), (-1, gap_lo, "death")):
+                shift = 1.2 * gap / slope + 1e-13 * (1.0 + abs(x))
+                found = None
+                for _ in range(4):
+                    c = flint.arb(x + sign * shift).exp().mid()
+                    rc = _bulk_lifetime_arb(c, n, r, D, W, ls, big)
+                    if rc is None or rc["dead"]:
+                        break  # undecided, or dead within the exact steps: no f_W there
+                    if key in rc:
+                        if (sign > 0 and rc["surv"] >= n) or (sign < 0 and rc["death"] <= n):
+                            # Corollary 4.4's ratios Phi_{n-W}/c for large windows ride along in fW
+                            found = (c, {**rc["fW"], **{("big", w): v for w, v in rc.get("big", {}).items()}})
+                            break
+                    shift *= 2.0
+                if found is None:
+                    break
+                ends.append(found)
+            if len(ends) == 2:
+                (c_hi, fw_hi), (c_lo, fw_lo) = ends
+                return c_lo, c_hi, fw_hi, fw_lo
+    return _bulk_upper_root(n, rho, D, W, x)
+
+
+def _bulk_upper_root(n, rho, D, W, x0):
+    """A cruder proved ``c_hi >= c_n`` alone, by Lemma 4.3(a) at ``log c = x0 + dx`` for growing
+    ``dx`` (near ``rho = 1`` the tight bracket fails: ``Phi`` falls below ``e^{-40} c`` within the
+    exact steps at ``c`` near ``c_n``, not at larger ``c``). Returns ``(None, c_hi, fW_hi, None)``
+    or ``None``; the caller keeps Lemma 4.1's lower end ``c_n >= n``."""
+    import flint
+
+    q = 1.0 - rho
+    tries = 0
+    for dx in (1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6):
+        est = _bulk_log_count_float(x0 + dx, rho, D, 0)
+        if est is None or est[3] < -40.0:
+            continue
+        bits = 128 + int(1.45 * -est[3]) + 2 * D.bit_length()
+        ls = _bulk_sigma(est[2], q, _BULK_MU[0])
+        if ls is None or bits > _BULK_MAX_BITS:
+            continue
+        tries += 1
+        with arb_precision(bits):
+            c = flint.arb(x0 + dx).exp().mid()
+            rc = _bulk_lifetime_arb(c, n, arb_from_float(rho), D, W, ls)
+            if rc is not None and "surv" in rc and rc["surv"] >= n:
+                return None, c, rc["fW"], None
+        if tries >= 3:
+            break
+    return None
+
+
+def _bulk_mass_float(W, n, rho):
+    """The float value on the bounds route: ``f_W(c)`` at the estimate of Lemma 4.3's count.
+
+    ``log c`` solves ``D + e^{J_D} F(Psi_D) = n`` in doubles (:func:`_bulk_solve_float`) and
+    ``f_W`` comes from the same ``D`` exact steps; the value is clipped into
+    ``[W/n, H_W n^{rho-1}]`` (Lemma 4.2(c)). ``None`` where the estimate is not available
+    (short prefixes, windows above 4096, or ``Phi_D / c < e^{-40}``, where the doubles
+    cancel): the caller then uses Theorem 4(ii)'s estimate.
+    """
+    D = max(_bulk_steps(n), W)
+    if W > _RECUR_W_MAX or n <= 4 * D:
+        return None
+    x = _bulk_solve_float(n, rho, D, W)
+    est = None if x is None else _bulk_log_count_float(x, rho, D, W)
+    if est is None:
+        return None
+    # where Phi_D / c < e^-40 the doubles of the exact steps cancel and the estimate of c is
+    # rough, but f_W depends on c only through the first W steps, where nothing has cancelled:
+    # the value stays an estimate (checked against the enclosure), as everywhere on this route
+    lower = W / n if n < 1 << 1000 else math.exp(math.log(W) - math.log(n))
+    upper = power_sum(1, W, rho) * math.exp(-(1.0 - rho) * math.log(n))
+    return min(max(est[1], lower), min(1.0, upper))
+
+def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False):
     """Proved enclosure of ``m_n(W; rho)`` at any ``n`` from bounds on ``c_n`` (route ``"bounds"``).
 
     Lemma 4.2 (proofs/ot_asymptotics.md): ``m = 1 - N_{n-W}(c_n)`` is decreasing in ``c``
@@ -845,6 +1325,25 @@ def _bounds_mass_arb(W, n, rho):
         lower = flint.arb(W) / n  # the prior decreases in d
         hi_end = min(1.0, enclosure_from_arb(upper).hi)
         lo_end = enclosure_from_arb(lower).lo
+        if bulk_res is False:  # not computed by the caller (it shares one per n between windows)
+            bulk_res = _bulk_enclosure(n, rho, (W,)) if bulk else None
+        if bulk_res is not None and W <= _RECUR_W_MAX:
+            # Lemma 4.3 brackets c_n; f_W at its ends (Lemma 4.2), at the bulk's precision
+            _, _, fw_hi, fw_lo = bulk_res
+            lo_end = max(lo_end, enclosure_from_arb(fw_hi[W]).lo)
+            if fw_lo is not None:
+                hi_end = min(hi_end, enclosure_from_arb(fw_lo[W]).hi)
+        elif bulk_res is not None:
+            c_lo = bulk_res[0] if bulk_res[0] is not None else c_lo
+            c_hi = bulk_res[1]
+            # Corollary 4.4 and Lemma 4.2: m = 1 - Phi_{n-W}(c_n)/c_n lies between the values at c_hi and c_lo
+            at_hi = bulk_res[2].get(("big", W))
+            at_lo = bulk_res[3].get(("big", W)) if bulk_res[3] is not None else None
+            lo_end = max(lo_end, enclosure_from_arb(bulk_res[2]["D"]).lo)  # m_n(W) >= m_n(D) >= f_D(c_hi)
+            if at_hi is not None:
+                lo_end = max(lo_end, enclosure_from_arb(1 - at_hi[1]).lo)
+            if at_lo is not None:
+                hi_end = min(hi_end, enclosure_from_arb(1 - at_lo[0]).hi)
         if W <= _RECUR_W_MAX:
             f_hi = _window_from_c_arb(W, c_hi, r)  # c_hi is above the root: every Phi_k > 0
             f_lo = _window_from_c_arb(W, c_lo, r)
@@ -861,6 +1360,7 @@ def _bounds_mass_arb(W, n, rho):
                 base = 1 - (W - 1) * x
                 lows.append(H * x * base**r if base > 0 else flint.arb(0))
             lo_end = max(lo_end, min(enclosure_from_arb(v).lo for v in lows))
+            hi_end = min(hi_end, enclosure_from_arb(H * c_lo ** (r - 1)).hi)
     return max(0.0, lo_end), min(1.0, hi_end)
 
 
@@ -884,6 +1384,8 @@ def _exact_affordable(n, rho, certified):
         return False
     if n <= _EXACT_NEAR_ONE_MAX:
         return True  # the double route, or the certified recurrence within its caps
+    if rho > _EXACT_MAX_RHO:
+        return False  # the exact route's sweeps grow like 1/(1-rho): Lemma 4.3 answers in O(n/8)
     # the double route's rounding floor 4 (sqrt(n) + 3) eps (1 + |y|) / (1 - rho) with |y| >= log n
     # must stay below the vouching level, else the certified recurrence (work n * bits) is needed
     floor = 4.0 * (math.isqrt(n) + 3) * _EPS * (1.0 + math.log(n)) / (1.0 - rho)
@@ -920,19 +1422,31 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     accuracy as ``m -> 1`` and as ``m -> 0``. One solve per distinct ``n``; O(n) time.
 
     It is used, by a rule decided before any work, when ``n <= 256``, or when
-    ``n <= 65536`` (float) or ``n <= 16384`` (certified), ``1 - rho >= 1e-4`` and the
-    double route's rounding floor ``4 (sqrt(n) + 3) eps (1 + log n) / (1 - rho)`` is at
-    most ``1e-6``; where the exact route still refuses, the bounds route answers
-    instead. The same inputs always take the same route.
+    ``n <= 4096``, ``rho <= 0.9`` and the double route's rounding floor
+    ``4 (sqrt(n) + 3) eps (1 + log n) / (1 - rho)`` is at most ``1e-6``; where the exact
+    route still refuses, the bounds route answers instead. The same inputs always take
+    the same route. Beyond ``n = 4096`` the exact route costs more than the bounds route
+    (O(n) against O(512)) and is narrower where it runs: ``method="exact"`` asks for it.
 
-    Bounds route (any ``n``, O(W) time, ``W`` capped at 4096 steps): ``m = f_W(c_n)``
+    Bounds route (any ``n``, O(max(W, min(512, n/8))) time, ``W`` capped at 4096 steps): ``m = f_W(c_n)``
     with ``f_W(c) = 1 - Phi_{n-W}(c)/c`` given by ``W`` steps of Theorem 2's backward
-    recurrence (they do not involve ``n``) and decreasing in ``c`` (Lemma 2.1); with
-    ``n <= c_n <= (H_n^{(rho)})^{1/(1-rho)}`` (Lemma 4.1) the enclosure is
-    ``[f_W(c_hi), f_W(c_lo)]``, intersected with ``[W/n, H_W n^{rho-1}]``. It is proved
-    but not narrow: its ends differ by a factor up to about ``1/(1-rho)``. The float
-    value on this route is Theorem 4(ii)'s asymptotic estimate ``f_W(n / Z_q)`` (a formal
-    limit, not a proved bound), clipped into the proved enclosure.
+    recurrence (they do not involve ``n``) and decreasing in ``c`` (Lemma 4.2), so any
+    proved ``c_lo <= c_n <= c_hi`` gives the enclosure ``[f_W(c_hi), f_W(c_lo)]``. The
+    bracket of ``c_n`` comes from Lemma 4.3 (``proofs/ot_asymptotics.md``): the recurrence
+    started at ``c`` lives more than ``n`` steps iff ``c > c_n``, and its lifetime is bounded
+    from ``D = min(512, n/8)`` exact steps in Arb and the near-invariant ``J = log Phi +
+    Psi^{1-rho}/(1-rho)`` of the continuum limit, whose drift is bounded step by step. Its
+    relative width is about ``c^{-(1-rho)} D^{-rho} + O(100)/n``: it shrinks as ``n`` grows
+    (2e-11 at ``n = 1e18``, ``rho = 0.5``). Near ``rho = 1``, where ``Phi`` falls below
+    ``e^{-40} c`` within the exact steps, only an upper end ``c_hi`` is proved (Lemma 4.3(a)
+    at a larger ``c``): the enclosure is then ``[f_W(c_hi), ...]`` with a mass close to one.
+    Where Lemma 4.3's hypotheses cannot be verified (``n <= 512``) the cruder bounds ``n <=
+    c_n <= (H_n^{(rho)})^{1/(1-rho)}`` of Lemma 4.1 are used (their ends differ by a factor
+    up to about ``1/(1-rho)``); the enclosure is always intersected with ``[W/n, H_W n^{rho-1}]``. The float value on this
+    route is ``f_W`` at Lemma 4.3's estimate of ``c_n`` (its count without the error terms);
+    it lies inside the certified enclosure at every tested point, so its error is at most
+    the enclosure's width; where that estimate is not available, Theorem 4(ii)'s
+    ``f_W(n / Z_q)`` (a formal limit, not a bound), clipped into the proved enclosure.
 
     Examples
     --------
@@ -941,8 +1455,8 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     >>> ot_window_mass([1, 10], 1024, 0.5).round(4).tolist()
     [0.0225, 0.1111]
     >>> e, route = ot_window_mass(64, 10**18, 0.5, certified=True, return_route=True)
-    >>> route, f"{e.lo:.3g}", f"{e.hi:.3g}"   # Lemma 4.2 with t <= c <= H_t^(1/(1-rho))
-    ('bounds', '7.3e-09', '1.46e-08')
+    >>> route, f"{e.lo:.9g}", f"{e.hi:.9g}"   # Lemmas 4.2 and 4.3
+    ('bounds', '1.03252185e-08', '1.03252185e-08')
     """
     rho = check_rho(rho)
     if not isinstance(certified, bool):
@@ -992,8 +1506,16 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
         if done:
             continue
         routes[sel] = "bounds"
+        shared = False
+        if certified:  # one bracket of c_n (Lemma 4.3) for every window of this n
+            shared = _bulk_enclosure(nk, rho, [w for w in ws if w < nk])
         for k, wk in zip(sel, ws, strict=True):
-            a, b = _bounds_mass_arb(wk, nk, rho)
+            if not certified and wk < nk:
+                est = _bulk_mass_float(wk, nk, rho)
+                if est is not None:
+                    out[k] = est
+                    continue
+            a, b = _bounds_mass_arb(wk, nk, rho, bulk_res=shared)
             if certified:
                 lo[k], hi[k] = a, b
                 mid[k] = 0.5 * (a + b)

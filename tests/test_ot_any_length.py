@@ -120,3 +120,88 @@ def test_bounds_route_contains_the_exact_route_property(n, frac, rho):
     exact = otprior.ot_window_mass(W, n, rho, certified=True, method="exact")
     bounds = otprior.ot_window_mass(W, n, rho, certified=True, method="bounds")
     assert bounds.lo <= exact.lo and exact.hi <= bounds.hi, (W, n, rho, bounds, exact)
+
+
+@pytest.mark.parametrize("rho", [0.1, 0.5, 0.9, 0.99])
+def test_lemma_4_3_enclosure_contains_the_exact_route(rho):
+    """Lemma 4.3's bracket of c_n (route "bounds", n > 4D) against the exact certified route
+    (bisection of Theorem 2's root in Arb: an independent algorithm) at lengths where both run;
+    and it is far narrower than Lemmas 4.1-4.2 alone."""
+    n = 4500
+    windows = np.array([1, 64, 600])
+    exact = otprior.ot_window_mass(windows, n, rho, certified=True, method="exact")
+    bounds = otprior.ot_window_mass(windows, n, rho, certified=True, method="bounds")
+    assert np.all(bounds.lo <= exact.lo) and np.all(exact.hi <= bounds.hi), (rho, bounds, exact)
+    assert np.all((bounds.hi - bounds.lo) <= 0.05 * bounds.hi)  # Lemma 4.1 alone: 0.1 .. 0.9
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rho", [0.3, 0.7, 0.95, 0.995])
+@pytest.mark.parametrize("n", [2049 * 2, 16384])
+def test_lemma_4_3_enclosure_contains_the_exact_route_slow(rho, n):
+    windows = np.array([1, 5, 64, 512, 1024])
+    exact = otprior.ot_window_mass(windows, n, rho, certified=True, method="exact")
+    bounds = otprior.ot_window_mass(windows, n, rho, certified=True, method="bounds")
+    assert np.all(bounds.lo <= exact.lo) and np.all(exact.hi <= bounds.hi), (rho, n, bounds, exact)
+
+
+def _lifetime_mp(c, rho, steps, ctx):
+    """Number of positive Phi's of Theorem 2's recurrence from c (mpmath, private context)."""
+    P, S, r = ctx.mpf(c), ctx.mpf(0), ctx.mpf(rho)
+    for i in range(1, steps + 1):
+        S += 1 / P
+        P -= S ** (-r)
+        if P <= 0:
+            return i
+    return steps + 1
+
+
+@pytest.mark.parametrize("rho", [pytest.param(0.5, marks=pytest.mark.slow), 0.9])
+def test_lemma_4_3_ends_are_above_and_below_the_root_by_direct_recurrence(rho):
+    """The two ends c_lo <= c_n < c_hi of Lemma 4.3, checked by running the whole recurrence
+    from each at 60 digits (mpmath, private context): from c_hi it stays positive n steps,
+    from c_lo it does not (Lemma 2.1)."""
+    import importlib
+
+    mod = importlib.import_module("otprior.ot_prior")
+    n = 6000
+    c_lo, c_hi, _, _ = mod._bulk_enclosure(n, rho, (8,))
+    ctx = mpmath.MPContext()
+    ctx.dps = 60
+    hi = ctx.mpf(c_hi.mid().str(70, radius=False))
+    lo = ctx.mpf(c_lo.mid().str(70, radius=False))
+    assert _lifetime_mp(hi, rho, n, ctx) > n
+    assert _lifetime_mp(lo, rho, n, ctx) <= n
+    # Lemma 4.1 alone: c_hi / c_lo = H_n^(1/(1-rho)) / n, about 4 (rho = 0.5) and 1e9 (rho = 0.9)
+    assert float((hi - lo) / hi) < 0.1
+
+
+@pytest.mark.parametrize("rho", [0.1, 0.5, 0.9, 0.99, 0.999])
+def test_float_value_lies_in_the_lemma_4_3_enclosure(rho):
+    """The documented error bound of the float value on the bounds route: it lies in the
+    certified enclosure, so its error is at most the enclosure's width."""
+    n = np.array([10**6, 10**12, int(1e300)], dtype=object)
+    e = otprior.ot_window_mass(64, n, rho, certified=True)
+    m = otprior.ot_window_mass(64, n, rho)
+    assert np.all((e.lo <= m) & (m <= e.hi)), (rho, e, m)
+    assert np.all(e.hi - e.lo <= 1e-3 * e.hi)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rho", [0.5, 0.9, 0.99])
+def test_corollary_4_4_large_windows_contain_the_exact_route(rho):
+    """Windows above the exact steps (W > 4096): Corollary 4.4's enclosure against the exact
+    certified route, and narrower than Theorem 4(i)'s closed forms on Lemma 4.1's bracket."""
+    n = 24000
+    windows = np.array([4500, 6000])
+    exact = otprior.ot_window_mass(windows, n, rho, certified=True, method="exact")
+    bounds = otprior.ot_window_mass(windows, n, rho, certified=True, method="bounds")
+    assert np.all(bounds.lo <= exact.lo) and np.all(exact.hi <= bounds.hi), (rho, bounds, exact)
+    assert np.all(bounds.hi - bounds.lo <= 0.1 * bounds.hi)
+
+
+def test_corollary_4_4_large_windows_are_narrow_at_any_length():
+    e = otprior.ot_window_mass(np.array([64, 10**4, 10**7]), 10**12, 0.9, certified=True)
+    f = otprior.ot_window_mass(np.array([64, 10**4, 10**7]), 10**12, 0.9)
+    assert np.all(np.diff(e.lo) > 0) and np.all(e.hi - e.lo <= 0.05 * e.hi)  # Theorem 4(i) alone: [0, 1]
+    assert np.all((e.lo <= f) & (f <= e.hi))

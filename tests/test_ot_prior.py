@@ -206,7 +206,7 @@ def test_exact_window_bounds_of_theorem_4(rho, n):
         H = float(np.sum(np.arange(1, W + 1) ** -rho))
         upper = H * c ** (rho - 1)
         lower = upper * max(0.0, 1 - (W - 1) * c ** (rho - 1)) ** rho
-        m = otprior.ot_window_mass(W, n, rho)
+        m = otprior.ot_window_mass(W, n, rho, method="exact")  # Theorem 4(i) at the exact root
         assert lower * (1 - 1e-10) <= m <= upper * (1 + 1e-10)
 
 
