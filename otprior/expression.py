@@ -666,8 +666,27 @@ def _die_with_parent(parent_pid, seconds):
         pass
 
 
+def _cpu_watch(conn, lock, seconds):
+    """End this (child) process once it has used ``seconds`` of CPU time, telling the parent so.
+
+    CPU time, not wall-clock: the budget then decides the same way on a busy machine as on an
+    idle one (a forked child's CPU times start at zero)."""
+    while time.process_time() <= seconds:
+        time.sleep(0.02)
+    with lock:
+        try:
+            conn.send(("time", None))
+        except Exception:
+            pass
+    os._exit(0)
+
+
 def _child(conn, fn, args, memory, parent_pid, seconds):
     _die_with_parent(parent_pid, seconds)
+    import threading
+
+    lock = threading.Lock()
+    threading.Thread(target=_cpu_watch, args=(conn, lock, seconds), name="otprior-cpu-watch", daemon=True).start()
     try:
         import resource
 
@@ -689,20 +708,24 @@ def _child(conn, fn, args, memory, parent_pid, seconds):
             result = ("error", f"{type(exc).__name__}: {exc}"[:500])
         except Exception:
             result = ("error", type(exc).__name__)
-    try:
-        conn.send(result)
-    except Exception:
-        conn.send(("error", "result could not be sent"))
-    finally:
-        conn.close()
+    with lock:
+        try:
+            conn.send(result)
+        except Exception:
+            conn.send(("error", "result could not be sent"))
+        finally:
+            conn.close()
 
 
 def run_budgeted(fn, *args, time_budget=DEFAULT_TIME_BUDGET, memory_budget=DEFAULT_MEMORY_BUDGET):
-    """Run ``fn(*args)`` in a child process within ``time_budget`` seconds and ``memory_budget`` bytes.
+    """Run ``fn(*args)`` in a child process within ``time_budget`` seconds of CPU time and ``memory_budget`` bytes.
 
     Returns the result (it must be picklable). Raises :class:`BudgetExceeded` when the time
     runs out (the child is killed), when the memory cap is hit, or when ``fn`` fails (the
-    error's text is in ``reason``). A fork is used where the platform has one (so ``fn`` and
+    error's text is in ``reason``). The budget counts the child's CPU time, so that an answer
+    does not depend on how busy the machine is; a wall-clock backstop of
+    ``4 * time_budget + 1`` seconds ends a child that waits without computing. A fork is used
+    where the platform has one (so ``fn`` and
     ``args`` need not be picklable); elsewhere a fresh interpreter. The child ends with its
     parent (:func:`_die_with_parent`): a parent stopped by a signal leaves no computation
     running, and a parent interrupted inside this call kills the child before it returns.
@@ -722,9 +745,10 @@ def run_budgeted(fn, *args, time_budget=DEFAULT_TIME_BUDGET, memory_budget=DEFAU
     proc.start()
     send.close()
     try:
-        ready = receive.poll(time_budget)
+        ready = receive.poll(4.0 * time_budget + 1.0)
         if not ready:
-            raise BudgetExceeded(f"the time budget of {time_budget:g} s ran out")
+            raise BudgetExceeded(f"the time budget of {time_budget:g} s ran out (wall-clock backstop "
+                                 f"{4.0 * time_budget + 1.0:g} s)")
         try:
             status, value = receive.recv()
         except EOFError:
@@ -734,6 +758,8 @@ def run_budgeted(fn, *args, time_budget=DEFAULT_TIME_BUDGET, memory_budget=DEFAU
             proc.kill()
         proc.join(1.0)
         receive.close()
+    if status == "time":
+        raise BudgetExceeded(f"the time budget of {time_budget:g} s of CPU time ran out")
     if status == "memory":
         raise BudgetExceeded(f"the memory budget of {memory_budget / 2**20:.0f} MiB ran out")
     if status == "error":
