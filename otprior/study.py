@@ -1580,6 +1580,8 @@ def _run_locked(plan, digest, runs, mem, machine, out, resume, max_runs, time_bu
             mine.append(record)
             if writer:
                 _write_results(results_path, mine)
+            if spread:  # count the other processes' finished runs too
+                done |= {r["id"] for r in _read_results(out, digest)}
             if "failed" in record:
                 log(f"[{len(done)}/{len(runs)}] {run['id']}: FAILED ({record['failed']})")
             elif run["kind"] == "train":
