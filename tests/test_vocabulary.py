@@ -95,7 +95,7 @@ def test_cli_refuses_what_the_api_refuses_with_its_domain(capsys, argv, flag, do
 def test_margin_time_limits_are_named_as_such_inside_the_domain(capsys, argv, flag):
     """Inside the API's domain but beyond the command line's time limit: refused, naming both intervals."""
     code, _, err = run(capsys, "margin", "--window", "64", "--lengths", "512", "8192", *argv)
-    domain, limit = (TOL, cli.MARGIN_COST["tol"]) if flag == "--tol" else (OFFSET, cli.MARGIN_COST["offset"])
+    domain, limit = (TOL, cli.margin.MARGIN_COST["tol"]) if flag == "--tol" else (OFFSET, cli.margin.MARGIN_COST["offset"])
     assert code == 2 and err.startswith(f"otprior: error: {flag}:")
     assert f"in the valid domain {domain} but beyond the command line's time limit: a number in {limit}" in err
     assert limit.low >= domain.low and limit.high <= domain.high  # the limit lies inside the API's domain
