@@ -207,11 +207,12 @@ def real_type(low=-MAX_MAGNITUDE, high=MAX_MAGNITUDE, *, low_open=False, high_op
     return parse
 
 
-def domain_type(interval, *, cost=None):
+def domain_type(interval):
     """Reals in one of the library's shared domains (:class:`otprior._validation.Interval`): the
-    command line refuses what the API refuses, with the same domain. ``cost``, an interval
-    inside it, is a time limit of the command line (see :data:`MARGIN_COST`): a value of the
-    domain beyond it is refused as such, naming both."""
+    command line accepts exactly what the API accepts, and refuses the rest with the same domain
+    and the reason the domain ends there. The command line adds no limits of its own: the time
+    and memory of every value of the domain are bounded by the library."""
+    why = f" ({interval.reason})" if getattr(interval, "reason", "") else ""
 
     def parse(text):
         text = text_of(text).strip()
@@ -220,10 +221,7 @@ def domain_type(interval, *, cost=None):
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a number") from None
         if not math.isfinite(value) or value not in interval:
-            raise argparse.ArgumentTypeError(f"{text[:80]!r} is outside the valid domain: a finite number in {interval}")
-        if cost is not None and value not in cost:
-            raise argparse.ArgumentTypeError(f"{text[:80]!r} is in the valid domain {interval} but beyond the command line's time limit: "
-                                             f"a number in {cost} (otprior.margin_for answers it, in seconds to minutes)")
+            raise argparse.ArgumentTypeError(f"{text[:80]!r} is outside the valid domain: a finite number in {interval}{why}")
         return value
 
     parse.__name__ = "number"

@@ -74,8 +74,8 @@ def _parser_for(_encodings, _normalisers):
 # library parameter names that a command spells differently
 _ALIASES = {
     None: {"Lrange": "--lengths", "asymptotic": "--expr"},
-    "classify": {"n": "--window", "num_heads": "--heads"},
-    "mass": {"num_heads": "--heads"},
+    "classify": {"n": "--window", "num_heads": "--heads", "score_bound": "--logit-bound"},
+    "mass": {"num_heads": "--heads", "score_bound": "--logit-bound"},
     "checkpoint": {"Lrange": "--lengths", "checkpoint": "path", "model": "path", "tokens": "--text", "num_heads": "--num-heads"},
     "intervene": {"paths": "--data"},
 }

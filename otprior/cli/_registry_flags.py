@@ -18,7 +18,7 @@ import re
 import typing
 
 from .. import limits
-from .._validation import ALPHA, OFFSET, DomainError
+from .._validation import ALPHA, BAND_SCORE_BOUND, OFFSET, SCORE_BOUND, DomainError
 from ._common import JSON_HELP, MAX_LENGTH, Parser, UsageError, add_renamed, as_flag, int_type, text_of
 
 #: Constructor parameters that hold Python objects (callables, weight matrices): they are set
@@ -27,12 +27,12 @@ LIBRARY_ONLY = {"bias": ("asymptotic",), "fire": ("f", "mlp")}
 #: Largest magnitude of a real-valued encoding or normaliser parameter on the command line
 #: (but those of :data:`SHARED_DOMAINS`).
 MAX_PARAMETER_MAGNITUDE = 1e12
-#: Parameters whose domain the library defines once (``otprior._validation``): their flags accept
-#: exactly that domain, as the API does.
-SHARED_DOMAINS = {"alpha": ALPHA, "offset": OFFSET}
-#: Largest content bound B (``--logit-bound`` of every encoding, ``margin --score-bound``): the
-#: factor e^(2B) of Theorem 10 is a double up to B of about 354.
-MAX_CONTENT_BOUND = 100.0
+#: Encoding parameters whose domain the library defines once (``otprior._validation``): their flags
+#: accept exactly that domain, as the API does, and their help states it. Normaliser parameters
+#: are not looked up here (entmax's ``alpha`` is another quantity than the log-distance exponent).
+#: ``mass`` evaluates Theorem 10's band, so its ``--logit-bound`` takes :data:`MASS_DOMAINS`.
+SHARED_DOMAINS = {"alpha": ALPHA, "offset": OFFSET, "logit_bound": SCORE_BOUND}
+MASS_DOMAINS = {**SHARED_DOMAINS, "logit_bound": BAND_SCORE_BOUND}
 #: Values beyond which a parameter is "huge" when the library overflows on it (see ``refuse_overflow``).
 HUGE = 1e6
 #: Longest text one flag takes (a per-head list, a bucket table, an expression).
@@ -70,11 +70,13 @@ def parameter_kinds(p) -> set:
     return kinds
 
 
-def parameter_type(p, *, per_head: bool):
+def parameter_type(p, *, per_head: bool, shared_domains: dict | None = None):
     """The argparse type of a registry parameter: :meth:`Parameter.convert`, then the command
     line's own guards (finite numbers within :data:`MAX_PARAMETER_MAGNITUDE`, integers also
     written as ``1e6``). With ``per_head``, a number may be a comma-separated list, one value
-    per head, handed to the class as a tuple (the class refuses it when it has no heads)."""
+    per head, handed to the class as a tuple (the class refuses it when it has no heads).
+    ``shared_domains`` (:data:`SHARED_DOMAINS` for encodings) replaces the guards by the
+    library's own domain of the parameters it names."""
     kinds = parameter_kinds(p)
     integer = kinds <= {int}
     numeric = kinds <= {int, float} and not kinds <= {bool}
@@ -92,14 +94,13 @@ def parameter_type(p, *, per_head: bool):
             if numeric:
                 raise argparse.ArgumentTypeError(f"{text.strip()[:80]!r} is not {'an integer' if integer else 'a number'}") from None
             raise argparse.ArgumentTypeError(f"{text.strip()[:80]!r}: {exc.domain}") from None
-        shared = SHARED_DOMAINS.get(p.name)
+        shared = (shared_domains or {}).get(p.name)
         if shared is not None and numeric and not (math.isfinite(value) and value in shared):
-            raise argparse.ArgumentTypeError(f"{text.strip()[:80]!r} is outside the valid domain: a finite number in {shared}")
+            why = f" ({shared.reason})" if shared.reason else ""
+            raise argparse.ArgumentTypeError(f"{text.strip()[:80]!r} is outside the valid domain: a finite number in {shared}{why}")
         if shared is None and numeric and (not math.isfinite(value) or abs(value) > (MAX_LENGTH if integer else MAX_PARAMETER_MAGNITUDE)):
             bound = f"{MAX_LENGTH:.0e}" if integer else f"{MAX_PARAMETER_MAGNITUDE:g}"
             raise argparse.ArgumentTypeError(f"{text.strip()[:80]!r} is outside the valid domain: a finite number within +-{bound}")
-        if p.name == "logit_bound" and not 0 <= value <= MAX_CONTENT_BOUND:
-            raise argparse.ArgumentTypeError(f"{text.strip()[:80]!r} is outside the valid domain: a content bound B in [0, {MAX_CONTENT_BOUND:g}]")
         return value
 
     def parse(text):
@@ -130,16 +131,19 @@ def plain(doc: str) -> str:
     return re.sub(r"(?<=\S)  +", " ", doc).replace("%", "%%")
 
 
-def help_text(p, prefix="") -> str:
+def help_text(p, prefix="", domain=None) -> str:
     text = prefix + plain(p.doc or p.name)
+    if domain is not None:
+        text += f", in {domain}"
     if not p.required and p.default is not None and not callable(p.default):
         text += f" (default {p.default})"
     return text
 
 
-def add_encoding_flags(parser, name) -> None:
+def add_encoding_flags(parser, name, shared_domains=SHARED_DOMAINS) -> None:
     """One flag per parameter of encoding ``name`` (``--r1``, ``--logit-bound``, ...); the class's
-    former keyword names (its ``renamed`` table) as refused flags that name the new ones."""
+    former keyword names (its ``renamed`` table) as refused flags that name the new ones. The
+    parameters that ``shared_domains`` names take the library's domain given there."""
     from .. import encodings as E
     from .._registry import renamed_parameters
 
@@ -147,7 +151,8 @@ def add_encoding_flags(parser, name) -> None:
     add_renamed(parser, {as_flag(old): as_flag(new) for old, new in renamed_parameters(cls).items()}, getattr(cls, "renamed_reason", ""))
     group = parser.add_argument_group(f"parameters of {name}")
     for p in encoding_parameters(name):
-        kw = {"dest": p.name, "type": parameter_type(p, per_head=True), "help": help_text(p), "metavar": p.name.upper()}
+        kw = {"dest": p.name, "type": parameter_type(p, per_head=True, shared_domains=shared_domains),
+              "help": help_text(p, domain=shared_domains.get(p.name)), "metavar": p.name.upper()}
         if p.choices is not None:
             kw["choices"] = p.choices
             del kw["metavar"]
@@ -244,8 +249,9 @@ def build_normaliser(args):
         raise UsageError(f"--normaliser: {exc}") from None
 
 
-def encoding_commands(command, name, func, help, description, add_common):
-    """A subcommand with one sub-parser per registered encoding (its own flags, then ``add_common``)."""
+def encoding_commands(command, name, func, help, description, add_common, shared_domains=SHARED_DOMAINS):
+    """A subcommand with one sub-parser per registered encoding (its own flags, with the domains of
+    ``shared_domains``, then ``add_common``)."""
     p = command(name, None, help=help, description=description,
                 epilog=f"Each encoding's own flags: otprior {name} ENCODING --help. Every encoding also takes --json: {JSON_HELP}.")
     encodings = p.add_subparsers(dest="encoding", required=True, parser_class=Parser, metavar="ENCODING", title="encodings")
@@ -255,6 +261,6 @@ def encoding_commands(command, name, func, help, description, add_common):
         doc = plain((E.lookup(enc).__doc__ or enc).strip().split("\n")[0])
         e = encodings.add_parser(enc, help=doc, description=f"otprior {name} {enc}: {doc}")
         e.set_defaults(func=func, _spec=e)
-        add_encoding_flags(e, enc)
+        add_encoding_flags(e, enc, shared_domains)
         add_common(e, enc)
     return p

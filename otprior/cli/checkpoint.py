@@ -31,7 +31,6 @@ from ._common import (
     text_of,
     torch_api,
 )
-from .margin import MARGIN_COST
 
 
 def _mapping_type(text):
@@ -151,8 +150,8 @@ def add(command):
     k.add_argument("--window", type=LENGTH, help="window W (default min(64, L0/2))")
     k.add_argument("--lengths", type=int_type(2, MAX_LENGTH), nargs="+", metavar="L",
                    help="2 to 64 increasing context lengths (default: the training length found and 8 times it)")
-    k.add_argument("--tol", type=domain_type(TOL, cost=MARGIN_COST["tol"]), default=0.05,
-                   help=f"growth tolerance for the margin (power-law schemes), in {TOL} (command line: {MARGIN_COST['tol']}; default 0.05)")
+    k.add_argument("--tol", type=domain_type(TOL), default=0.05,
+                   help=f"growth tolerance for the margin (power-law schemes), in {TOL} (default 0.05)")
     k.add_argument("--implementation", choices=("transformers", "original"), default="transformers",
                    help="whose code to model where they differ: transformers' class (default) or the family's original (MPT)")
     k.add_argument("--measure", action="store_true", help="also run the model on --text and measure each head's masses (reference model or transformers folder)")

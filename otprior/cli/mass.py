@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from .. import limits
 from ._common import ANY_LENGTH, JSON_HELP, int_type
-from ._registry_flags import build_encoding, encoding_commands, encoding_parameters, given_flags, refuse_overflow
+from ._registry_flags import (
+    MASS_DOMAINS,
+    build_encoding,
+    encoding_commands,
+    encoding_parameters,
+    given_flags,
+    refuse_overflow,
+)
 from .prior import PRIOR_BYTES_PER_ENTRY
 
 #: Encoding of ``otprior mass`` when none is named.
@@ -99,4 +106,4 @@ def add(command):
                        "Window mass m_n(W) and distant mass D_n(W) = 1 - m_n(W) of the constant-content prior of an encoding "
                        f"(default {DEFAULT_MASS_ENCODING}, the first argument otherwise), at each length n; one row per head "
                        "and length for a multi-head encoding (per-head values as comma-separated lists, or alibi's --heads). "
-                       "For log-distance, certified bounds and digits on demand.", common)
+                       "For log-distance, certified bounds and digits on demand.", common, MASS_DOMAINS)

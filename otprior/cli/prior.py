@@ -10,7 +10,8 @@ import math
 
 from .. import limits
 from .._output import check_new_file
-from ._common import JSON_HELP, LENGTH, check_image_suffix, path_type, real_type, save_figure
+from .._validation import RHO
+from ._common import JSON_HELP, LENGTH, check_image_suffix, domain_type, path_type, save_figure
 
 #: Bytes per entry that :func:`otprior.ot_prior` holds at once, with a margin: the Anderson
 #: solver keeps 2 x 8 history rows of n doubles besides its iterate, image, residual and
@@ -58,7 +59,7 @@ def add(command):
                 "content score is equal (Theorem 2), for a query with n keys: its normaliser c and error bound, and the "
                 "exact window mass m_n(W) of the W nearest keys beside the window law H_W (Z_q/n)^(1-rho) (Theorem 4) "
                 "for W = 1, 4, 16, 64, 256, 1024 (those up to n); --full prints pi_n(d) at every distance, --plot draws it.")
-    q.add_argument("--rho", type=real_type(0.0, 1.0, high_open=True), required=True, help="balancing strength rho in [0, 1) (0 = causal softmax)")
+    q.add_argument("--rho", type=domain_type(RHO), required=True, help=f"balancing strength rho in {RHO} (0 = causal softmax)")
     q.add_argument("--n", type=LENGTH, required=True, help=f"query position (context length) n >= 1 (memory about {PRIOR_BYTES_PER_ENTRY} n bytes)")
     q.add_argument("--full", action="store_true", help="also print pi_n(d) for every distance d = 0 .. n-1")
     q.add_argument("--plot", type=path_type, help="also draw the prior into this new image file (.png, .pdf, .svg, ...)")
