@@ -39,6 +39,8 @@ Encodings and normalisers
     ``--normaliser NAME`` and its parameters are spelled ``--NAME-PARAMETER``
     (``--ssmax-s 2``); the encoding's ``--logit-bound B`` is the content bound of the pair's
     verdict (:func:`otprior.classify`; ``classify --score-bound`` is refused as its former name). ``otprior mass`` without an encoding is ``mass log-distance``.
+    An installed package offers its own encodings to the command through the entry-point group
+    ``otprior.encodings`` (a module that registers them when imported; see CONTRIBUTING.md).
 
 Errors
     Every input is validated before any work: the type and domain of each flag when it is

@@ -27,7 +27,7 @@ from ._common import (
     one_line,
     write_error,
 )
-from ._registry_flags import encoding_names, encoding_parameters
+from ._registry_flags import encoding_names, encoding_parameters, load_plugins
 from .mass import DEFAULT_MASS_ENCODING
 
 #: The commands, in the order of ``otprior --help``: each module's ``add``.
@@ -61,6 +61,7 @@ def _parser():
     # registries stay as they are (an encoding registered later gets its sub-command)
     from .. import normalisers as N
 
+    load_plugins()  # installed packages' encodings (entry-point group otprior.encodings), once
     return _parser_for(tuple(encoding_names()), tuple(N.names()))
 
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import math
 import re
 import typing
 
 from .. import limits
+from .._output import one_line, write_stderr_line
 from .._validation import ALPHA, BAND_SCORE_BOUND, OFFSET, SCORE_BOUND, DomainError
 from ._common import JSON_HELP, MAX_LENGTH, Parser, UsageError, add_renamed, as_flag, int_type, text_of
 
@@ -37,6 +39,34 @@ MASS_DOMAINS = {**SHARED_DOMAINS, "logit_bound": BAND_SCORE_BOUND}
 HUGE = 1e6
 #: Longest text one flag takes (a per-head list, a bucket table, an expression).
 MAX_FLAG_CHARS = 100_000
+
+
+#: Entry-point group through which an installed package offers its encodings to the command line:
+#: ``[project.entry-points."otprior.encodings"]`` with ``NAME = "package.module"``, a module that
+#: registers its encodings when imported (``@otprior.encodings.register``).
+PLUGIN_GROUP = "otprior.encodings"
+
+
+@functools.lru_cache(maxsize=1)
+def load_plugins() -> tuple:
+    """Import, once per process, the modules that installed packages declare under the entry-point
+    group :data:`PLUGIN_GROUP`, so that their registered encodings get sub-commands and flags like
+    the built-in ones. A module that fails to import is left out with one warning line on stderr
+    naming it and why; the command goes on. Returns the entry points that failed, as text.
+
+    Only packages installed in the environment (their metadata declares the group) are imported:
+    the same trust as any installed package; no file or variable names code to run."""
+    from importlib.metadata import entry_points
+
+    failed = []
+    for ep in entry_points(group=PLUGIN_GROUP):
+        try:
+            ep.load()
+        except Exception as exc:  # a broken plugin is the plugin's defect: named, then left out
+            failed.append(f"{ep.name} = {ep.value}")
+            write_stderr_line(one_line(f"otprior: warning: the encoding plugin {ep.name} = {ep.value} (entry point "
+                                       f"group {PLUGIN_GROUP}) failed to load and is left out: {type(exc).__name__}: {exc}"))
+    return tuple(failed)
 
 
 def encoding_names() -> list:
@@ -126,6 +156,9 @@ def plain(doc: str) -> str:
     """A docstring line as help text: reST maths and literals unmarked, ``%`` escaped for argparse."""
     doc = re.sub(r":math:`([^`]*)`", r"\1", doc).replace("``", "")
     doc = re.sub(r"\\infty(?![A-Za-z])", "oo", doc)  # D_\infty(W) -> D_oo(W), as the command prints it
+    # TeX groups as plain text: e^{-mW} -> e^(-mW), d^{r_2} -> d^(r_2), x^{2} -> x^2, H_{W} -> H_W
+    doc = re.sub(r"\^\{([^{}]*)\}", lambda m: "^" + (m.group(1) if len(m.group(1)) == 1 else f"({m.group(1)})"), doc)
+    doc = re.sub(r"_\{([^{}]*)\}", r"_\1", doc)
     doc = re.sub(r"(?<=[A-Za-z0-9_}])\\([A-Za-z]+)", r" \1", doc)
     doc = re.sub(r"\\[,;!]", " ", re.sub(r"\\([A-Za-z]+)", r"\1", doc))
     return re.sub(r"(?<=\S)  +", " ", doc).replace("%", "%%")
