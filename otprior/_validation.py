@@ -103,7 +103,7 @@ class PrecisionError(ArithmeticError):
 
 def check_rho(rho, name: str = "rho", *, allow_one: bool = False) -> float:
     """Balancing strength: a finite real in [0, 1) (or [0, 1] when ``allow_one``)."""
-    domain = "a finite real number in [0, 1]" if allow_one else "a finite real number in [0, 1)"
+    domain = "a finite real number in [0, 1]" if allow_one else f"a finite real number in {RHO}"
     value = _real(rho, name, domain)
     upper_ok = value <= 1.0 if allow_one else value < 1.0
     if not (value >= 0.0 and upper_ok):

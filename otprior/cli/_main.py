@@ -75,7 +75,10 @@ def _parser_for(_encodings, _normalisers):
 # library parameter names that a command spells differently
 _ALIASES = {
     None: {"Lrange": "--lengths", "asymptotic": "--expr"},
-    "classify": {"n": "--window", "num_heads": "--heads", "score_bound": "--logit-bound"},
+    "classify": {"n": "--window", "num_heads": "--heads", "score_bound": "--logit-bound",
+                 # the structures' parameters (otprior.structures) and their flags
+                 "width": "--sliding-window", "size": "--chunk", "logit": "--sink", "cap": "--softcap",
+                 "block": "--global-block", "max_positions": "--absolute-positions"},
     "mass": {"num_heads": "--heads", "score_bound": "--logit-bound"},
     "checkpoint": {"Lrange": "--lengths", "checkpoint": "path", "model": "path", "tokens": "--text", "num_heads": "--num-heads"},
     "intervene": {"paths": "--data"},

@@ -7,9 +7,11 @@ decides (:func:`otprior.classify`); this module prints the verdict and :math:`D_
 
 from __future__ import annotations
 
+import math
+
 from .. import limits
-from .._validation import DomainError, PrecisionError
-from ._common import JSON_HELP, LENGTH, add_renamed, real_type
+from .._validation import DomainError, Interval, PrecisionError
+from ._common import ANY_LENGTH, JSON_HELP, LENGTH, add_renamed, domain_type
 from ._registry_flags import (
     add_normaliser_flags,
     build_encoding,
@@ -88,17 +90,23 @@ def _classify_output(enc, normaliser, result, window, structure=None):
     return payload, lines
 
 
+#: The domains of :mod:`otprior.structures`' parameters, as its classes check them: a sink logit is
+#: any finite number (``AttentionSink``), a soft cap any finite c > 0 (``SoftCap``); the lengths are
+#: integers >= 1 (up to 1e300 here, as every length of the command line).
+SINK_LOGIT = Interval(-math.inf, math.inf, low_open=True, high_open=True)
+SOFT_CAP = Interval(0.0, math.inf, low_open=True, high_open=True)
+
+
 def _add_structure_flags(parser) -> None:
     """The attention structure (``otprior.structures``) as flags; several combine on one row."""
     g = parser.add_argument_group("structure", "which keys the query sees and what joins its softmax (default: full causal)")
-    g.add_argument("--sliding-window", type=LENGTH, default=None, metavar="WIDTH", help="keep the WIDTH nearest keys (Theorem S1)")
-    g.add_argument("--chunk", type=LENGTH, default=None, metavar="SIZE", help="chunked attention of SIZE positions (Theorem S2)")
-    g.add_argument("--sink", type=real_type(-1e4, 1e4), nargs="+", default=None, metavar="S",
+    g.add_argument("--sliding-window", type=ANY_LENGTH, default=None, metavar="WIDTH", help="keep the WIDTH nearest keys (Theorem S1)")
+    g.add_argument("--chunk", type=ANY_LENGTH, default=None, metavar="SIZE", help="chunked attention of SIZE positions (Theorem S2)")
+    g.add_argument("--sink", type=domain_type(SINK_LOGIT), nargs="+", default=None, metavar="S",
                    help="sink logit joining the denominator only, one or one per head (Theorem S3)")
-    g.add_argument("--softcap", type=real_type(0.0, 1e6, low_open=True), default=None, metavar="C", help="logits c tanh(z / c) (Theorem S4)")
-    g.add_argument("--global-block", type=LENGTH, default=None, metavar="K", help="one summary token per K tokens (Theorem S5)")
-    g.add_argument("--absolute-positions", type=LENGTH, default=None, metavar="P", help="learned absolute positions, table of P (Theorem S6)")
-
+    g.add_argument("--softcap", type=domain_type(SOFT_CAP), default=None, metavar="C", help="logits c tanh(z / c), c > 0 (Theorem S4)")
+    g.add_argument("--global-block", type=ANY_LENGTH, default=None, metavar="K", help="one summary token per K tokens (Theorem S5)")
+    g.add_argument("--absolute-positions", type=ANY_LENGTH, default=None, metavar="P", help="learned absolute positions, table of P (Theorem S6)")
 
 def build_structure(args):
     """The structure the flags describe (``None``: full causal)."""
