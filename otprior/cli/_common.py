@@ -143,6 +143,11 @@ def emit(payload, lines, as_json):
     write_out(text + "\n")
 
 
+def show_length(n: int) -> str:
+    """A length as printed: exact below 1e18, else as a double (the exact integer is in the JSON)."""
+    return str(n) if n < 10**18 else f"{float(n):.6g}"
+
+
 def write_out(text: str) -> None:
     """Write all of ``text`` to stdout (:func:`otprior._output.write_stdout`): a closed pipe raises
     ``BrokenPipeError``, a closed or failing stdout :class:`~otprior._output.OutputError`."""

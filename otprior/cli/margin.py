@@ -6,7 +6,7 @@ The library computes (:func:`otprior.margin_for`); this module declares the flag
 from __future__ import annotations
 
 from .._validation import BAND_SCORE_BOUND, OFFSET, TOL
-from ._common import ANY_LENGTH, JSON_HELP, domain_type
+from ._common import ANY_LENGTH, JSON_HELP, domain_type, show_length
 
 
 def run(args):
@@ -17,7 +17,7 @@ def run(args):
     lines = [
         f"margin   delta = {r.margin:.10f}   (exponent alpha >= {r.exponent:.10f})",
         f"growth   {r.growth_kind} growth of distant mass at the margin: {r.growth:.6g} (tol {args.tol:g})",
-        f"distant  D_L0 = {r.distant_mass[0]:.6g}, D_L1 = {r.distant_mass[1]:.6g} (W = {args.window}, L = {L0}..{L1})",
+        f"distant  D_L0 = {r.distant_mass[0]:.6g}, D_L1 = {r.distant_mass[1]:.6g} (W = {show_length(args.window)}, L = {show_length(L0)}..{show_length(L1)})",
         f"bracket  [{r.bracket[0]:.12f}, {r.bracket[1]:.12f}] (certified: no margin below the left end works, the right end does)",
     ]
     return r.as_dict(), lines

@@ -8,7 +8,7 @@ row per head and length.
 from __future__ import annotations
 
 from .. import limits
-from ._common import ANY_LENGTH, JSON_HELP, int_type
+from ._common import ANY_LENGTH, JSON_HELP, int_type, show_length
 from ._registry_flags import (
     MASS_DOMAINS,
     build_encoding,
@@ -21,11 +21,6 @@ from .prior import PRIOR_BYTES_PER_ENTRY
 
 #: Encoding of ``otprior mass`` when none is named.
 DEFAULT_MASS_ENCODING = "log-distance"
-
-
-def _show_length(n):
-    """A length as printed: exact below 1e18, else as a double (the exact integer is in the JSON)."""
-    return str(n) if n < 10**18 else f"{float(n):.6g}"
 
 
 MASS_ROW_WEIGHT = 100  # items of the item cap one row of `otprior mass` counts for
@@ -80,7 +75,7 @@ def _masses(args, name, enc):
             if h.score_bound:
                 row["distant_mass_range"] = [float(x) for x in h.distant_mass_range(args.window, n)]
             rows.append(row)
-            text = f"{'head ' + str(head) + '  ' if multi else ''}n = {_show_length(n):<8} window mass {row['window_mass']:.16g}   distant mass {row['distant_mass']:.16g}"
+            text = f"{'head ' + str(head) + '  ' if multi else ''}n = {show_length(n):<8} window mass {row['window_mass']:.16g}   distant mass {row['distant_mass']:.16g}"
             if "window_mass_bounds" in row:
                 lo, hi = row["window_mass_bounds"]
                 text += f"\n{'':8}certified {lo:.16g} <= m <= {hi:.16g}"
