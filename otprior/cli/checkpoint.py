@@ -12,7 +12,7 @@ import re
 
 from .. import limits
 from .._output import check_folder
-from .._validation import TOL, DomainError, FileFormatError
+from .._validation import TOL, DomainError, FileFormatError, Interval
 from ._common import (
     EXIT_PREDICTION_FAILED,
     JSON_HELP,
@@ -26,7 +26,6 @@ from ._common import (
     int_type,
     name_type,
     path_type,
-    real_type,
     save_figures,
     text_of,
     torch_api,
@@ -135,6 +134,10 @@ def run(args):
     return payload, lines
 
 
+#: The tolerance of ``--measure`` as :func:`otprior.torch.measurement.measure_checkpoint` checks it.
+MEASURE_TOL = Interval(0.0, 1.0, low_open=True, high_open=True)
+
+
 def add(command):
     k = command("checkpoint", run, help="per-head positional parameters of a checkpoint against the theory (torch extra)",
                 description="Read the positional parameters of a checkpoint (a model folder: config.json with safetensors, "
@@ -155,9 +158,9 @@ def add(command):
     k.add_argument("--implementation", choices=("transformers", "original"), default="transformers",
                    help="whose code to model where they differ: transformers' class (default) or the family's original (MPT)")
     k.add_argument("--measure", action="store_true", help="also run the model on --text and measure each head's masses (reference model or transformers folder)")
-    k.add_argument("--measure-tol", type=real_type(1e-12, 1.0, high_open=True), default=1e-4,
-                   help="largest |model's positional part - prediction| accepted by --measure (the positional part runs in float32); "
-                   "above it the prediction FAILED and the exit status is 3")
+    k.add_argument("--measure-tol", type=domain_type(MEASURE_TOL), default=1e-4,
+                   help=f"largest |model's positional part - prediction| accepted by --measure, in {MEASURE_TOL} (the positional "
+                   "part runs in float32; default 1e-4); above it the prediction FAILED and the exit status is 3")
     k.add_argument("--text", type=path_type, help="text file the model reads with --measure (bytes, within the read cap)")
     k.add_argument("--plot", type=path_type, help="write figures into this new or empty folder")
     k.add_argument("--force", action="store_true", help="write figures into an existing folder that holds files")
