@@ -103,7 +103,7 @@ class PrecisionError(ArithmeticError):
 
 def check_rho(rho, name: str = "rho", *, allow_one: bool = False) -> float:
     """Balancing strength: a finite real in [0, 1) (or [0, 1] when ``allow_one``)."""
-    domain = "a finite real number in [0, 1]" if allow_one else "a finite real number in [0, 1)"
+    domain = "a finite real number in [0, 1]" if allow_one else f"a finite real number in {RHO}"
     value = _real(rho, name, domain)
     upper_ok = value <= 1.0 if allow_one else value < 1.0
     if not (value >= 0.0 and upper_ok):
@@ -218,17 +218,24 @@ class Interval:
     """A real interval, the one domain of a quantity that the API and the command line both check.
 
     ``Interval(0, 1, low_open=True, high_open=True).check(tol, "tol")`` is
-    :func:`check_real` with these ends; ``str()`` writes it as ``(0, 1)``.
+    :func:`check_real` with these ends; ``str()`` writes it as ``(0, 1)``. ``reason``, when
+    given, says why the interval ends where it does; a refusal by :meth:`check` states it.
     """
 
-    __slots__ = ("low", "high", "low_open", "high_open")
+    __slots__ = ("low", "high", "low_open", "high_open", "reason")
 
-    def __init__(self, low: float, high: float, *, low_open: bool = False, high_open: bool = False):
+    def __init__(self, low: float, high: float, *, low_open: bool = False, high_open: bool = False, reason: str = ""):
         self.low, self.high, self.low_open, self.high_open = float(low), float(high), low_open, high_open
+        self.reason = reason
 
     def check(self, value, name: str) -> float:
-        """``value`` as a float in the interval, else a :class:`DomainError` naming ``name``."""
-        return check_real(value, name, low=self.low, high=self.high, low_open=self.low_open, high_open=self.high_open)
+        """``value`` as a float in the interval, else a :class:`DomainError` naming ``name`` (and the reason)."""
+        try:
+            return check_real(value, name, low=self.low, high=self.high, low_open=self.low_open, high_open=self.high_open)
+        except DomainError as exc:
+            if not self.reason:
+                raise
+            raise DomainError(name, value, f"{exc.domain} ({self.reason})") from None
 
     def __contains__(self, value) -> bool:
         lo_ok = value > self.low if self.low_open else value >= self.low
@@ -249,6 +256,19 @@ ALPHA = Interval(0.0, 1e15, low_open=True)
 OFFSET = Interval(1e-300, 1e300)
 #: A growth tolerance of the margin (``tol=``, ``--tol``).
 TOL = Interval(0.0, 1.0, low_open=True, high_open=True)
+#: The content bound B: content scores within B of a constant (Theorem 10). The verdicts hold for
+#: every finite B >= 0 (Theorem 11: a bounded content shift keeps D_n(W) -> 1 or away from 1), and
+#: so do the bounds evaluated in the overflow-free form e^(-2B) (:func:`otprior.ot_dilution_bound`):
+#: ``classify(score_bound=)``, an encoding's ``logit_bound``, ``classify --logit-bound``.
+SCORE_BOUND = Interval(0.0, math.inf, high_open=True)
+#: B where Theorem 10's band is evaluated with the factor e^(2B) (:func:`otprior.content_band`,
+#: :func:`otprior.distant_mass_bounds`, an encoding's ``distant_mass_range``,
+#: :func:`otprior.margin_for`; ``margin --score-bound``, ``mass --logit-bound``): e^(2B) is a
+#: finite double only up to B = log(DBL_MAX) / 2 = 354.9, and 350 keeps a margin for the factors
+#: it multiplies. Already at B = 350 the band of a mass of order one is [1e-304, 1 - 1e-304].
+BAND_SCORE_BOUND = Interval(0.0, 350.0, reason="beyond it e^(2B), the factor of Theorem 10, overflows a double")
+#: The balancing strength rho of causal OT attention (``rho=``, ``--rho``).
+RHO = Interval(0.0, 1.0, high_open=True)
 
 
 def check_window(window, n, name: str = "window") -> int:

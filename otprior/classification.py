@@ -126,7 +126,7 @@ def classify(encoding, normaliser=None, score_bound=None, *, structure=None):
     from . import encodings as E
     from . import normalisers as N
     from . import structures as S
-    from ._validation import DomainError, check_real
+    from ._validation import SCORE_BOUND, DomainError
     from .encodings import Encoding
 
     if isinstance(encoding, str):
@@ -138,7 +138,7 @@ def classify(encoding, normaliser=None, score_bound=None, *, structure=None):
                               f"give parameters as classify(otprior.encodings.get({encoding!r}, {exc.parameter}=...)))") from None
     if not isinstance(encoding, Encoding):
         raise DomainError("encoding", encoding, f"an instance of an otprior.encodings class or one of {', '.join(E.names())}")
-    B = encoding.score_bound if score_bound is None else check_real(score_bound, "score_bound", low=0.0)
+    B = encoding.score_bound if score_bound is None else SCORE_BOUND.check(score_bound, "score_bound")
     if isinstance(structure, str):
         structure = S.get(structure)
     if structure is not None and not isinstance(structure, S.Structure):

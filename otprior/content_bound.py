@@ -23,11 +23,12 @@ import flint
 import numpy as np
 
 from ._balls import arb_from_float
-from ._validation import DomainError, check_real
+from ._validation import BAND_SCORE_BOUND, DomainError, check_real
 
 __all__ = ["ContentBand", "content_band", "content_band_balls", "MAX_SCORE_BOUND"]
 
-MAX_SCORE_BOUND = 350.0  # the largest score bound B taken anywhere: e^(2B) stays below the largest double
+#: The largest score bound B of the band routes (:data:`otprior._validation.BAND_SCORE_BOUND`): e^(2B) stays a finite double.
+MAX_SCORE_BOUND = BAND_SCORE_BOUND.high
 
 
 class ContentBand(NamedTuple):
@@ -49,7 +50,8 @@ def content_band(distant_mass, score_bound, *, window_mass=None) -> ContentBand:
     distant_mass : float or array_like
         Constant-content distant mass :math:`D\\in[0,1]`.
     score_bound : float or array_like
-        ``B >= 0``.
+        ``B`` in ``[0, 350]`` (:data:`otprior._validation.BAND_SCORE_BOUND`: beyond it the factor
+        :math:`e^{2B}` overflows a double).
     window_mass : float or array_like, optional
         :math:`1-D` when known to full relative accuracy (it is when computed as
         :math:`H/(H+T)`); otherwise ``1 - distant_mass`` is used.
@@ -68,7 +70,7 @@ def content_band(distant_mass, score_bound, *, window_mass=None) -> ContentBand:
     (0.268941, 0.731059)
     """
     D = _checked(distant_mass, "distant_mass", low=0.0, high=1.0)
-    B = _checked(score_bound, "score_bound", low=0.0, high=MAX_SCORE_BOUND)
+    B = _checked(score_bound, "score_bound", interval=BAND_SCORE_BOUND)
     m = 1.0 - D if window_mass is None else _checked(window_mass, "window_mass", low=0.0, high=1.0)
     k = np.exp(2.0 * np.asarray(B, dtype=float))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -79,10 +81,14 @@ def content_band(distant_mass, score_bound, *, window_mass=None) -> ContentBand:
     return ContentBand(lo, hi)
 
 
-def _checked(x, name, **domain):
-    """A float, or a float array, every element checked by ``check_real`` (``np.True_`` refused)."""
+def _checked(x, name, interval=None, **domain):
+    """A float, or a float array, every element checked by ``check_real`` or ``interval``'s check
+    (``np.True_`` refused)."""
     arr = np.asarray(x, dtype=object)
-    check = np.vectorize(lambda v: check_real(_no_bool(v, name), name, **domain), otypes=[float])
+    if interval is not None:
+        check = np.vectorize(lambda v: interval.check(_no_bool(v, name), name), otypes=[float])
+    else:
+        check = np.vectorize(lambda v: check_real(_no_bool(v, name), name, **domain), otypes=[float])
     return check(arr) if arr.ndim else np.float64(check(arr))
 
 

@@ -43,8 +43,8 @@ from ._power_sums import (
     scaled_sum_many,
     scaled_sum_vec,
 )
-from ._validation import ALPHA, OFFSET, DomainError, PrecisionError, check_int, check_real
-from .content_bound import MAX_SCORE_BOUND, content_band_balls
+from ._validation import ALPHA, BAND_SCORE_BOUND, OFFSET, DomainError, PrecisionError, check_int, check_real
+from .content_bound import content_band_balls
 
 __all__ = ["window_mass", "distant_mass", "window_mass_bounds", "distant_mass_bounds"]
 
@@ -327,7 +327,7 @@ def _enclosure(kind, window, n, alpha, offset, score_bound, order):
     window, n, alpha, offset = _check(window, n, alpha, offset)
     if order is not None:
         order = check_int(order, "order", minimum=0, maximum=8)
-    B = _real(score_bound, "score_bound", "a real number in [0, 350]", low=0.0, high=MAX_SCORE_BOUND)
+    B = BAND_SCORE_BOUND.check(score_bound, "score_bound")  # booleans and huge integers refused too
     ball, prec = _mass_ball(kind, window, n, alpha, offset, score_bound=B, order=order)
     with arb_precision(prec):
         enc = enclosure_from_ends(*ball) if isinstance(ball, tuple) else enclosure_from_arb(ball)
@@ -482,7 +482,8 @@ def window_mass_bounds(window, n, alpha, *, offset=1.0, order=None):
 def distant_mass_bounds(window, n, alpha, *, offset=1.0, order=None, score_bound=0.0):
     """Proved enclosure of :math:`D_n(W;\\alpha)`, optionally over content scores (Theorems 8, 10).
 
-    With ``score_bound = B > 0`` (at most 350) the enclosure covers every attention row
+    With ``score_bound = B > 0`` (at most 350, :data:`otprior._validation.BAND_SCORE_BOUND`: beyond
+    it :math:`e^{2B}` overflows a double) the enclosure covers every attention row
     whose content scores lie within ``B`` of a constant (Theorem 10,
     :func:`otprior.content_bound.content_band_balls`):
     :math:`T/(T + e^{2B}H) \\le D \\le T/(T + e^{-2B}H)`, the two ends proved.

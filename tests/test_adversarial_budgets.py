@@ -48,15 +48,15 @@ def _controls(text):
 
 def test_control_characters_reach_no_terminal(capsys):
     """Any line printed passes the one output layer: controls from files and users are escaped, newlines kept."""
-    from otprior import cli
+    from otprior.cli._common import emit, write_error
 
-    cli._emit({"model_type": "\x1b]0;owned\x07"}, ["model_type \x1b]0;owned\x07\x1b[2J", "second line\r", "\x9b1m \u202e"], False)
+    emit({"model_type": "\x1b]0;owned\x07"}, ["model_type \x1b]0;owned\x07\x1b[2J", "second line\r", "\x9b1m \u202e"], False)
     out = capsys.readouterr().out
     assert out.count("\n") == 3 and not _controls(out) and "\\x1b]0;owned\\x07" in out
-    cli._emit({"model_type": "\x1b]0;owned\x07"}, [], True)
+    emit({"model_type": "\x1b]0;owned\x07"}, [], True)
     out = capsys.readouterr().out
     assert not _controls(out) and json.loads(out) == {"model_type": "\x1b]0;owned\x07"}  # JSON escapes, data intact
-    cli._write_error("bad \x1b[2J value\nsecond\tline \x07")
+    write_error("bad \x1b[2J value\nsecond\tline \x07")
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and not _controls(err) and "second line" in err
 

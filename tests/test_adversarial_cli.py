@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from otprior import cli
+from otprior.cli import _main
 
 # --- the parser, walked ----------------------------------------------------------------------------
 
@@ -392,7 +393,7 @@ _RUNNER = textwrap.dedent(
 
 
 def run_capped(argvs, cap, cwd, torch=False, **caps):
-    env = dict(os.environ, PYTHONPATH=str(Path(cli.__file__).resolve().parents[1]), **caps)
+    env = dict(os.environ, PYTHONPATH=str(Path(cli.__file__).resolve().parents[2]), **caps)
     proc = subprocess.run(
         [sys.executable, "-c", _RUNNER, str(cap), "torch" if torch else "-"], input=json.dumps(argvs), capture_output=True, text=True, env=env, cwd=cwd, timeout=120
     )
@@ -434,7 +435,7 @@ BOMBS = [
 
 def _leaf_of(argv):
     """The leaf parser an argv reaches (``mass`` without an encoding is ``mass log-distance``)."""
-    argv = cli._with_default_encoding(list(argv))
+    argv = _main._with_default_encoding(list(argv))
     if (argv[0],) in _leaves():
         return (argv[0],)
     return (argv[0], argv[1])

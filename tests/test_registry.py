@@ -155,13 +155,13 @@ def test_contributing_example_runs_as_written(tmp_path, monkeypatch, capsys):
         assert "gaussian" in E.names() and (tmp_path / "gaussian.png").stat().st_size > 1000
         enc, v, ax = namespace["enc"], namespace["verdict"], namespace["ax"]
         assert v.kind == "bounded" and len(ax.lines) >= 3  # two curves and the bounded one's limit marker
-        # D_oo(16) for s = 4 by an independent route: mpmath's sums at 40 digits
+        # D_oo(4) for s = 4 by an independent route: mpmath's sums at 40 digits
         ctx = mpmath.MPContext()
         ctx.dps = 40
         w = lambda d: ctx.exp(-((d / ctx.mpf(4)) ** 2))  # noqa: E731
-        reference = ctx.nsum(w, [16, ctx.inf]) / ctx.nsum(w, [0, ctx.inf])
-        assert v.limit_distant_mass(16) == pytest.approx(float(reference), rel=1e-12)
-        assert enc.distant_mass(16, 1024) == pytest.approx(float(reference), rel=1e-12)
+        reference = ctx.nsum(w, [4, ctx.inf]) / ctx.nsum(w, [0, ctx.inf])
+        assert v.limit_distant_mass(4) == pytest.approx(float(reference), rel=1e-12)
+        assert enc.distant_mass(4, 1024) == pytest.approx(float(reference), rel=1e-12)
         assert "Gaussian(s=4.0): BOUNDED" in printed
         assert cli.main(["classify", "--help"]) == 0 and "gaussian" in capsys.readouterr().out
         assert cli.main(["classify", "gaussian", "--s", "-1"]) == 2

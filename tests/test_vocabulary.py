@@ -7,7 +7,7 @@ import pytest
 import otprior
 from otprior import cli
 from otprior import encodings as E
-from otprior._validation import ALPHA, OFFSET, TOL, DomainError, RenamedError
+from otprior._validation import ALPHA, BAND_SCORE_BOUND, OFFSET, SCORE_BOUND, TOL, DomainError, RenamedError
 
 
 def run(capsys, *argv):
@@ -91,14 +91,48 @@ def test_cli_refuses_what_the_api_refuses_with_its_domain(capsys, argv, flag, do
     assert code == 2 and err.startswith(f"otprior: error: {flag}:") and str(domain) in err
 
 
-@pytest.mark.parametrize("argv, flag", [(["--tol", "1e-13"], "--tol"), (["--tol", "0.05", "--offset", "1e7"], "--offset")])
-def test_margin_time_limits_are_named_as_such_inside_the_domain(capsys, argv, flag):
-    """Inside the API's domain but beyond the command line's time limit: refused, naming both intervals."""
-    code, _, err = run(capsys, "margin", "--window", "64", "--lengths", "512", "8192", *argv)
-    domain, limit = (TOL, cli.MARGIN_COST["tol"]) if flag == "--tol" else (OFFSET, cli.MARGIN_COST["offset"])
-    assert code == 2 and err.startswith(f"otprior: error: {flag}:")
-    assert f"in the valid domain {domain} but beyond the command line's time limit: a number in {limit}" in err
-    assert limit.low >= domain.low and limit.high <= domain.high  # the limit lies inside the API's domain
+@pytest.mark.parametrize(
+    "argv, attr, expected",
+    [
+        (["--tol", "5e-324"], "tol", 5e-324),  # the smallest positive double: in TOL, so the command line takes it
+        (["--offset", "1e300"], "offset", OFFSET.high),
+        (["--score-bound", "350"], "score_bound", BAND_SCORE_BOUND.high),
+        (["--lengths", "512", "1e300"], "lengths", [512, int(1e300)]),  # margin_for takes lengths up to 1e300
+    ],
+)
+def test_margin_flags_take_the_whole_api_domain(argv, attr, expected):
+    """No time limits of the command line's own: every value of the API's domain parses (the run's
+    time is bounded by the library); parsed only, so that the test does not time the library."""
+    args, extra = cli.build_parser().parse_known_args(["margin", "--window", "64", "--lengths", "512", "8192", "--tol", "0.05", *argv])
+    assert not extra and args.func is cli.margin.run and getattr(args, attr) == expected
+
+
+def test_content_bound_one_domain_for_verdicts_one_for_the_band(capsys):
+    """B: any finite B >= 0 for a verdict (Theorem 11); [0, 350] where e^(2B) is evaluated (Theorem 10's
+    band), refused beyond with the reason, by the API and the command line alike."""
+    assert SCORE_BOUND.high == float("inf") and BAND_SCORE_BOUND.high == 350.0
+    big = 1e300
+    assert otprior.classify(E.LogDistance(1.5, logit_bound=big)).kind == "bounded"
+    assert otprior.classify("nope", "ssmax", score_bound=big).kind == "content-dependent"
+    assert otprior.ot_dilution_bound(4, 64, 0.5, big).bound <= 1.0
+    code, out, err = run(capsys, "classify", "log-distance", "--alpha", "1.5", "--logit-bound", "1e300", "--json")
+    assert code == 0 and json.loads(out)["kind"] == "bounded", err
+    enc = E.NoPE(logit_bound=351.0)  # the encoding holds it; its band refuses it, naming the reason
+    for call in (lambda: enc.distant_mass_range(4, 64), lambda: otprior.content_band(0.5, 351.0),
+                 lambda: otprior.distant_mass_bounds(4, 64, 1.5, score_bound=351.0),
+                 lambda: otprior.margin_for(4, (8, 16), 0.5, score_bound=351.0)):
+        with pytest.raises(DomainError, match="score_bound") as info:
+            call()
+        assert "350" in str(info.value)
+    assert "overflows a double" in str(pytest.raises(DomainError, otprior.content_band, 0.5, 351.0).value)
+    lo, hi = otprior.content_band(0.5, 350.0)
+    assert 0.0 < lo < 1e-300 and hi == 1.0
+    for argv in (["mass", "nope", "--logit-bound", "351", "--window", "4", "--n", "64"],
+                 ["margin", "--window", "4", "--lengths", "8", "16", "--tol", "0.5", "--score-bound", "351"]):
+        code, _, err = run(capsys, *argv)
+        flag = "--score-bound" if argv[0] == "margin" else "--logit-bound"
+        assert code == 2 and err.startswith(f"otprior: error: {flag}:") and str(BAND_SCORE_BOUND) in err
+        assert BAND_SCORE_BOUND.reason in err
 
 
 def test_api_domains_agree_at_the_ends():
