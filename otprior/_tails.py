@@ -59,9 +59,16 @@ def stretched_integral_arb(r1, r2, a, b):
 def _odd_derivatives(r1, r2, x, order):
     """``f^(2j-1)(x)``, ``j = 1 .. order + 1``, from the Taylor coefficients of ``f`` at ``x``."""
     terms = 2 * order + 3
-    ser = flint.arb_series([x, 1], prec=terms)
-    fs = (-r1 * (ser.log() * r2).exp()).exp()
-    coeffs = fs.coeffs()
+    # python-flint truncates every series to flint.ctx.cap terms (10 by default): raised for the
+    # call (the caller holds arb_precision's lock), else the coefficients past 9 would read as 0
+    old = flint.ctx.cap
+    flint.ctx.cap = max(old, terms)
+    try:
+        ser = flint.arb_series([x, 1], prec=terms)
+        fs = (-r1 * (ser.log() * r2).exp()).exp()
+        coeffs = fs.coeffs()
+    finally:
+        flint.ctx.cap = old
     out = []
     for j in range(1, order + 2):
         m = 2 * j - 1

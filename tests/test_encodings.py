@@ -277,3 +277,23 @@ def test_a_bias_without_a_proved_tail_is_summed_directly_where_affordable():
     weights = [ctx.exp(-1.5 * ctx.log(1 + k) + ctx.mpf("0.1") * ctx.sin(k)) for k in range(n)]
     ref = ctx.fsum(weights[:W]) / ctx.fsum(weights)
     assert enc.window_mass(W, n) == pytest.approx(float(ref), rel=1e-12)
+
+
+def test_series_cap_does_not_truncate_derivatives():
+    """python-flint truncates series to flint.ctx.cap terms (10 by default); the Euler–Maclaurin
+    brackets read derivatives up to order 13, so the cap must be raised where they are formed: the
+    13th Taylor coefficient of exp(-r1 x^r2) at x = 5 must match mpmath's (private context)."""
+    import flint
+    import mpmath
+
+    from otprior._balls import arb_precision
+    from otprior._tails import _odd_derivatives
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+    r1, r2 = 0.05, 0.4
+    with arb_precision(128):
+        ders = _odd_derivatives(flint.arb(r1), flint.arb(r2), flint.arb(5), 6)
+    ref = ctx.diff(lambda x: ctx.exp(-ctx.mpf(r1) * x ** ctx.mpf(r2)), 5, 13)
+    assert ders[-1].overlaps(flint.arb(str(ref))) and float(abs(ref)) > 0
+    assert flint.ctx.cap == 10  # restored

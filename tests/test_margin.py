@@ -358,3 +358,36 @@ def test_growth_near_its_limit_answers():
     assert r.growth_bounds.hi <= 0.999999
     lo = r.bracket.lo
     assert 40.0 < lo <= r.margin <= lo + 1e-8 * r.margin
+
+
+def test_margin_at_huge_offsets_is_the_geometric_limit():
+    """For o >> L1 the weights (d + o)^-alpha with alpha = s o tend to e^{-s d} (Lemma 9d's scaled sums
+    answer there): margin / o at o = 1e300 and 1e23 equals the slope s* at which the geometric prior's
+    growth D_{L1} - D_{L0} crosses tol, found by mpmath bisection (private context)."""
+    import mpmath
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+    W, L0, L1, tol = 64, 512, 8192, 0.05
+
+    def D(s, L):
+        q = ctx.exp(-s)
+        return (q**W - q**L) / (1 - q**L)
+
+    lo, hi = ctx.mpf("1e-6"), ctx.mpf(1)  # growth > tol at lo, < tol at hi
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if D(mid, L1) - D(mid, L0) > tol else (lo, mid)
+    for o in (1e23, 1e300):
+        r = otprior.margin_for(W, (L0, L1), tol, offset=o)
+        assert r.margin / o == pytest.approx(float(lo), rel=1e-7)
+        assert r.growth <= tol
+
+
+def test_no_margin_below_1e300_is_said_quickly_and_why():
+    """W = 1 at offset 1e300: the margin is about o log(1/tol) > 1e300; the growth at alpha = 1e300 is
+    proved above tol and the error says so (no search over a domain that cannot contain the answer)."""
+    with pytest.raises(NoMarginError, match="proved above"):
+        otprior.margin_for(1, (2, 10**300), 0.05, offset=1e300)
+    r = otprior.margin_for(1, (2, 10**300), 0.05, offset=1e200)  # 1.386e200: inside the domain
+    assert 1e200 < r.margin < 1e201
