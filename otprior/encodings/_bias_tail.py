@@ -145,6 +145,8 @@ def _eval(n, x, kind, series=False):
             ex = _num(n[2], flint.arb) if tag == "powc" else _eval(n[2], x, kind, series)
         if not series:
             return base**ex  # Arb's real power: 0 at a zero base with a positive exponent, nan below 0
+        if tag != "pow" and n[-1][0] == "q" and n[-1][2] == 1:
+            return base ** n[-1][1]  # an integer exponent: exact series powers (no log-exp on a wide ball)
         return (base.log() * ex).exp()
     if tag == "loglin":
         return (_num(n[1], flint.arb) + _num(n[2], flint.arb) * x).log()
@@ -238,15 +240,23 @@ def _integral_u(tree, a, c, prec):
     return val.real
 
 
-def remainder_bound(tree, a, c, order=ORDER):
+def _b_over_fact(j):
+    """:math:`B_{2j}/(2j)!` as an exact fraction (python-flint's Bernoulli numbers)."""
+    if j <= len(_B2J_FRACTIONS):
+        p, q = _B2J_FRACTIONS[j - 1]
+        return flint.fmpq(p, q)
+    return flint.fmpq.bernoulli(2 * j) / math.factorial(2 * j)
+
+
+def remainder_bound(tree, a, c, order=ORDER, doubling=False):
     """:math:`|B_{2p}|\\int_a^c |f^{(2p)}|/(2p)!`, bounded piece by piece (Theorem 15), or ``None``."""
-    B2p = abs(flint.arb(_B2J_FRACTIONS[order - 1][0]) / _B2J_FRACTIONS[order - 1][1]) * math.factorial(2 * order)
+    B2p = abs(flint.arb(_b_over_fact(order))) * math.factorial(2 * order)
     total = flint.arb(0)
     x = a
     while x < c:
         # pieces [x, y] with y/x <= 2^24: the ball's radius, rounded up to 30 bits, keeps its
         # lower end above x/2 (a wider piece could reach 0, where log is not finite)
-        y = min(c, max(2 * x, min(x * x, x << 24)))
+        y = min(c, 2 * x) if doubling else min(c, max(2 * x, min(x * x, x << 24)))
         ball = flint.arb(x).union(flint.arb(y))
         try:
             cc = _coeffs(tree, ball, 2 * order + 1)[2 * order]
@@ -259,10 +269,10 @@ def remainder_bound(tree, a, c, order=ORDER):
     return B2p * total
 
 
-def em_sum_arb(tree, a, c, prec, order=ORDER):
+def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False):
     """A ball containing :math:`\\sum_{k=a}^{c} e^{b(k)}` (Theorem 15), ``1 <= a < c``; ``None`` if not proved
     or wider than ``2^-(prec - 36)`` of the sum."""
-    R = remainder_bound(tree, a, c, order)
+    R = remainder_bound(tree, a, c, order, doubling)
     if R is None:
         return None
     ca = _coeffs(tree, flint.arb(a), 2 * order)
@@ -270,16 +280,16 @@ def em_sum_arb(tree, a, c, prec, order=ORDER):
     # wide to be worth the integral (the caller starts the tail further out)
     if not (R <= ca[0] * flint.arb(2) ** -(prec - 36)):
         return None
-    integral = _integral_u(tree, a, c, prec)
-    if integral is None:
+    # the integral: a closed form where the caller has one (KERPLE-power's incomplete gammas), else Arb's
+    integral = _integral_u(tree, a, c, prec) if integral is None else integral(a, c)
+    if integral is None or not integral.is_finite():
         return None
     cc = _coeffs(tree, flint.arb(c), 2 * order)
     est = integral + (ca[0] + cc[0]) / 2
     for j in range(1, order + 1):
-        p, q = _B2J_FRACTIONS[j - 1]
         m = 2 * j - 1
         # B_2j/(2j)! f^(2j-1) = B_2j/(2j)! (2j-1)! c_(2j-1)
-        est += flint.arb(p) / q * math.factorial(m) * (cc[m] - ca[m])
+        est += flint.arb(_b_over_fact(j)) * math.factorial(m) * (cc[m] - ca[m])
     return est + flint.arb(0, R.upper()) if R.is_finite() else None
 
 
