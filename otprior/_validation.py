@@ -10,6 +10,7 @@ from __future__ import annotations
 import decimal
 import math
 import numbers
+import sys
 
 import numpy as np
 
@@ -140,7 +141,7 @@ _MAX_INT_BITS = int(MAX_INT_DIGITS * 3.3219280948873626) + 1
 def _exact_int(value):
     """``value`` as the exact Python ``int`` it equals, ``None`` when it is not an integer,
     or ``_HUGE`` for an integer of more than :data:`MAX_INT_DIGITS` digits."""
-    if isinstance(value, (bool, np.bool_, str, bytes, complex, np.complexfloating, np.ma.MaskedArray)) or value is None:
+    if isinstance(value, (bool, np.bool_, str, bytes, complex, np.complexfloating)) or value is None or _is_masked(value):
         return None
     if isinstance(value, numbers.Integral):
         out = int(value)
@@ -252,6 +253,12 @@ OFFSET = Interval(1e-300, 1e300)
 TOL = Interval(0.0, 1.0, low_open=True, high_open=True)
 
 
+def _is_masked(value) -> bool:
+    # numpy.ma is imported on first use (about 60 ms): no masked array exists before it is
+    ma = sys.modules.get("numpy.ma")
+    return ma is not None and isinstance(value, ma.MaskedArray)
+
+
 def refuse_masked(value, name: str):
     """Raise :class:`DomainError` naming ``name`` if ``value`` is a numpy masked array.
 
@@ -259,7 +266,7 @@ def refuse_masked(value, name: str):
     would silently answer for values the caller had marked invalid. otprior refuses masked arrays
     everywhere it reads lengths, windows, parameters or scores (pass ``a.compressed()`` or
     ``a.filled(v)`` to say what is meant)."""
-    if isinstance(value, np.ma.MaskedArray):
+    if _is_masked(value):
         raise DomainError(
             name, f"a masked array of shape {np.shape(value)}",
             "a plain number or array (masked arrays are refused: pass a.compressed() or a.filled(value))",

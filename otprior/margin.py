@@ -423,19 +423,30 @@ def margin_for(window, Lrange, tol, *, growth="absolute", score_bound=0.0, offse
         )
     G = _Growth(window, L0, L1, relative, B, offset)
     # alpha_hi: the decreasing closed-form bound is <= tol beyond it (Lemma 9b)
-    step = 1.0
-    while not _certainly_at_most(G.decreasing_upper(1.0 + step), level):
-        step *= 2.0
-        if step > _MAX_EXPONENT:
-            # Lemma 9b does not reach tol below 1e300: say whether the growth itself is proved
-            # above tol at the largest exponent (then the margin exceeds 1e300 - 1)
-            above = bool(G.record(_MAX_EXPONENT).phi > log_level)
-            why = (
-                "the growth at alpha = 1e300 is proved above it, so the margin exceeds 1e300 - 1"
-                if above
-                else "no exponent up to 1e300 is proved to reach it (Lemma 9b)"
-            )
-            raise NoMarginError("tol", tol, f"a tolerance reached by some exponent alpha <= 1e300; here {why}")
+    # the least k with U(1 + 2^k) <= tol proved, by bisection over k (U decreases; Lemma 9b): a
+    # dozen balls instead of up to a thousand doublings
+    top = int(math.log2(_MAX_EXPONENT))  # 2^996 < 1e300
+    if _certainly_at_most(G.decreasing_upper(1.0 + 2.0**top), level):
+        lo_k, hi_k = -1, top  # k = -1: a sentinel, never evaluated
+        while hi_k - lo_k > 1:
+            mid_k = (lo_k + hi_k) // 2
+            if _certainly_at_most(G.decreasing_upper(1.0 + 2.0**mid_k), level):
+                hi_k = mid_k
+            else:
+                lo_k = mid_k
+        step = 2.0**hi_k
+    else:
+        step = 2.0 * _MAX_EXPONENT
+    if step > _MAX_EXPONENT:
+        # Lemma 9b does not reach tol below 1e300: say whether the growth itself is proved
+        # above tol at the largest exponent (then the margin exceeds 1e300 - 1)
+        above = bool(G.record(_MAX_EXPONENT).phi > log_level)
+        why = (
+            "the growth at alpha = 1e300 is proved above it, so the margin exceeds 1e300 - 1"
+            if above
+            else "no exponent up to 1e300 is proved to reach it (Lemma 9b)"
+        )
+        raise NoMarginError("tol", tol, f"a tolerance reached by some exponent alpha <= 1e300; here {why}")
     hit = _search(G, 1.0, 1.0 + step, log_level, precision)
     if hit is None:
         margin, lower = 0.0, 0.0

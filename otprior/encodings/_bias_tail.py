@@ -110,12 +110,23 @@ def compile_bias(expr, d):
     return node(expr)
 
 
+_CONSTANTS = {}  # (node, kind, precision) -> ball: the integrand is evaluated thousands of times
+
+
 def _num(c, kind):
-    if c[0] == "q":
-        return kind(c[1]) / c[2] if c[2] != 1 else kind(c[1])
-    if c[0] == "pi":
-        return kind(flint.arb.pi())
-    return kind(flint.arb.const_e())
+    key = (c, kind, flint.ctx.prec)
+    out = _CONSTANTS.get(key)
+    if out is None:
+        if c[0] == "q":
+            out = kind(c[1]) / c[2] if c[2] != 1 else kind(c[1])
+        elif c[0] == "pi":
+            out = kind(flint.arb.pi())
+        else:
+            out = kind(flint.arb.const_e())
+        if len(_CONSTANTS) > 4096:
+            _CONSTANTS.clear()
+        _CONSTANTS[key] = out
+    return out
 
 
 def _eval(n, x, kind, series=False):
@@ -248,6 +259,34 @@ def _b_over_fact(j):
     return flint.fmpq.bernoulli(2 * j) / math.factorial(2 * j)
 
 
+def _negligible_from(tree, a, c, level):
+    """``(X, bound)``: the least piece end ``X`` (pieces ``[x, 2^16 x]`` from ``a``) with
+    :math:`\\int_X^c f \\le` ``bound`` :math:`\\le` ``level``, the bound a sum of (length x supremum of ``f``)
+    over the pieces, each supremum an Arb ball of ``f`` on the whole piece; ``(c, None)`` if none."""
+    edges = [a]
+    while edges[-1] < c:
+        edges.append(min(c, edges[-1] << 16))
+    if len(edges) < 3:
+        return c, None
+    pieces = []
+    for x, y in zip(edges[:-1], edges[1:], strict=True):
+        try:
+            v = _eval(tree, flint.arb(x).union(flint.arb(y)), flint.arb).exp()
+        except (ValueError, ZeroDivisionError, ArithmeticError):
+            v = flint.arb("nan")
+        pieces.append((y - x) * v.upper() if v.is_finite() else None)
+    suffix = flint.arb(0)
+    best = (c, None)
+    for i in range(len(pieces) - 1, 0, -1):  # [edges[i], c]: pieces i .. end
+        if pieces[i] is None:
+            break
+        suffix += pieces[i]
+        if not (suffix <= level):
+            break
+        best = (edges[i], suffix)
+    return best
+
+
 def remainder_bound(tree, a, c, order=ORDER, doubling=False):
     """:math:`|B_{2p}|\\int_a^c |f^{(2p)}|/(2p)!`, bounded piece by piece (Theorem 15), or ``None``."""
     B2p = abs(flint.arb(_b_over_fact(order))) * math.factorial(2 * order)
@@ -280,8 +319,15 @@ def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False):
     # wide to be worth the integral (the caller starts the tail further out)
     if not (R <= ca[0] * flint.arb(2) ** -(prec - 36)):
         return None
-    # the integral: a closed form where the caller has one (KERPLE-power's incomplete gammas), else Arb's
-    integral = _integral_u(tree, a, c, prec) if integral is None else integral(a, c)
+    # the integral: a closed form where the caller has one (KERPLE-power's incomplete gammas), else Arb's,
+    # over [a, X] with the rest of it, where negligible, bounded by its pieces' suprema
+    if integral is None:
+        X, rest = _negligible_from(tree, a, c, ca[0] * flint.arb(2) ** -(prec - 30))
+        integral = _integral_u(tree, a, X, prec)
+        if integral is not None and rest is not None:
+            integral = integral + flint.arb(0).union(rest)
+    else:
+        integral = integral(a, c)
     if integral is None or not integral.is_finite():
         return None
     cc = _coeffs(tree, flint.arb(c), 2 * order)
