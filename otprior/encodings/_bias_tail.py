@@ -315,14 +315,16 @@ def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False):
     if R is None:
         return None
     ca = _coeffs(tree, flint.arb(a), 2 * order)
-    # the sum is at least its first term f(a): a remainder above 2^-(prec - 36) f(a) is too
+    cc = _coeffs(tree, flint.arb(c), 2 * order)
+    # the sum is at least its larger end term: a remainder above 2^-(prec - 36) of it is too
     # wide to be worth the integral (the caller starts the tail further out)
-    if not (R <= ca[0] * flint.arb(2) ** -(prec - 36)):
+    floor = ca[0].max(cc[0]) if ca[0].is_finite() and cc[0].is_finite() else ca[0]
+    if not (R <= floor * flint.arb(2) ** -(prec - 36)):
         return None
     # the integral: a closed form where the caller has one (KERPLE-power's incomplete gammas), else Arb's,
     # over [a, X] with the rest of it, where negligible, bounded by its pieces' suprema
     if integral is None:
-        X, rest = _negligible_from(tree, a, c, ca[0] * flint.arb(2) ** -(prec - 30))
+        X, rest = _negligible_from(tree, a, c, floor * flint.arb(2) ** -(prec - 30))
         integral = _integral_u(tree, a, X, prec)
         if integral is not None and rest is not None:
             integral = integral + flint.arb(0).union(rest)
@@ -330,7 +332,6 @@ def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False):
         integral = integral(a, c)
     if integral is None or not integral.is_finite():
         return None
-    cc = _coeffs(tree, flint.arb(c), 2 * order)
     est = integral + (ca[0] + cc[0]) / 2
     for j in range(1, order + 1):
         m = 2 * j - 1
@@ -363,16 +364,20 @@ def _gl_log(bfun, lu0, lu1, rule):
     return _logsumexp(np.asarray(val, dtype=float).ravel())
 
 
-def float_tail_log(fns, a, c):
+def float_tail_log(fns, a, c, ref_log=-math.inf):
     """``log sum_{k=a}^{c} e^{b(k)}`` in double precision (Theorem 15 with p = 2), or ``None``
-    when the two quadrature rules disagree beyond ``1e-11`` or a value is not finite.
+    when the two quadrature rules disagree beyond ``1e-11`` of the larger of the integral and
+    ``e^ref_log`` (the rest of the sum it is added to), or a value is not finite.
 
-    ``fns = (b, b', b'', b''')`` as numpy functions."""
+    ``fns``: the bias and its first three derivatives as numpy functions."""
     b0, b1, b2, b3 = fns
     lu0, lu1 = math.log(a), math.log(c)
     i16 = _gl_log(b0, lu0, lu1, _GL16)
     i8 = _gl_log(b0, lu0, lu1, _GL8)
-    if not (math.isfinite(i16) and math.isfinite(i8)) or abs(i16 - i8) > 1e-11:
+    if math.isnan(i16) or math.isnan(i8) or i16 == math.inf or i8 == math.inf:
+        return None
+    top = max(i16, i8, ref_log)
+    if top == -math.inf or abs(math.exp(i16 - top) - math.exp(i8 - top)) > 1e-11:
         return None
     ends = np.array([float(a), float(c)])
     with np.errstate(all="ignore"):
@@ -380,12 +385,15 @@ def float_tail_log(fns, a, c):
         d1 = np.asarray(b1(ends), dtype=float) * np.ones(2)
         d2 = np.asarray(b2(ends), dtype=float) * np.ones(2)
         d3 = np.asarray(b3(ends), dtype=float) * np.ones(2)
-    if not (np.all(np.isfinite(lb)) and np.all(np.isfinite(d1 + d2 + d3))):
+    if np.any(np.isnan(lb)) or np.any(lb == np.inf) or not np.all(np.isfinite(d1 + d2 + d3) | (lb == -np.inf)):
         return None
     scale = max(i16, float(np.max(lb)))
+    if scale == -math.inf:
+        return -math.inf
     fe = np.exp(lb - scale)
-    f1 = d1 * fe  # f' = b' f
-    f3 = (d3 + 3 * d1 * d2 + d1**3) * fe  # f''' = (b''' + 3 b' b'' + b'^3) f
+    with np.errstate(all="ignore"):  # an end where f underflows contributes 0 to every term
+        f1 = np.where(fe > 0, d1 * fe, 0.0)  # f' = b' f
+        f3 = np.where(fe > 0, (d3 + 3 * d1 * d2 + d1**3) * fe, 0.0)  # f''' = (b''' + 3 b' b'' + b'^3) f
     total = math.exp(i16 - scale) + 0.5 * (fe[0] + fe[1]) + (f1[1] - f1[0]) / 12 - (f3[1] - f3[0]) / 720
     if not total > 0:
         return None

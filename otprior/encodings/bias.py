@@ -449,17 +449,20 @@ class Bias(Encoding):
         from scipy.special import logsumexp
 
         if window > N:
-            tw = float_tail_log(fns, N, window - 1) if window - 1 > N else None
-            tn = float_tail_log(fns, window, n - 1) if n - 1 > window else None
-            if tw is None or tn is None:
+            lh = logsumexp(logw)
+            tw = float_tail_log(fns, N, window - 1, lh) if window - 1 > N else None
+            if tw is None:
                 return None
-            log_head = np.logaddexp(logsumexp(logw), tw)
-            log_tail = tn
-        else:
-            tn = float_tail_log(fns, N, n - 1)
+            log_head = np.logaddexp(lh, tw)
+            tn = float_tail_log(fns, window, n - 1, log_head) if n - 1 > window else None
             if tn is None:
                 return None
+            log_tail = tn
+        else:
             log_head = logsumexp(logw[:window])
+            tn = float_tail_log(fns, N, n - 1, logsumexp(logw))
+            if tn is None:
+                return None
             log_tail = np.logaddexp(logsumexp(logw[window:]), tn) if window < N else tn
         m = 1.0 / (1.0 + math.exp(min(log_tail - log_head, 800.0)))
         D = 1.0 / (1.0 + math.exp(min(log_head - log_tail, 800.0)))
