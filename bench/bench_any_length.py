@@ -118,11 +118,12 @@ def _certified(name, enc, kw, n):
         e = otprior.window_mass_bounds(W, n, kw["alpha"])
         return e.lo, e.hi, "Hurwitz/Euler-Maclaurin balls (Theorem 8)"
     if name == "kerple-power":
-        from otprior._balls import arb_precision
+        from otprior._balls import arb_precision, enclosure_from_arb
 
         m = enc._mass_balls(W, n)[0]
         with arb_precision(128):
-            return float(m.lower()), float(m.upper()), "Theorem 12 / 15 balls"
+            e = enclosure_from_arb(m)  # outward-rounded float ends
+        return e.lo, e.hi, "Theorem 12 / 15 balls"
     return None
 
 
