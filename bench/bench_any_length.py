@@ -193,6 +193,11 @@ def sweep_biases(ns, quick):
         print(f"  bias {expr} ...", file=sys.stderr, flush=True)
         enc = get("bias", expr=expr)
         enc.window_mass(W, 10**7)  # sympy's derivatives lambdified once per expression (cached)
+        try:  # D_oo(64): wall time (the verdict and the limit run in a budgeted child process)
+            t_lim, lim = timed(lambda enc=enc: otprior.classify(enc).limit_distant_mass(W), 1)
+        except (ValueError, otprior.PrecisionError) as err:
+            t_lim, lim = None, f"refused: {str(err)[:60]}"
+        rows.append(dict(what=f"bias {expr}", n="oo", route=f"D_oo(64) = {lim} (wall {t_lim})", float_s=None, limit=lim, limit_s=t_lim))
         for n in ns:
             what = f"bias {expr}"
             try:
@@ -236,7 +241,9 @@ def summary(results):
             fam = r["what"] if group != "margin" else "margin_for"
             f = fams.setdefault(fam, dict(float=0.0, cert=0.0, width=0.0, refused=0, ref_out=0, float_out=0, ulps=0.0, units=0.0))
             if r.get("float_s") is None:
-                f["refused"] += 1
+                f["refused"] += r.get("n") != "oo"
+                if r.get("limit_s") is not None:
+                    f["limit"] = r["limit_s"]
                 continue
             f["float"] = max(f["float"], r["float_s"])
             f["cert"] = max(f["cert"], r.get("cert_s") or 0.0)
@@ -250,6 +257,7 @@ def summary(results):
                     f["units"] = max(f["units"], r["float_ulps"] / bound)
     for fam, f in fams.items():
         units = f" = {f['units']:.3f} of the stated bound" if f["units"] else ""
+        units += f"  D_oo {f['limit'] * 1e3:.0f} ms wall" if f.get("limit") else ""
         print(
             f"{fam:<60} float <= {f['float'] * 1e3:7.2f} ms  cert <= {f['cert'] * 1e3:7.2f} ms  width <= {f['width']:.2g}  "
             f"refused {f['refused']}  ref outside {f['ref_out']}  float outside {f['float_out']}  float err <= {f['ulps']:.1f} ulp{units}"

@@ -391,3 +391,20 @@ def test_no_margin_below_1e300_is_said_quickly_and_why():
         otprior.margin_for(1, (2, 10**300), 0.05, offset=1e300)
     r = otprior.margin_for(1, (2, 10**300), 0.05, offset=1e200)  # 1.386e200: inside the domain
     assert 1e200 < r.margin < 1e201
+
+
+def test_scaled_sums_match_the_hurwitz_route():
+    """Lemma 9d: margin's arb_sum is o^alpha times the Hurwitz-zeta sum of otprior._power_sums (an
+    independent route), over direct, tail-bound and Euler-Maclaurin regimes (alpha = 1 included)."""
+    from otprior import margin as M
+    from otprior._balls import arb_from_float, arb_precision
+    from otprior._power_sums import arb_sum as hurwitz
+
+    cases = [(0, 63, 1.0, 1.0), (64, 8191, 1.3, 1.0), (0, 5, 40.0, 0.5), (3, 10**6, 2.5, 3.7), (0, 63, 17.0, 1.0),
+             (512, 8191, 1e3, 1e3), (0, 63, 1.5, 1e-300), (10, 10**12, 1.0001, 1e6)]
+    with arb_precision(160):
+        for d0, d1, alpha, o in cases:
+            scaled = M.arb_sum(d0, d1, alpha, o)
+            ref = hurwitz(d0, d1, alpha, o) * arb_from_float(o) ** arb_from_float(alpha)
+            assert scaled.is_finite() and scaled.overlaps(ref), (d0, d1, alpha, o, scaled, ref)
+            assert scaled.rad() <= abs(scaled.mid()) * flint.arb(2) ** -100
