@@ -234,7 +234,7 @@ def _coeffs(tree, x, length):
     return list(out) + [flint.arb(0)] * (length - len(out))
 
 
-def _integral_u(tree, a, c, prec):
+def _integral_u(tree, a, c, prec, abs_tol=None):
     """:math:`\\int_a^c e^{b(x)} dx` as an ``arb`` ball (``acb.integral`` in ``u = log x``), or ``None``."""
 
     def g(z, analytic):
@@ -243,7 +243,11 @@ def _integral_u(tree, a, c, prec):
 
     lo, hi = flint.arb(a).log(), flint.arb(c).log()
     try:
-        val = flint.acb.integral(g, flint.acb(lo), flint.acb(hi), rel_tol=flint.arb(2) ** -(prec - 30), eval_limit=EVAL_LIMIT)
+        # abs_tol: Arb's default (2^-prec) would answer a tiny integral (a tail near 1e300) with a
+        # ball around 0; the caller's scale, a lower bound of the sum, is passed instead
+        val = flint.acb.integral(
+            g, flint.acb(lo), flint.acb(hi), rel_tol=flint.arb(2) ** -(prec - 30), abs_tol=abs_tol, eval_limit=EVAL_LIMIT
+        )
     except (ValueError, ZeroDivisionError, ArithmeticError):
         return None
     if not val.real.is_finite() or not val.imag.contains(0):
@@ -325,7 +329,7 @@ def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False):
     # over [a, X] with the rest of it, where negligible, bounded by its pieces' suprema
     if integral is None:
         X, rest = _negligible_from(tree, a, c, floor * flint.arb(2) ** -(prec - 30))
-        integral = _integral_u(tree, a, X, prec)
+        integral = _integral_u(tree, a, X, prec, abs_tol=(floor * flint.arb(2) ** -(prec - 20)).upper())
         if integral is not None and rest is not None:
             integral = integral + flint.arb(0).union(rest)
     else:

@@ -456,13 +456,13 @@ class Bias(Encoding):
             if tw is None:
                 return None
             log_head = np.logaddexp(lh, tw)
-            tn = float_tail_log(fns, window, n - 1, log_head) if n - 1 > window else None
+            tn = float_tail_log(fns, window, n - 1) if n - 1 > window else None  # T alone: D's relative accuracy
             if tn is None:
                 return None
             log_tail = tn
         else:
             log_head = logsumexp(logw[:window])
-            tn = float_tail_log(fns, N, n - 1, logsumexp(logw))
+            tn = float_tail_log(fns, N, n - 1, logsumexp(logw[window:]) if window < N else -math.inf)
             if tn is None:
                 return None
             log_tail = np.logaddexp(logsumexp(logw[window:]), tn) if window < N else tn
