@@ -10,6 +10,7 @@ from __future__ import annotations
 import decimal
 import math
 import numbers
+import sys
 
 import numpy as np
 
@@ -140,7 +141,7 @@ _MAX_INT_BITS = int(MAX_INT_DIGITS * 3.3219280948873626) + 1
 def _exact_int(value):
     """``value`` as the exact Python ``int`` it equals, ``None`` when it is not an integer,
     or ``_HUGE`` for an integer of more than :data:`MAX_INT_DIGITS` digits."""
-    if isinstance(value, (bool, np.bool_, str, bytes, complex, np.complexfloating)) or value is None:
+    if isinstance(value, (bool, np.bool_, str, bytes, complex, np.complexfloating)) or value is None or _is_masked(value):
         return None
     if isinstance(value, numbers.Integral):
         out = int(value)
@@ -195,6 +196,7 @@ def _real(value, name: str, domain: str) -> float:
     # and complex arrays would otherwise lose their imaginary part with only a ComplexWarning)
     if isinstance(value, (bool, np.bool_, str, bytes, complex, np.complexfloating)) or value is None:
         raise DomainError(name, value, domain)
+    refuse_masked(value, name)
     if isinstance(value, np.ndarray):
         if value.ndim != 0 or value.dtype.kind not in "iuf":
             raise DomainError(name, value, domain)
@@ -271,6 +273,26 @@ BAND_SCORE_BOUND = Interval(0.0, 350.0, reason="beyond it e^(2B), the factor of 
 RHO = Interval(0.0, 1.0, high_open=True)
 
 
+def _is_masked(value) -> bool:
+    # numpy.ma is imported on first use (about 60 ms): no masked array exists before it is
+    ma = sys.modules.get("numpy.ma")
+    return ma is not None and isinstance(value, ma.MaskedArray)
+
+
+def refuse_masked(value, name: str):
+    """Raise :class:`DomainError` naming ``name`` if ``value`` is a numpy masked array.
+
+    ``np.asarray`` drops the mask and returns the masked entries' stored numbers, so a function
+    would silently answer for values the caller had marked invalid. otprior refuses masked arrays
+    everywhere it reads lengths, windows, parameters or scores (pass ``a.compressed()`` or
+    ``a.filled(v)`` to say what is meant)."""
+    if _is_masked(value):
+        raise DomainError(
+            name, f"a masked array of shape {np.shape(value)}",
+            "a plain number or array (masked arrays are refused: pass a.compressed() or a.filled(value))",
+        )
+
+
 def check_window(window, n, name: str = "window") -> int:
     """A window size: an integer with 1 <= window <= n."""
     return check_int(window, name, minimum=1, maximum=n)
@@ -281,6 +303,7 @@ def check_scores(scores) -> np.ndarray:
 
     Complex values (whose imaginary part a float conversion would drop), booleans, strings,
     objects and ragged nestings are refused, never converted."""
+    refuse_masked(scores, "scores")
     try:
         arr = np.asarray(scores)
     except (ValueError, TypeError):
@@ -308,6 +331,7 @@ def real_array(value, name: str, domain: str) -> np.ndarray:
     """
     if isinstance(value, (str, bytes, bytearray, memoryview, dict, bool, np.bool_)) or value is None:
         raise DomainError(name, value, domain)
+    refuse_masked(value, name)
     try:
         raw = np.asarray(value)
     except (TypeError, ValueError, OverflowError):

@@ -43,7 +43,16 @@ from ._power_sums import (
     scaled_sum_many,
     scaled_sum_vec,
 )
-from ._validation import ALPHA, BAND_SCORE_BOUND, OFFSET, DomainError, PrecisionError, check_int, check_real
+from ._validation import (
+    ALPHA,
+    BAND_SCORE_BOUND,
+    OFFSET,
+    DomainError,
+    PrecisionError,
+    check_int,
+    check_real,
+    refuse_masked,
+)
 from .content_bound import content_band_balls
 
 __all__ = ["window_mass", "distant_mass", "window_mass_bounds", "distant_mass_bounds"]
@@ -106,6 +115,8 @@ def _broadcast(func, names, args, out="float"):
     ``out``: ``"float"`` gives a float array, ``"object"`` an object array (mpf results),
     ``"enclosure"`` an :class:`EnclosureArray`.
     """
+    for a, name in zip(args, names, strict=True):
+        refuse_masked(a, name)
     if not any(_is_array(a) for a in args):
         return func(*(_scalar(a) for a in args))
     arrays = [_as_object_array(a, name) for a, name in zip(args, names, strict=True)]
@@ -432,6 +443,8 @@ _NAMES = ("window", "n", "alpha", "offset")
 def _masses_route(which, window, n, alpha, offset):
     """The float route: vectorised over arrays of machine integers, element-wise otherwise."""
     args = (window, n, alpha, offset)
+    for a, name in zip(args, _NAMES, strict=True):
+        refuse_masked(a, name)  # np.asarray would read the masked entries' stored numbers
     if any(_is_array(a) for a in args):
         fast = _fast_arrays(*args)
         if fast is not None:

@@ -30,7 +30,6 @@ import flint
 import numpy as np
 
 from ._balls import Enclosure, arb_from_float, arb_precision, enclosure_from_arb
-from ._power_sums import arb_sum
 from ._validation import OFFSET, TOL, DomainError, check_int, check_real
 from .content_bound import MAX_SCORE_BOUND, content_band_balls
 
@@ -40,6 +39,85 @@ _START_PREC = 96
 _MAX_PREC = 1 << 13
 _GROWTH_BITS = 40  # growth balls are refined to a relative radius of 2^-40
 _MAX_EXPONENT = 1e300
+
+
+_DIRECT_CAP = 512  # direct terms of a scaled sum before its tail bound or Euler–Maclaurin
+_EM_MAX_ORDER = 48
+_B_OVER_FACT = []  # B_2j / (2j)!, j = 1, 2, ... (exact fractions, filled on first use)
+
+
+def _b_over_fact(j):
+    while len(_B_OVER_FACT) < j:
+        k = 2 * (len(_B_OVER_FACT) + 1)
+        _B_OVER_FACT.append(flint.fmpq.bernoulli(k) / math.factorial(k))
+    return _B_OVER_FACT[j - 1]
+
+
+def arb_sum(d0: int, d1: int, alpha: float, offset: float) -> flint.arb:
+    """A ball containing :math:`o^{\\alpha}\\sum_{d=d_0}^{d_1}(d+o)^{-\\alpha}=\\sum_{d=d_0}^{d_1}(1+d/o)^{-\\alpha}` (Lemma 9d).
+
+    The common factor :math:`o^{-\\alpha}` is left out: every quantity of the growth is a ratio of
+    these sums with the same ``alpha`` and ``o`` (homogeneous of degree 0), and without it an
+    exponent of 1e20 at an offset of 1e23 needs no more bits than an exponent of 2 at offset 1.
+    Terms :math:`g(d)=e^{-\\alpha\\log(1+d/o)}` are added one by one while :math:`d+o<\\max(2\\alpha,32)`
+    (there they fall by a factor :math:`e^{-\\alpha/(d+o+1)}\\le e^{-1/3}` each), at most ``max(512, 4 prec)``;
+    the rest is bounded by :math:`0\\le\\sum_{d\\ge D}g(d)\\le g(D)(1+(D+o)/(\\alpha-1))` when that is
+    below :math:`2^{-prec}` of the head, else enclosed by Theorem 8's Euler–Maclaurin bracket for the
+    completely monotone ``g`` (closed-form integral and derivatives
+    :math:`g^{(m)}(x)=(-1)^m(\\alpha)_m(x+o)^{-m}g(x)`), its order raised until the bracket is below
+    :math:`2^{-prec}` of the sum. Call inside :func:`otprior._balls.arb_precision`.
+    """
+    if d1 < d0:
+        return flint.arb(0)
+    a = arb_from_float(alpha)
+    o = arb_from_float(offset)
+    one = flint.arb(1)
+    eps = flint.arb(2) ** (-flint.ctx.prec)
+
+    def g(d):
+        return (-a * (flint.arb(d) / o).log1p()).exp()
+
+    head = flint.arb(0)
+    d = d0
+    reach = max(2.0 * alpha, 32.0)
+    cap = max(_DIRECT_CAP, 4 * flint.ctx.prec)
+    while d <= d1 and float(d) + offset < reach:
+        term = g(d)
+        if d > d0 and alpha > 1.0:
+            bound = term * (one + (flint.arb(d) + o) / (a - one))
+            if bound < eps * head:
+                return head + flint.arb(bound.upper() / 2, bound.upper() / 2)
+        head += term
+        d += 1
+        if d - d0 >= cap:
+            return flint.arb("nan")  # not reached for alpha > 1 (the tail bound ends the head first)
+    if d > d1:
+        return head
+    if d1 - d < 8:
+        return head + sum((g(k) for k in range(d, d1 + 1)), flint.arb(0))
+    xa, xb = flint.arb(d) + o, flint.arb(d1) + o
+    ga, gb = g(d), g(d1)
+    log_ratio = (flint.arb(d1 - d) / xa).log1p()  # log((d1 + o)/(d + o)), the difference exact
+    # int_d^d1 g = (d + o) g(d) (1 - e^{-(alpha - 1) L}) / (alpha - 1), L = log((d1 + o)/(d + o))
+    if alpha == 1.0:
+        integral = xa * ga * log_ratio
+    else:
+        x = (a - one) * log_ratio  # > 0: alpha > 1 and d1 > d
+        integral = xa * ga * log_ratio * (-(-x).expm1() / x)
+    est = integral + (ga + gb) / 2
+    m = 0
+    ra, rb = ga, gb  # (alpha)_m (x + o)^-m g(x) at the two ends
+    for j in range(1, _EM_MAX_ORDER + 1):
+        while m < 2 * j - 1:
+            ra, rb = ra * (a + m) / xa, rb * (a + m) / xb
+            m += 1
+        # B_2j/(2j)! (g^(2j-1)(d1) - g^(2j-1)(d)), g^(2j-1)(x) = -(alpha)_(2j-1) (x + o)^-(2j-1) g(x)
+        term = flint.arb(_b_over_fact(j)) * (ra - rb)
+        if j > 1 and abs(term) < eps * est:
+            # the sum lies between the truncations of orders j - 1 and j (Theorem 8)
+            return head + est.union(est + term)
+        est += term
+    return flint.arb("nan")
 
 
 class NoMarginError(DomainError):
@@ -225,7 +303,7 @@ class _Growth:
         ``e^{2B} rho``; the ratio ``D+_{L1} / D-_{L0}`` is at most
         ``(1 + (L1 - L0) ((W + o)/(L0 + o))^alpha)(e^{2B} rho + e^{4B})``.
         """
-        with arb_precision(128):
+        with arb_precision(_upper_bits(alpha, self.offset, self.W)):
             a, o = arb_from_float(alpha), arb_from_float(self.offset)
             one = flint.arb(1)
             xw = flint.arb(self.W) + o
@@ -238,6 +316,16 @@ class _Growth:
             # cancellation however small the tolerance (Lemma 9b, proofs/margin_selection.md)
             s = flint.arb(self.L1 - self.L0) * (xw / (flint.arb(self.L0) + o)) ** a
             return s * (k * rho + k * k) + k * rho + (4 * arb_from_float(self.B)).expm1()
+
+
+def _upper_bits(alpha, offset, window):
+    """Working precision of Lemma 9b's bound: forming ``(W + o)/o`` loses ``log2(o/W)`` bits and
+    raising it to ``-alpha`` another ``log2(alpha)`` (at offset 1e300 the ratio is 1 + 6e-299)."""
+    try:
+        extra = max(0.0, math.log2(float(offset) / float(window))) + max(0.0, math.log2(float(alpha)))
+    except (TypeError, ValueError, OverflowError):  # the machine checks run this code on intervals and symbols
+        return 128
+    return 128 + int(extra) + 8
 
 
 def _certainly_at_most(x: flint.arb, level: flint.arb) -> bool:
@@ -275,7 +363,17 @@ def margin_for(window, Lrange, tol, *, growth="absolute", score_bound=0.0, offse
     ------
     NoMarginError
         When no exponent achieves ``tol``: relative growth with ``exp(4 B) - 1 >= tol``
-        (the limit as ``alpha -> oo``), or no exponent below 1e300 that Lemma 9b certifies.
+        (the limit as ``alpha -> oo``), or no exponent up to 1e300 that Lemma 9b certifies; the
+        message says whether the growth at ``alpha = 1e300`` is proved above ``tol`` (then the
+        margin exceeds 1e300 - 1: for ``o >> L1`` it is about ``o log(1/tol) / W``).
+
+    Notes
+    -----
+    The sums are those of Lemma 9d (``proofs/margin_selection.md``): :math:`\\sum (1 + d/o)^{-\\alpha}`,
+    the common factor :math:`o^{-\\alpha}` left out, by direct terms, a tail bound and Euler–Maclaurin;
+    so every offset in ``[1e-300, 1e300]`` and every ``tol`` down to 1e-300 costs a few dozen
+    balls of ordinary precision (milliseconds). The exponent returned may exceed the log-distance
+    encodings' domain ``alpha <= 1e15`` (at large offsets the margin scales like ``o``).
 
     Examples
     --------
@@ -325,11 +423,30 @@ def margin_for(window, Lrange, tol, *, growth="absolute", score_bound=0.0, offse
         )
     G = _Growth(window, L0, L1, relative, B, offset)
     # alpha_hi: the decreasing closed-form bound is <= tol beyond it (Lemma 9b)
-    step = 1.0
-    while not _certainly_at_most(G.decreasing_upper(1.0 + step), level):
-        step *= 2.0
-        if step > _MAX_EXPONENT:
-            raise NoMarginError("tol", tol, "a tolerance that some exponent below 1e300 provably reaches")
+    # the least k with U(1 + 2^k) <= tol proved, by bisection over k (U decreases; Lemma 9b): a
+    # dozen balls instead of up to a thousand doublings
+    top = int(math.log2(_MAX_EXPONENT))  # 2^996 < 1e300
+    if _certainly_at_most(G.decreasing_upper(1.0 + 2.0**top), level):
+        lo_k, hi_k = -1, top  # k = -1: a sentinel, never evaluated
+        while hi_k - lo_k > 1:
+            mid_k = (lo_k + hi_k) // 2
+            if _certainly_at_most(G.decreasing_upper(1.0 + 2.0**mid_k), level):
+                hi_k = mid_k
+            else:
+                lo_k = mid_k
+        step = 2.0**hi_k
+    else:
+        step = 2.0 * _MAX_EXPONENT
+    if step > _MAX_EXPONENT:
+        # Lemma 9b does not reach tol below 1e300: say whether the growth itself is proved
+        # above tol at the largest exponent (then the margin exceeds 1e300 - 1)
+        above = bool(G.record(_MAX_EXPONENT).phi > log_level)
+        why = (
+            "the growth at alpha = 1e300 is proved above it, so the margin exceeds 1e300 - 1"
+            if above
+            else "no exponent up to 1e300 is proved to reach it (Lemma 9b)"
+        )
+        raise NoMarginError("tol", tol, f"a tolerance reached by some exponent alpha <= 1e300; here {why}")
     hit = _search(G, 1.0, 1.0 + step, log_level, precision)
     if hit is None:
         margin, lower = 0.0, 0.0

@@ -277,3 +277,84 @@ def test_a_bias_without_a_proved_tail_is_summed_directly_where_affordable():
     weights = [ctx.exp(-1.5 * ctx.log(1 + k) + ctx.mpf("0.1") * ctx.sin(k)) for k in range(n)]
     ref = ctx.fsum(weights[:W]) / ctx.fsum(weights)
     assert enc.window_mass(W, n) == pytest.approx(float(ref), rel=1e-12)
+
+
+def test_series_cap_does_not_truncate_derivatives():
+    """python-flint truncates series to flint.ctx.cap terms (10 by default); the Euler–Maclaurin
+    brackets read derivatives up to order 13, so the cap must be raised where they are formed: the
+    13th Taylor coefficient of exp(-r1 x^r2) at x = 5 must match mpmath's (private context)."""
+    import flint
+    import mpmath
+
+    from otprior._balls import arb_precision
+    from otprior._tails import _odd_derivatives
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+    r1, r2 = 0.05, 0.4
+    with arb_precision(128):
+        ders = _odd_derivatives(flint.arb(r1), flint.arb(r2), flint.arb(5), 6)
+    ref = ctx.diff(lambda x: ctx.exp(-ctx.mpf(r1) * x ** ctx.mpf(r2)), 5, 13)
+    assert ders[-1].overlaps(flint.arb(str(ref))) and float(abs(ref)) > 0
+    assert flint.ctx.cap == 10  # restored
+
+
+def test_masked_arrays_are_refused_everywhere_lengths_are_read():
+    """np.asarray drops a mask and reads the masked entries' stored numbers: every function that takes
+    n (or window, alpha, offset) arrays refuses a masked array with a DomainError naming the parameter."""
+    import numpy as np
+
+    import otprior
+    from otprior.encodings import REGISTRY, get
+
+    n = np.ma.masked_array([100, 10**6, 10**7], mask=[False, True, False])
+    calls = {
+        "n": [lambda: otprior.window_mass(64, n, 1.3), lambda: otprior.distant_mass(64, n, 1.3),
+              lambda: otprior.window_mass_bounds(64, n, 1.3), lambda: otprior.distant_mass_bounds(64, n, 1.3)],
+        "window": [lambda: otprior.window_mass(np.ma.masked_array([64]), 100, 1.3)],
+        "alpha": [lambda: otprior.window_mass(64, 100, np.ma.masked_array([1.3], mask=[True]))],
+    }
+    for name in REGISTRY.names():
+        try:
+            enc = get(name)
+        except (TypeError, ValueError):
+            continue  # parameters without defaults
+        calls["n"] += [lambda e=enc: e.window_mass(64, n), lambda e=enc: e.distant_mass(64, n)]
+    for param, fns in calls.items():
+        for fn in fns:
+            with pytest.raises(otprior.DomainError, match=f"^{param}=.*masked array"):
+                fn()
+
+
+@pytest.mark.parametrize(
+    "r1, r2",
+    [(1e-6, 2.0), (1e-4, 1.99), (1e-3, 2.0), pytest.param(1e-5, 1.5, marks=pytest.mark.slow),
+     pytest.param(1e-3, 1.0001, marks=pytest.mark.slow)],
+)
+def test_kerple_power_slow_gaussian_decays_at_any_length(r1, r2):
+    """r2 > 1 with a small r1 (the convexity bracket of Theorem 12(iii) is only |f'(N)| narrow): the
+    masses at n = 1e7 and 1e300 and D_oo(64) come from Theorem 15's Euler-Maclaurin sums with the
+    incomplete-gamma integral, against mpmath (private context: direct terms while they matter, the
+    incomplete-gamma tail beyond)."""
+    import mpmath
+
+    from otprior import classify
+    from otprior.encodings import get
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    R1, R2 = ctx.mpf(r1), ctx.mpf(r2)
+    cut = int((80 / r1) ** (1 / r2)) + 100  # e^{-r1 d^r2} < e^-80 beyond
+
+    def tail_from(x):  # int_x^oo e^{-r1 t^r2} dt (Theorem 12(i), by mpmath's own gammainc)
+        s = 1 / R2
+        return ctx.gammainc(s, R1 * ctx.mpf(x) ** R2) / (R2 * R1**s)
+
+    w = [ctx.exp(-R1 * ctx.mpf(k) ** R2) for k in range(cut)]
+    H = ctx.fsum(w[:64])
+    T7 = ctx.fsum(w[64 : min(cut, 10**7)])
+    Tinf = T7 + tail_from(cut) + w[-1]  # a bound-sized correction: the tail is below e^-80
+    enc = get("kerple-power", r1=r1, r2=r2)
+    assert enc.window_mass(64, 10**7) == pytest.approx(float(H / (H + T7)), rel=1e-12, abs=1e-300)
+    assert enc.window_mass(64, int(1e300)) == pytest.approx(float(H / (H + Tinf)), rel=1e-12)
+    assert classify(enc).limit_distant_mass(64) == pytest.approx(float(Tinf / (H + Tinf)), rel=1e-12, abs=1e-300)

@@ -358,3 +358,53 @@ def test_growth_near_its_limit_answers():
     assert r.growth_bounds.hi <= 0.999999
     lo = r.bracket.lo
     assert 40.0 < lo <= r.margin <= lo + 1e-8 * r.margin
+
+
+def test_margin_at_huge_offsets_is_the_geometric_limit():
+    """For o >> L1 the weights (d + o)^-alpha with alpha = s o tend to e^{-s d} (Lemma 9d's scaled sums
+    answer there): margin / o at o = 1e300 and 1e23 equals the slope s* at which the geometric prior's
+    growth D_{L1} - D_{L0} crosses tol, found by mpmath bisection (private context)."""
+    import mpmath
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+    W, L0, L1, tol = 64, 512, 8192, 0.05
+
+    def D(s, L):
+        q = ctx.exp(-s)
+        return (q**W - q**L) / (1 - q**L)
+
+    lo, hi = ctx.mpf("1e-6"), ctx.mpf(1)  # growth > tol at lo, < tol at hi
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if D(mid, L1) - D(mid, L0) > tol else (lo, mid)
+    for o in (1e23, 1e300):
+        r = otprior.margin_for(W, (L0, L1), tol, offset=o)
+        assert r.margin / o == pytest.approx(float(lo), rel=1e-7)
+        assert r.growth <= tol
+
+
+def test_no_margin_below_1e300_is_said_quickly_and_why():
+    """W = 1 at offset 1e300: the margin is about o log(1/tol) > 1e300; the growth at alpha = 1e300 is
+    proved above tol and the error says so (no search over a domain that cannot contain the answer)."""
+    with pytest.raises(NoMarginError, match="proved above"):
+        otprior.margin_for(1, (2, 10**300), 0.05, offset=1e300)
+    r = otprior.margin_for(1, (2, 10**300), 0.05, offset=1e200)  # 1.386e200: inside the domain
+    assert 1e200 < r.margin < 1e201
+
+
+def test_scaled_sums_match_the_hurwitz_route():
+    """Lemma 9d: margin's arb_sum is o^alpha times the Hurwitz-zeta sum of otprior._power_sums (an
+    independent route), over direct, tail-bound and Euler-Maclaurin regimes (alpha = 1 included)."""
+    from otprior import margin as M
+    from otprior._balls import arb_from_float, arb_precision
+    from otprior._power_sums import arb_sum as hurwitz
+
+    cases = [(0, 63, 1.0, 1.0), (64, 8191, 1.3, 1.0), (0, 5, 40.0, 0.5), (3, 10**6, 2.5, 3.7), (0, 63, 17.0, 1.0),
+             (512, 8191, 1e3, 1e3), (0, 63, 1.5, 1e-300), (10, 10**12, 1.0001, 1e6)]
+    with arb_precision(160):
+        for d0, d1, alpha, o in cases:
+            scaled = M.arb_sum(d0, d1, alpha, o)
+            ref = hurwitz(d0, d1, alpha, o) * arb_from_float(o) ** arb_from_float(alpha)
+            assert scaled.is_finite() and scaled.overlaps(ref), (d0, d1, alpha, o, scaled, ref)
+            assert scaled.rad() <= abs(scaled.mid()) * flint.arb(2) ** -100

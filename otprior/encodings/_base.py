@@ -16,7 +16,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .._registry import Registry
-from .._validation import DomainError, check_int, check_real, check_window
+from .._validation import DomainError, check_int, check_real, check_window, refuse_masked
 from ..content_bound import content_band
 from ..limits import check_allocation
 
@@ -49,6 +49,7 @@ def check_lengths(n):
         return [check_int(n, "n")], None
     if isinstance(n, (str, bytes, bytearray, memoryview, bool, np.bool_)) or n is None:  # a memoryview may hold raw bytes
         raise DomainError("n", n, "an integer >= 1 or an array of them")
+    refuse_masked(n, "n")
     arr = np.asarray(n, dtype=object)
     check_allocation(8 * arr.size, "n", f"array of {arr.size} lengths")
     return [check_int(v, "n") for v in arr.ravel()], arr.shape
@@ -288,6 +289,8 @@ class Encoding:
 
     def _vectorised(self, window, n, which):
         """The vectorised route for a machine-integer array ``n`` (single head), else ``None``."""
+        refuse_masked(n, "n")
+        refuse_masked(window, "window")
         if not isinstance(n, np.ndarray) or n.dtype.kind not in "iu" or n.ndim == 0 or n.size == 0:
             return None
         if n.dtype.kind == "u" and n.max() > np.iinfo(np.int64).max:

@@ -209,16 +209,32 @@ class KerplePower(Encoding):
         return H, T
 
     def _mass_balls(self, window, n):
+        """``(m, D, prec)`` as Arb balls: Theorem 12's brackets at doubling precision; where they stay
+        wide (``r2 > 1`` with a small ``r1``: the convexity bracket is as wide as ``|f'(N)|``),
+        Theorem 15's Euler–Maclaurin sums with the closed-form integral."""
         from .._balls import arb_precision
+        from .._tails import stretched_sum_em
+
+        def tight(x):
+            return x.rad() <= x.mid().abs_lower() * flint_two() ** -60 or x == 0
 
         prec = 128
         while True:
             with arb_precision(prec):
+                if prec == 128 and self.r2 > 1.0 and self.r1 < 1.0:
+                    H2 = stretched_sum_em(self.r1, self.r2, 0, window - 1, prec)
+                    T2 = stretched_sum_em(self.r1, self.r2, window, None if n is None else n - 1, prec)
+                    if H2 is not None and T2 is not None and H2 > 0:
+                        m2 = 1 / (1 + T2 / H2)
+                        D2 = T2 / (H2 + T2) if T2 == 0 else 1 / (1 + H2 / T2)
+                        if tight(m2) and tight(D2):
+                            return m2, D2, prec
                 H, T = self._sums(window, n)
                 total = H + T
                 m, D = H / total, T / total
-                tight = all(x.rad() <= x.mid().abs_lower() * flint_two() ** -60 or x == 0 for x in (m, D))
-                if tight or prec >= 1024:
+                if all(tight(x) for x in (m, D)):
+                    return m, D, prec
+                if prec >= 1024:
                     return m, D, prec
             prec *= 2
 
