@@ -30,8 +30,8 @@ import flint
 import numpy as np
 
 from ._balls import Enclosure, arb_from_float, arb_precision, enclosure_from_arb
-from ._validation import OFFSET, TOL, DomainError, check_int, check_real
-from .content_bound import MAX_SCORE_BOUND, content_band_balls
+from ._validation import BAND_SCORE_BOUND, OFFSET, TOL, DomainError, check_int, check_real
+from .content_bound import content_band_balls
 
 __all__ = ["margin_for", "MarginResult", "NoMarginError"]
 
@@ -346,8 +346,10 @@ def margin_for(window, Lrange, tol, *, growth="absolute", score_bound=0.0, offse
     growth : {"absolute", "relative"}
         Bound ``D_{L1} - D_{L0}`` or ``D_{L1} / D_{L0} - 1``.
     score_bound : float
-        ``B >= 0``: the answer holds for every row whose content scores lie within ``B``
-        of a constant, independently at each length (Theorem 10).
+        ``B`` in ``[0, 350]``: the answer holds for every row whose content scores lie within
+        ``B`` of a constant, independently at each length (Theorem 10). The cap is that of
+        every band route (:data:`otprior._validation.BAND_SCORE_BOUND`, where e^(2B) stays a
+        finite double); the search itself is in ball arithmetic.
     offset : float
         ``o`` in ``[1e-300, 1e300]``, in the bias ``-alpha log(d + o)``.
     precision : float
@@ -407,7 +409,7 @@ def margin_for(window, Lrange, tol, *, growth="absolute", score_bound=0.0, offse
     tol = TOL.check(tol, "tol")
     if growth not in ("absolute", "relative"):
         raise DomainError("growth", growth, "'absolute' or 'relative'")
-    B = check_real(score_bound, "score_bound", low=0.0, high=MAX_SCORE_BOUND)
+    B = BAND_SCORE_BOUND.check(score_bound, "score_bound")  # the band routes' one domain
     offset = OFFSET.check(offset, "offset")
     precision = check_real(precision, "precision", low=1e-14, high=0.1)
     relative = growth == "relative"

@@ -358,3 +358,12 @@ def test_kerple_power_slow_gaussian_decays_at_any_length(r1, r2):
     assert enc.window_mass(64, 10**7) == pytest.approx(float(H / (H + T7)), rel=1e-12, abs=1e-300)
     assert enc.window_mass(64, int(1e300)) == pytest.approx(float(H / (H + Tinf)), rel=1e-12)
     assert classify(enc).limit_distant_mass(64) == pytest.approx(float(Tinf / (H + Tinf)), rel=1e-12, abs=1e-300)
+
+
+@pytest.mark.parametrize("B", [2.0, 400.0, 1e300, 1e308])
+def test_rotary_rate_text_at_any_content_bound(B):
+    # e^(2B) overflows a double from B ~ 355 and its exponent from B ~ 1e15: the verdict still
+    # answers, with a short rate (was an OverflowError for YaRN at 1e308, 300 digits for RoPE)
+    for enc in (otprior.encodings.get("rope", logit_bound=B), otprior.encodings.get("yarn", factor=4, logit_bound=B)):
+        v = classify(enc)
+        assert v.kind == "diluting" and len(v.rate) < 80

@@ -334,7 +334,9 @@ class Bias(Encoding):
         For a callable: an expression with the same behaviour as ``d -> oo``.
     time_budget, memory_budget : float, int
         The verdict (sympy's limits and tests) and ``D_oo`` each run under these, in a child
-        process. When one runs out during the verdict, the verdict is "undecided" with that
+        process; the time is the child's CPU time (the same verdict on a busy machine as on
+        an idle one), with a wall-clock backstop of ``4 * time_budget + 1`` s. When one runs
+        out during the verdict, the verdict is "undecided" with that
         reason; during ``Verdict.limit_distant_mass(W)``, that call raises
         :class:`~otprior.PrecisionError` naming the budget.
 
@@ -365,7 +367,8 @@ class Bias(Encoding):
     symbol: object = param(None, doc="the distance symbol (default d)")
     asymptotic: object = param(None, doc="for a callable: an expression with its behaviour as d -> oo", kw_only=True)
     logit_bound: float = param(0.0, doc="bound B >= 0 on |content logit - constant|", kw_only=True)
-    time_budget: float = param(DEFAULT_TIME_BUDGET, doc="seconds the verdict may take (then: undecided)", kw_only=True)
+    time_budget: float = param(DEFAULT_TIME_BUDGET, doc="CPU seconds the verdict may take (then: undecided); "
+                               "wall-clock at most 4x + 1 s", kw_only=True)
     memory_budget: int = param(DEFAULT_MEMORY_BUDGET, doc="bytes the verdict may add (then: undecided)", kw_only=True)
     _sym: object = field(default=None, init=False, repr=False, compare=False)
     _callable: object = field(default=None, init=False, repr=False, compare=False)

@@ -32,11 +32,16 @@ def _uniform_masses(window, n):
     return window / n, (n - window) / n
 
 
-def _exp_text(x):
-    """``e^x`` as text, in powers of ten where the double overflows (B up to 1.8e308 is accepted)."""
+def _exp_text(x, shown=None):
+    """``e^x`` as text: a double while it is one, then ``a e+k`` while ``k`` is short, then
+    ``10^k`` (B up to 1.8e308 is accepted; ``shown`` names ``x`` where it overflows itself)."""
+    if not math.isfinite(x):
+        return f"e^({shown})"
     if x < 700.0:
         return f"{math.exp(x):.4g}"
     exponent = x / math.log(10.0)
+    if exponent >= 1e15:
+        return f"10^({exponent:.4g})"
     whole = math.floor(exponent)
     return f"{10.0 ** (exponent - whole):.4g}e+{whole:.0f}"
 
@@ -48,7 +53,7 @@ def _diluting_bias_free(encoding, B, prefix=""):
         "diluting",
         prefix + f"no summable bias; with content logits bounded by B = {B:.6g}, the window mass is at most "
         "W e^(2B) / n -> 0 (Theorem 10 with b = 0).",
-        f"1 - D_n(W) <= W e^{{2B}} / n = {_exp_text(2 * B)} W / n",
+        f"1 - D_n(W) <= W e^{{2B}} / n = {_exp_text(2 * B, f'2 x {B:.4g}')} W / n",
     )
 
 
