@@ -1195,7 +1195,11 @@ def _bulk_enclosure(n, rho, windows):
     import flint
 
     big = tuple(sorted({int(w) for w in windows if w > _RECUR_W_MAX}))
-    windows = tuple(sorted({int(w) for w in windows if w <= _RECUR_W_MAX}))
+    small = {int(w) for w in windows if w <= _RECUR_W_MAX}
+    # windows inside the exact steps (D <= n/4); the others (W > n/4, W <= 4096) are mapped
+    # through W steps of the recurrence at the two proved ends afterwards (Lemma 4.2(b))
+    windows = tuple(sorted(w for w in small if 4 * max(_bulk_steps(n), w) < n))
+    outer = tuple(sorted(small - set(windows)))
     D = max([_bulk_steps(n), *windows])
     if n <= 4 * D:
         return None
@@ -1250,8 +1254,32 @@ def _bulk_enclosure(n, rho, windows):
                 ends.append(found)
             if len(ends) == 2:
                 (c_hi, fw_hi), (c_lo, fw_lo) = ends
+                _outer_windows(outer, c_hi, fw_hi, r)
+                _outer_windows(outer, c_lo, fw_lo, r)
                 return c_lo, c_hi, fw_hi, fw_lo
-    return _bulk_upper_root(n, rho, D, W, x)
+    res = _bulk_upper_root(n, rho, D, W, x)
+    if res is not None:
+        with arb_precision(128):
+            _outer_windows(outer, res[1], res[2], arb_from_float(rho))
+    return res
+
+
+def _outer_windows(windows, c, fw, r):
+    """``f_W(c)`` (Lemma 4.2) by ``W`` steps of the recurrence from a proved end ``c`` of the
+    bracket of ``c_n``, for windows beyond Lemma 4.3's exact steps, stored in ``fw``; the
+    precision is raised (twice at most) where a ``Phi`` is not proved positive. A window left
+    out keeps the other bounds of ``_bounds_mass_arb``."""
+    import flint
+
+    for W in windows:
+        bits = max(128, flint.ctx.prec)
+        for _ in range(3):
+            with arb_precision(bits):
+                val = _window_from_c_arb(W, c, r)
+            if val is not None:
+                fw[W] = val
+                break
+            bits *= 2
 
 
 def _bulk_upper_root(n, rho, D, W, x0):
@@ -1291,13 +1319,22 @@ def _bulk_mass_float(W, n, rho):
     (short prefixes, windows above 4096, or ``Phi_D / c < e^{-40}``, where the doubles
     cancel): the caller then uses Theorem 4(ii)'s estimate.
     """
-    D = max(_bulk_steps(n), W)
-    if W > _RECUR_W_MAX or n <= 4 * D:
+    if W > _RECUR_W_MAX:
         return None
-    x = _bulk_solve_float(n, rho, D, W)
-    est = None if x is None else _bulk_log_count_float(x, rho, D, W)
+    D = max(_bulk_steps(n), W)
+    if n <= 4 * D:  # a window beyond the exact steps: c from D = _bulk_steps(n), then W steps from it
+        D = _bulk_steps(n)
+        if n <= 4 * D:
+            return None
+    x = _bulk_solve_float(n, rho, D, min(W, D))
+    est = None if x is None else _bulk_log_count_float(x, rho, D, min(W, D))
     if est is None:
         return None
+    if W > D:
+        st = _bulk_steps_float(x, rho, W, W)
+        if st is None:  # the trajectory from the estimate dies within W steps
+            return None
+        est = (est[0], st[2])
     # where Phi_D / c < e^-40 the doubles of the exact steps cancel and the estimate of c is
     # rough, but f_W depends on c only through the first W steps, where nothing has cancelled:
     # the value stays an estimate (checked against the enclosure), as everywhere on this route
@@ -1330,8 +1367,9 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False):
         if bulk_res is not None and W <= _RECUR_W_MAX:
             # Lemma 4.3 brackets c_n; f_W at its ends (Lemma 4.2), at the bulk's precision
             _, _, fw_hi, fw_lo = bulk_res
-            lo_end = max(lo_end, enclosure_from_arb(fw_hi[W]).lo)
-            if fw_lo is not None:
+            if W in fw_hi:
+                lo_end = max(lo_end, enclosure_from_arb(fw_hi[W]).lo)
+            if fw_lo is not None and W in fw_lo:
                 hi_end = min(hi_end, enclosure_from_arb(fw_lo[W]).hi)
         elif bulk_res is not None:
             c_lo = bulk_res[0] if bulk_res[0] is not None else c_lo

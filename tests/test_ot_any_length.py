@@ -205,3 +205,20 @@ def test_corollary_4_4_large_windows_are_narrow_at_any_length():
     f = otprior.ot_window_mass(np.array([64, 10**4, 10**7]), 10**12, 0.9)
     assert np.all(np.diff(e.lo) > 0) and np.all(e.hi - e.lo <= 0.05 * e.hi)  # Theorem 4(i) alone: [0, 1]
     assert np.all((e.lo <= f) & (f <= e.hi))
+
+
+@pytest.mark.parametrize("n, rho", [(257, 0.99), (1500, 0.95)])
+def test_windows_beyond_the_exact_steps_use_the_lemma_4_3_bracket(n, rho):
+    """Windows with n/4 <= W <= 4096 (beyond Lemma 4.3's exact steps): f_W at the two proved
+    ends of Lemma 4.3's bracket (Lemma 4.2(b)), not Lemma 4.1's bracket alone (relative
+    width up to 0.9) nor Theorem 4(ii)'s formal limit as the float (which fell from 0.99999
+    at W = n/8 to 0.949 at W = n/2: not increasing in W). Against the exact certified route."""
+    windows = np.array([n // 8, n // 2, n - 1])
+    exact = otprior.ot_window_mass(windows, n, rho, certified=True, method="exact")
+    e = otprior.ot_window_mass(windows, n, rho, certified=True, method="bounds")
+    f = otprior.ot_window_mass(windows, n, rho, method="bounds")
+    assert np.all(e.lo <= exact.lo) and np.all(exact.hi <= e.hi), (e, exact)
+    assert np.all(np.diff(f) >= 0), f  # m_n(W) increases in W
+    assert np.all(np.abs(f - exact.mid) <= 1e-3), (f, exact.mid)
+    # 1 - m: the W/2 and n-1 windows are within 1e-3 of one, an enclosure of width 1e-3 says so
+    assert np.all(e.hi[1:] - e.lo[1:] <= 1e-3), e
