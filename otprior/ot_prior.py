@@ -950,6 +950,7 @@ def _bulk_lifetime_arb(c, n, r, D, W, log_sigma, big=()):
             return None
     P, S = phi, psi
     sums["D"] = tot / c  # f_D(c): every window W >= D has at least this mass
+    sums["steps"] = D
     out = {"dead": False, "fW": sums}
     Sq = S**q
     J = P.log() + Sq / q
@@ -1369,6 +1370,8 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False):
             _, _, fw_hi, fw_lo = bulk_res
             if W in fw_hi:
                 lo_end = max(lo_end, enclosure_from_arb(fw_hi[W]).lo)
+            elif "D" in fw_hi and fw_hi["steps"] <= W:  # W beyond the D exact steps: m_n(W) >= m_n(D) >= f_D(c_hi)
+                lo_end = max(lo_end, enclosure_from_arb(fw_hi["D"]).lo)
             if fw_lo is not None and W in fw_lo:
                 hi_end = min(hi_end, enclosure_from_arb(fw_lo[W]).hi)
         elif bulk_res is not None:
