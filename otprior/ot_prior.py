@@ -1197,11 +1197,12 @@ def _bulk_enclosure(n, rho, windows):
 
     big = tuple(sorted({int(w) for w in windows if w > _RECUR_W_MAX}))
     small = {int(w) for w in windows if w <= _RECUR_W_MAX}
-    # windows inside the exact steps (D <= n/4); the others (W > n/4, W <= 4096) are mapped
-    # through W steps of the recurrence at the two proved ends afterwards (Lemma 4.2(b))
-    windows = tuple(sorted(w for w in small if 4 * max(_bulk_steps(n), w) < n))
+    # D depends on n alone, so that a window's enclosure never depends on the other windows
+    # asked with it; windows inside the exact steps read f_W from them, the others (W <= 4096)
+    # are mapped through W steps of the recurrence at the two proved ends afterwards (Lemma 4.2(b))
+    D = _bulk_steps(n)
+    windows = tuple(sorted(w for w in small if w <= D))
     outer = tuple(sorted(small - set(windows)))
-    D = max([_bulk_steps(n), *windows])
     if n <= 4 * D:
         return None
     Wf, W = 0, windows
@@ -1322,11 +1323,9 @@ def _bulk_mass_float(W, n, rho):
     """
     if W > _RECUR_W_MAX:
         return None
-    D = max(_bulk_steps(n), W)
-    if n <= 4 * D:  # a window beyond the exact steps: c from D = _bulk_steps(n), then W steps from it
-        D = _bulk_steps(n)
-        if n <= 4 * D:
-            return None
+    D = _bulk_steps(n)  # as in _bulk_enclosure: c from D exact steps, then W steps from it if W > D
+    if n <= 4 * D:
+        return None
     x = _bulk_solve_float(n, rho, D, min(W, D))
     est = None if x is None else _bulk_log_count_float(x, rho, D, min(W, D))
     if est is None:
@@ -1469,7 +1468,7 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     the same route. Beyond ``n = 4096`` the exact route costs more than the bounds route
     (O(n) against O(512)) and is narrower where it runs: ``method="exact"`` asks for it.
 
-    Bounds route (any ``n``, O(max(W, min(512, n/8))) time, ``W`` capped at 4096 steps): ``m = f_W(c_n)``
+    Bounds route (any ``n``, O(W + min(512, n/8)) time, ``W`` capped at 4096 steps): ``m = f_W(c_n)``
     with ``f_W(c) = 1 - Phi_{n-W}(c)/c`` given by ``W`` steps of Theorem 2's backward
     recurrence (they do not involve ``n``) and decreasing in ``c`` (Lemma 4.2), so any
     proved ``c_lo <= c_n <= c_hi`` gives the enclosure ``[f_W(c_hi), f_W(c_lo)]``. The
@@ -1481,12 +1480,12 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     (2e-11 at ``n = 1e18``, ``rho = 0.5``). Near ``rho = 1``, where ``Phi`` falls below
     ``e^{-40} c`` within the exact steps, only an upper end ``c_hi`` is proved (Lemma 4.3(a)
     at a larger ``c``): the enclosure is then ``[f_W(c_hi), ...]`` with a mass close to one.
-    Where Lemma 4.3's hypotheses cannot be verified (``n <= 512``) the cruder bounds ``n <=
+    Where Lemma 4.3's hypotheses cannot be verified (``n <= 256``) the cruder bounds ``n <=
     c_n <= (H_n^{(rho)})^{1/(1-rho)}`` of Lemma 4.1 are used (their ends differ by a factor
     up to about ``1/(1-rho)``); the enclosure is always intersected with ``[W/n, H_W n^{rho-1}]``. The float value on this
     route is ``f_W`` at Lemma 4.3's estimate of ``c_n`` (its count without the error terms);
-    it lies inside the certified enclosure at every tested point, so its error is at most
-    the enclosure's width; where that estimate is not available, Theorem 4(ii)'s
+    its error is at most the certified enclosure's width plus the rounding of its double
+    steps, about ``(W + D + log c) eps m`` (measured on a sweep; ``D = min(512, n/8)``); where that estimate is not available, Theorem 4(ii)'s
     ``f_W(n / Z_q)`` (a formal limit, not a bound), clipped into the proved enclosure.
 
     Examples

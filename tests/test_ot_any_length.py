@@ -230,3 +230,26 @@ def test_lower_end_beyond_the_exact_steps_is_at_least_that_of_the_steps():
     (before: 0.64 at W = 150 against 0.99977 at W = 37; the true masses are 1 - O(1e-16))."""
     e = otprior.ot_window_mass(np.array([37, 150]), 300, 0.9999, certified=True)
     assert e.lo[1] >= e.lo[0] >= 0.999, e
+
+
+def test_a_windows_enclosure_does_not_depend_on_the_other_windows():
+    """D (Lemma 4.3's exact steps) depends on n alone: the answer for (64, n, rho) is the same
+    alone or next to a window of 4096 (before, D = max window: the enclosure of W = 64 moved
+    to one that excluded the float value by 3e-12 relative)."""
+    n, rho = 10**18, 0.5
+    alone = otprior.ot_window_mass(64, n, rho, certified=True)
+    both = otprior.ot_window_mass(np.array([64, 4096]), n, rho, certified=True)
+    assert (both.lo[0], both.hi[0]) == (alone.lo, alone.hi)
+    f = otprior.ot_window_mass(np.array([64, 4096]), n, rho)
+    assert np.all((both.lo <= f) & (f <= both.hi)), (both, f)
+
+
+@pytest.mark.parametrize("W, n, rho", [(1, int(1e300), 1e-300), (4094, 4096, 0.99)])
+def test_float_value_within_its_rounding_of_the_enclosure(W, n, rho):
+    """Where the enclosure is a few ulps wide, the float (an estimate from double steps) lies
+    within (W + D + ln c) eps m of it, ln c <= ln n / (1 - rho) (the documented bound)."""
+    e = otprior.ot_window_mass(W, n, rho, certified=True)
+    m = otprior.ot_window_mass(W, n, rho)
+    D = max(64, min(512, n // 8))
+    slack = (W + D + math.log(n) / (1 - rho)) * 2.0**-52 * m
+    assert e.lo - slack <= m <= e.hi + slack, (e, m, slack)
