@@ -1273,15 +1273,25 @@ def _outer_windows(windows, c, fw, r):
     out keeps the other bounds of ``_bounds_mass_arb``."""
     import flint
 
-    for W in windows:
-        bits = max(128, flint.ctx.prec)
-        for _ in range(3):
-            with arb_precision(bits):
-                val = _window_from_c_arb(W, c, r)
-            if val is not None:
-                fw[W] = val
-                break
-            bits *= 2
+    todo = sorted(windows)
+    bits = max(128, flint.ctx.prec)
+    for _ in range(3):  # one run of max(W) steps serves every window (the run does not depend on W)
+        if not todo:
+            return
+        with arb_precision(bits):
+            phi, psi, total = c, flint.arb(0), flint.arb(0)
+            want = set(todo)
+            for k in range(1, todo[-1] + 1):
+                psi += 1 / phi
+                v = psi ** (-r)
+                total += v
+                phi = phi - v
+                if not phi > 0:
+                    break
+                if k in want:
+                    fw[k] = total / c
+        todo = [W for W in todo if W not in fw]
+        bits *= 2
 
 
 def _bulk_upper_root(n, rho, D, W, x0):
@@ -1364,9 +1374,11 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False):
         lo_end = enclosure_from_arb(lower).lo
         if bulk_res is False:  # not computed by the caller (it shares one per n between windows)
             bulk_res = _bulk_enclosure(n, rho, (W,)) if bulk else None
+        from_bulk = False
         if bulk_res is not None and W <= _RECUR_W_MAX:
             # Lemma 4.3 brackets c_n; f_W at its ends (Lemma 4.2), at the bulk's precision
             _, _, fw_hi, fw_lo = bulk_res
+            from_bulk = W in fw_hi and fw_lo is not None and W in fw_lo
             if W in fw_hi:
                 lo_end = max(lo_end, enclosure_from_arb(fw_hi[W]).lo)
             elif "D" in fw_hi and fw_hi["steps"] <= W:  # W beyond the D exact steps: m_n(W) >= m_n(D) >= f_D(c_hi)
@@ -1384,7 +1396,7 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False):
                 lo_end = max(lo_end, enclosure_from_arb(1 - at_hi[1]).lo)
             if at_lo is not None:
                 hi_end = min(hi_end, enclosure_from_arb(1 - at_lo[0]).hi)
-        if W <= _RECUR_W_MAX:
+        if W <= _RECUR_W_MAX and not from_bulk:  # Lemma 4.1's ends add nothing inside Lemma 4.3's
             f_hi = _window_from_c_arb(W, c_hi, r)  # c_hi is above the root: every Phi_k > 0
             f_lo = _window_from_c_arb(W, c_lo, r)
             if f_hi is not None:
