@@ -253,3 +253,64 @@ def test_float_value_within_its_rounding_of_the_enclosure(W, n, rho):
     D = max(64, min(512, n // 8))
     slack = (W + D + math.log(n) / (1 - rho)) * 2.0**-52 * m
     assert e.lo - slack <= m <= e.hi + slack, (e, m, slack)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [257, 513, 4097])
+@pytest.mark.parametrize("rho", [1e-300, 0.95, 0.99, 0.999])
+def test_crossover_lengths_contain_the_exact_route(n, rho):
+    """Around the crossovers (n = 256, 512 = 4D, 4096): the auto route's enclosure meets the
+    exact certified route's (an independent algorithm), and the float lies within its
+    documented distance of the enclosure, for windows from 1 to n - 1."""
+    windows = np.array([1, 2, n // 8, n // 2, n - 2, n - 1])
+    exact = otprior.ot_window_mass(windows, n, rho, certified=True, method="exact")
+    e = otprior.ot_window_mass(windows, n, rho, certified=True)
+    f = otprior.ot_window_mass(windows, n, rho)
+    assert np.all(e.lo <= exact.hi) and np.all(exact.lo <= e.hi), (n, rho, e, exact)
+    D = max(64, min(512, n // 8))
+    slack = (windows + D + math.log(n) / (1 - rho)) * 2.0**-52 * f
+    assert np.all((e.lo - slack <= f) & (f <= e.hi + slack)), (n, rho, e, f)
+    assert np.all(np.diff(f) >= 0) and np.all(np.diff(e.lo) >= 0) and np.all(np.diff(e.hi) >= 0)
+
+
+def _window_mass_mp(t, rho, windows, dps):
+    """Theorem 2's root bisected by Lemma 2.1's sign test, then 1 - Phi_{t-W}/c (mpmath, private context)."""
+    ctx = mpmath.MPContext()
+    ctx.dps = dps
+    r = ctx.mpf(rho)
+
+    def run(c):
+        phi, psi, phis = c, 1 / c, {t: c}
+        for k in range(t, 0, -1):
+            phi -= psi ** (-r)
+            if k > 1 and phi <= 0:
+                return None
+            phis[k - 1] = phi
+            if k > 1:
+                psi += 1 / phi
+        return phis if phi > 0 else None
+
+    lo = ctx.log(t)
+    hi = ctx.log(ctx.fsum(ctx.power(k, -r) for k in range(1, t + 1))) / (1 - r) + ctx.mpf(10) ** -10
+    for _ in range(int(3.4 * dps) + 10):
+        mid = (lo + hi) / 2
+        if run(ctx.exp(mid)) is None:
+            lo = mid
+        else:
+            hi = mid
+    c = ctx.exp(hi)
+    phis = run(c)
+    return [1 - phis[t - W] / c for W in windows]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rho", [0.9999, 1 - 1e-6, 1 - 2**-40])
+def test_near_one_enclosure_contains_a_direct_60_digit_recurrence(rho):
+    """Where the exact route refuses (rho near one, n > 256): the bounds route's enclosure
+    contains the window mass from Theorem 2's recurrence at 60 and 100 digits (they agree)."""
+    n, windows = 260, [1, 2, 32, 130]
+    a = _window_mass_mp(n, rho, windows, 60)
+    b = _window_mass_mp(n, rho, windows, 100)
+    assert all(abs(x - y) <= 1e-25 * y for x, y in zip(a, b, strict=True))
+    e = otprior.ot_window_mass(np.array(windows), n, rho, certified=True)
+    assert np.all((e.lo <= np.array([float(y) for y in b])) & (np.array([float(y) for y in b]) <= e.hi)), (e, b)
