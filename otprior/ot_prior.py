@@ -950,6 +950,7 @@ def _bulk_lifetime_arb(c, n, r, D, W, log_sigma, big=()):
             return None
     P, S = phi, psi
     sums["D"] = tot / c  # f_D(c): every window W >= D has at least this mass
+    sums["steps"] = D
     out = {"dead": False, "fW": sums}
     Sq = S**q
     J = P.log() + Sq / q
@@ -1195,8 +1196,13 @@ def _bulk_enclosure(n, rho, windows):
     import flint
 
     big = tuple(sorted({int(w) for w in windows if w > _RECUR_W_MAX}))
-    windows = tuple(sorted({int(w) for w in windows if w <= _RECUR_W_MAX}))
-    D = max([_bulk_steps(n), *windows])
+    small = {int(w) for w in windows if w <= _RECUR_W_MAX}
+    # D depends on n alone, so that a window's enclosure never depends on the other windows
+    # asked with it; windows inside the exact steps read f_W from them, the others (W <= 4096)
+    # are mapped through W steps of the recurrence at the two proved ends afterwards (Lemma 4.2(b))
+    D = _bulk_steps(n)
+    windows = tuple(sorted(w for w in small if w <= D))
+    outer = tuple(sorted(small - set(windows)))
     if n <= 4 * D:
         return None
     Wf, W = 0, windows
@@ -1250,8 +1256,42 @@ def _bulk_enclosure(n, rho, windows):
                 ends.append(found)
             if len(ends) == 2:
                 (c_hi, fw_hi), (c_lo, fw_lo) = ends
+                _outer_windows(outer, c_hi, fw_hi, r)
+                _outer_windows(outer, c_lo, fw_lo, r)
                 return c_lo, c_hi, fw_hi, fw_lo
-    return _bulk_upper_root(n, rho, D, W, x)
+    res = _bulk_upper_root(n, rho, D, W, x)
+    if res is not None:
+        with arb_precision(128):
+            _outer_windows(outer, res[1], res[2], arb_from_float(rho))
+    return res
+
+
+def _outer_windows(windows, c, fw, r):
+    """``f_W(c)`` (Lemma 4.2) by ``W`` steps of the recurrence from a proved end ``c`` of the
+    bracket of ``c_n``, for windows beyond Lemma 4.3's exact steps, stored in ``fw``; the
+    precision is raised (twice at most) where a ``Phi`` is not proved positive. A window left
+    out keeps the other bounds of ``_bounds_mass_arb``."""
+    import flint
+
+    todo = sorted(windows)
+    bits = max(128, flint.ctx.prec)
+    for _ in range(3):  # one run of max(W) steps serves every window (the run does not depend on W)
+        if not todo:
+            return
+        with arb_precision(bits):
+            phi, psi, total = c, flint.arb(0), flint.arb(0)
+            want = set(todo)
+            for k in range(1, todo[-1] + 1):
+                psi += 1 / phi
+                v = psi ** (-r)
+                total += v
+                phi = phi - v
+                if not phi > 0:
+                    break
+                if k in want:
+                    fw[k] = total / c
+        todo = [W for W in todo if W not in fw]
+        bits *= 2
 
 
 def _bulk_upper_root(n, rho, D, W, x0):
@@ -1291,13 +1331,20 @@ def _bulk_mass_float(W, n, rho):
     (short prefixes, windows above 4096, or ``Phi_D / c < e^{-40}``, where the doubles
     cancel): the caller then uses Theorem 4(ii)'s estimate.
     """
-    D = max(_bulk_steps(n), W)
-    if W > _RECUR_W_MAX or n <= 4 * D:
+    if W > _RECUR_W_MAX:
         return None
-    x = _bulk_solve_float(n, rho, D, W)
-    est = None if x is None else _bulk_log_count_float(x, rho, D, W)
+    D = _bulk_steps(n)  # as in _bulk_enclosure: c from D exact steps, then W steps from it if W > D
+    if n <= 4 * D:
+        return None
+    x = _bulk_solve_float(n, rho, D, min(W, D))
+    est = None if x is None else _bulk_log_count_float(x, rho, D, min(W, D))
     if est is None:
         return None
+    if W > D:
+        st = _bulk_steps_float(x, rho, W, W)
+        if st is None:  # the trajectory from the estimate dies within W steps
+            return None
+        est = (est[0], st[2])
     # where Phi_D / c < e^-40 the doubles of the exact steps cancel and the estimate of c is
     # rough, but f_W depends on c only through the first W steps, where nothing has cancelled:
     # the value stays an estimate (checked against the enclosure), as everywhere on this route
@@ -1327,11 +1374,16 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False):
         lo_end = enclosure_from_arb(lower).lo
         if bulk_res is False:  # not computed by the caller (it shares one per n between windows)
             bulk_res = _bulk_enclosure(n, rho, (W,)) if bulk else None
+        from_bulk = False
         if bulk_res is not None and W <= _RECUR_W_MAX:
             # Lemma 4.3 brackets c_n; f_W at its ends (Lemma 4.2), at the bulk's precision
             _, _, fw_hi, fw_lo = bulk_res
-            lo_end = max(lo_end, enclosure_from_arb(fw_hi[W]).lo)
-            if fw_lo is not None:
+            from_bulk = W in fw_hi and fw_lo is not None and W in fw_lo
+            if W in fw_hi:
+                lo_end = max(lo_end, enclosure_from_arb(fw_hi[W]).lo)
+            elif "D" in fw_hi and fw_hi["steps"] <= W:  # W beyond the D exact steps: m_n(W) >= m_n(D) >= f_D(c_hi)
+                lo_end = max(lo_end, enclosure_from_arb(fw_hi["D"]).lo)
+            if fw_lo is not None and W in fw_lo:
                 hi_end = min(hi_end, enclosure_from_arb(fw_lo[W]).hi)
         elif bulk_res is not None:
             c_lo = bulk_res[0] if bulk_res[0] is not None else c_lo
@@ -1344,7 +1396,7 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False):
                 lo_end = max(lo_end, enclosure_from_arb(1 - at_hi[1]).lo)
             if at_lo is not None:
                 hi_end = min(hi_end, enclosure_from_arb(1 - at_lo[0]).hi)
-        if W <= _RECUR_W_MAX:
+        if W <= _RECUR_W_MAX and not from_bulk:  # Lemma 4.1's ends add nothing inside Lemma 4.3's
             f_hi = _window_from_c_arb(W, c_hi, r)  # c_hi is above the root: every Phi_k > 0
             f_lo = _window_from_c_arb(W, c_lo, r)
             if f_hi is not None:
@@ -1428,7 +1480,7 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     the same route. Beyond ``n = 4096`` the exact route costs more than the bounds route
     (O(n) against O(512)) and is narrower where it runs: ``method="exact"`` asks for it.
 
-    Bounds route (any ``n``, O(max(W, min(512, n/8))) time, ``W`` capped at 4096 steps): ``m = f_W(c_n)``
+    Bounds route (any ``n``, O(W + min(512, n/8)) time, ``W`` capped at 4096 steps): ``m = f_W(c_n)``
     with ``f_W(c) = 1 - Phi_{n-W}(c)/c`` given by ``W`` steps of Theorem 2's backward
     recurrence (they do not involve ``n``) and decreasing in ``c`` (Lemma 4.2), so any
     proved ``c_lo <= c_n <= c_hi`` gives the enclosure ``[f_W(c_hi), f_W(c_lo)]``. The
@@ -1440,12 +1492,12 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     (2e-11 at ``n = 1e18``, ``rho = 0.5``). Near ``rho = 1``, where ``Phi`` falls below
     ``e^{-40} c`` within the exact steps, only an upper end ``c_hi`` is proved (Lemma 4.3(a)
     at a larger ``c``): the enclosure is then ``[f_W(c_hi), ...]`` with a mass close to one.
-    Where Lemma 4.3's hypotheses cannot be verified (``n <= 512``) the cruder bounds ``n <=
+    Where Lemma 4.3's hypotheses cannot be verified (``n <= 256``) the cruder bounds ``n <=
     c_n <= (H_n^{(rho)})^{1/(1-rho)}`` of Lemma 4.1 are used (their ends differ by a factor
     up to about ``1/(1-rho)``); the enclosure is always intersected with ``[W/n, H_W n^{rho-1}]``. The float value on this
     route is ``f_W`` at Lemma 4.3's estimate of ``c_n`` (its count without the error terms);
-    it lies inside the certified enclosure at every tested point, so its error is at most
-    the enclosure's width; where that estimate is not available, Theorem 4(ii)'s
+    its error is at most the certified enclosure's width plus the rounding of its double
+    steps, about ``(W + D + log c) eps m`` (measured on a sweep; ``D = min(512, n/8)``); where that estimate is not available, Theorem 4(ii)'s
     ``f_W(n / Z_q)`` (a formal limit, not a bound), clipped into the proved enclosure.
 
     Examples

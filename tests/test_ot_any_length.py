@@ -205,3 +205,112 @@ def test_corollary_4_4_large_windows_are_narrow_at_any_length():
     f = otprior.ot_window_mass(np.array([64, 10**4, 10**7]), 10**12, 0.9)
     assert np.all(np.diff(e.lo) > 0) and np.all(e.hi - e.lo <= 0.05 * e.hi)  # Theorem 4(i) alone: [0, 1]
     assert np.all((e.lo <= f) & (f <= e.hi))
+
+
+@pytest.mark.parametrize("n, rho", [(257, 0.99), (1500, 0.95)])
+def test_windows_beyond_the_exact_steps_use_the_lemma_4_3_bracket(n, rho):
+    """Windows with n/4 <= W <= 4096 (beyond Lemma 4.3's exact steps): f_W at the two proved
+    ends of Lemma 4.3's bracket (Lemma 4.2(b)), not Lemma 4.1's bracket alone (relative
+    width up to 0.9) nor Theorem 4(ii)'s formal limit as the float (which fell from 0.99999
+    at W = n/8 to 0.949 at W = n/2: not increasing in W). Against the exact certified route."""
+    windows = np.array([n // 8, n // 2, n - 1])
+    exact = otprior.ot_window_mass(windows, n, rho, certified=True, method="exact")
+    e = otprior.ot_window_mass(windows, n, rho, certified=True, method="bounds")
+    f = otprior.ot_window_mass(windows, n, rho, method="bounds")
+    assert np.all(e.lo <= exact.lo) and np.all(exact.hi <= e.hi), (e, exact)
+    assert np.all(np.diff(f) >= 0), f  # m_n(W) increases in W
+    assert np.all(np.abs(f - exact.mid) <= 1e-3), (f, exact.mid)
+    # 1 - m: the W/2 and n-1 windows are within 1e-3 of one, an enclosure of width 1e-3 says so
+    assert np.all(e.hi[1:] - e.lo[1:] <= 1e-3), e
+
+
+def test_lower_end_beyond_the_exact_steps_is_at_least_that_of_the_steps():
+    """Near rho = 1 the W-step run from Lemma 4.3's c_hi is not decided on balls for W > n/4
+    (1 - m below 2**-512); the lower end is then m_n(W) >= m_n(D) >= f_D(c_hi), not Lemma 4.1's
+    (before: 0.64 at W = 150 against 0.99977 at W = 37; the true masses are 1 - O(1e-16))."""
+    e = otprior.ot_window_mass(np.array([37, 150]), 300, 0.9999, certified=True)
+    assert e.lo[1] >= e.lo[0] >= 0.999, e
+
+
+def test_a_windows_enclosure_does_not_depend_on_the_other_windows():
+    """D (Lemma 4.3's exact steps) depends on n alone: the answer for (64, n, rho) is the same
+    alone or next to a window of 4096 (before, D = max window: the enclosure of W = 64 moved
+    to one that excluded the float value by 3e-12 relative)."""
+    n, rho = 10**18, 0.5
+    alone = otprior.ot_window_mass(64, n, rho, certified=True)
+    both = otprior.ot_window_mass(np.array([64, 4096]), n, rho, certified=True)
+    assert (both.lo[0], both.hi[0]) == (alone.lo, alone.hi)
+    f = otprior.ot_window_mass(np.array([64, 4096]), n, rho)
+    assert np.all((both.lo <= f) & (f <= both.hi)), (both, f)
+
+
+@pytest.mark.parametrize("W, n, rho", [(1, int(1e300), 1e-300), (4094, 4096, 0.99)])
+def test_float_value_within_its_rounding_of_the_enclosure(W, n, rho):
+    """Where the enclosure is a few ulps wide, the float (an estimate from double steps) lies
+    within (W + D + ln c) eps m of it, ln c <= ln n / (1 - rho) (the documented bound)."""
+    e = otprior.ot_window_mass(W, n, rho, certified=True)
+    m = otprior.ot_window_mass(W, n, rho)
+    D = max(64, min(512, n // 8))
+    slack = (W + D + math.log(n) / (1 - rho)) * 2.0**-52 * m
+    assert e.lo - slack <= m <= e.hi + slack, (e, m, slack)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [257, 513, 4097])
+@pytest.mark.parametrize("rho", [1e-300, 0.95, 0.99, 0.999])
+def test_crossover_lengths_contain_the_exact_route(n, rho):
+    """Around the crossovers (n = 256, 512 = 4D, 4096): the auto route's enclosure meets the
+    exact certified route's (an independent algorithm), and the float lies within its
+    documented distance of the enclosure, for windows from 1 to n - 1."""
+    windows = np.array([1, 2, n // 8, n // 2, n - 2, n - 1])
+    exact = otprior.ot_window_mass(windows, n, rho, certified=True, method="exact")
+    e = otprior.ot_window_mass(windows, n, rho, certified=True)
+    f = otprior.ot_window_mass(windows, n, rho)
+    assert np.all(e.lo <= exact.hi) and np.all(exact.lo <= e.hi), (n, rho, e, exact)
+    D = max(64, min(512, n // 8))
+    slack = (windows + D + math.log(n) / (1 - rho)) * 2.0**-52 * f
+    assert np.all((e.lo - slack <= f) & (f <= e.hi + slack)), (n, rho, e, f)
+    assert np.all(np.diff(f) >= 0) and np.all(np.diff(e.lo) >= 0) and np.all(np.diff(e.hi) >= 0)
+
+
+def _window_mass_mp(t, rho, windows, dps):
+    """Theorem 2's root bisected by Lemma 2.1's sign test, then 1 - Phi_{t-W}/c (mpmath, private context)."""
+    ctx = mpmath.MPContext()
+    ctx.dps = dps
+    r = ctx.mpf(rho)
+
+    def run(c):
+        phi, psi, phis = c, 1 / c, {t: c}
+        for k in range(t, 0, -1):
+            phi -= psi ** (-r)
+            if k > 1 and phi <= 0:
+                return None
+            phis[k - 1] = phi
+            if k > 1:
+                psi += 1 / phi
+        return phis if phi > 0 else None
+
+    lo = ctx.log(t)
+    hi = ctx.log(ctx.fsum(ctx.power(k, -r) for k in range(1, t + 1))) / (1 - r) + ctx.mpf(10) ** -10
+    for _ in range(int(3.4 * dps) + 10):
+        mid = (lo + hi) / 2
+        if run(ctx.exp(mid)) is None:
+            lo = mid
+        else:
+            hi = mid
+    c = ctx.exp(hi)
+    phis = run(c)
+    return [1 - phis[t - W] / c for W in windows]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rho", [0.9999, 1 - 1e-6, 1 - 2**-40])
+def test_near_one_enclosure_contains_a_direct_60_digit_recurrence(rho):
+    """Where the exact route refuses (rho near one, n > 256): the bounds route's enclosure
+    contains the window mass from Theorem 2's recurrence at 60 and 100 digits (they agree)."""
+    n, windows = 260, [1, 2, 32, 130]
+    a = _window_mass_mp(n, rho, windows, 60)
+    b = _window_mass_mp(n, rho, windows, 100)
+    assert all(abs(x - y) <= 1e-25 * y for x, y in zip(a, b, strict=True))
+    e = otprior.ot_window_mass(np.array(windows), n, rho, certified=True)
+    assert np.all((e.lo <= np.array([float(y) for y in b])) & (np.array([float(y) for y in b]) <= e.hi)), (e, b)
