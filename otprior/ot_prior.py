@@ -39,6 +39,7 @@ from ._validation import (
     check_int,
     check_real,
     check_rho,
+    refuse_masked,
 )
 from .limits import check_allocation
 from .scale_invariant import log_normaliser
@@ -733,8 +734,12 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
 _MAX_LENGTH = int(1e300)  # the double 1e300 as an exact integer: every n up to it is answered
 # exact routes up to these lengths (above: the proved bounds of Theorem 4 and Lemma 4.1,
 # proofs/ot_asymptotics.md); the exact route is O(n) and its cost grows as rho -> 1
-_EXACT_FLOAT_MAX = 1 << 12
+_EXACT_FLOAT_MAX = 1 << 16
 _EXACT_CERT_MAX = 1 << 12
+# the double exact route costs about n / (1 - rho) sweep-elements (23 ms at n = 65536, rho = 0.5
+# on one core): up to this work it is used, since it is exact to rounding where the bounds
+# route's estimate is off by up to its certified width (1e-3..1e-5 at n = 5000..65536)
+_EXACT_FLOAT_WORK = 1 << 18
 # windows up to this size are mapped through the exact W-step backward recurrence
 # (Lemma 4.2); larger windows use the closed forms of Theorem 4(i)
 _RECUR_W_MAX = 1 << 12
@@ -755,6 +760,7 @@ def _broadcast_ints(window, n):
     """
     arrays = []
     for name, raw in (("window", window), ("n", n)):
+        refuse_masked(raw, name)
         if isinstance(raw, (str, bytes, bytearray, memoryview)):  # a memoryview may hold raw bytes
             raise DomainError(name, raw, "integers (or rectangular arrays of integers) at least 1")
         try:
@@ -1434,6 +1440,8 @@ def _exact_affordable(n, rho, certified):
     """The rule, decided before any work, of when the exact O(n) route is used (see Notes of ``ot_window_mass``)."""
     if n > (_EXACT_CERT_MAX if certified else _EXACT_FLOAT_MAX):
         return False
+    if not certified and n > _EXACT_CERT_MAX and n > _EXACT_FLOAT_WORK * (1.0 - rho):
+        return False
     if n <= _EXACT_NEAR_ONE_MAX:
         return True  # the double route, or the certified recurrence within its caps
     if rho > _EXACT_MAX_RHO:
@@ -1476,9 +1484,14 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     It is used, by a rule decided before any work, when ``n <= 256``, or when
     ``n <= 4096``, ``rho <= 0.9`` and the double route's rounding floor
     ``4 (sqrt(n) + 3) eps (1 + log n) / (1 - rho)`` is at most ``1e-6``; where the exact
-    route still refuses, the bounds route answers instead. The same inputs always take
-    the same route. Beyond ``n = 4096`` the exact route costs more than the bounds route
-    (O(n) against O(512)) and is narrower where it runs: ``method="exact"`` asks for it.
+    route still refuses, the bounds route answers instead. The double value (not
+    ``certified``) also takes the exact route for ``4096 < n <= 65536`` while
+    ``n <= 2^18 (1 - rho)`` (about 20 ms on one core at ``n = 65536``, ``rho = 0.5``):
+    there the bounds route's estimate is off by up
+    to its certified width (1e-3 to 1e-5), the exact route by rounding. The same inputs
+    always take the same route. Beyond these lengths the exact route costs more than the
+    bounds route (O(n) against O(512)) and is narrower where it runs: ``method="exact"``
+    asks for it.
 
     Bounds route (any ``n``, O(W + min(512, n/8)) time, ``W`` capped at 4096 steps): ``m = f_W(c_n)``
     with ``f_W(c) = 1 - Phi_{n-W}(c)/c`` given by ``W`` steps of Theorem 2's backward

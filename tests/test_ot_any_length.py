@@ -314,3 +314,20 @@ def test_near_one_enclosure_contains_a_direct_60_digit_recurrence(rho):
     assert all(abs(x - y) <= 1e-25 * y for x, y in zip(a, b, strict=True))
     e = otprior.ot_window_mass(np.array(windows), n, rho, certified=True)
     assert np.all((e.lo <= np.array([float(y) for y in b])) & (np.array([float(y) for y in b]) <= e.hi)), (e, b)
+
+
+@pytest.mark.parametrize("n, rho", [(5000, 0.5), (20000, 0.9), (65536, 0.5)])
+def test_float_value_is_exact_where_the_exact_route_is_cheap(n, rho):
+    """Between 4096 and 65536 the double value takes the exact route while n <= 2^18 (1 - rho):
+    it lies in the certified enclosure and agrees with the bounds route's estimate only to that
+    enclosure's width, which is far wider than rounding."""
+    import numpy as np
+
+    m, route = otprior.ot_window_mass(64, n, rho, return_route=True)
+    assert route == "exact"
+    e = otprior.ot_window_mass(64, n, rho, certified=True)
+    assert e.lo <= m <= e.hi
+    est = otprior.ot_window_mass(64, n, rho, method="bounds")
+    assert abs(est - m) <= e.hi - e.lo
+    with pytest.raises(otprior.DomainError, match="masked"):
+        otprior.ot_window_mass(np.ma.masked_array([4, 5], mask=[0, 1]), n, rho)
