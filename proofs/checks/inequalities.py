@@ -326,8 +326,10 @@ def growth_factors_monotone(kind, W, L0, L1, B=0.0, offset=1, alpha=(1.0, 6.0), 
     def sides(ops, alpha):
         _, record, _ = margin_growth(W, L0, L1, rel, B, _offset(offset))
         rec = record(_alpha_jet(alpha))
-        # (ii) the split A * (G/A) and (iii) the split F1 * F2, as _record computes them for interval_bound
-        return [(0, rec.log_up.d[0]), (rec.log_down.d[0], 0), (0, rec.log_up2.d[0]), (rec.log_down2.d[0], 0)]
+        # (ii) the split A * (G/A) and (iii) the split F1 * F2, as _record computes them for interval_bound; one
+        # zero for the four signs (the slopes of (iii) do not vanish on the box: the tight slope of (ii) pins it)
+        zero = 0
+        return [(zero, rec.log_up.d[0]), (rec.log_down.d[0], zero), (zero, rec.log_up2.d[0]), (rec.log_down2.d[0], zero)]
 
     # up -> k as alpha -> oo, and for relative growth with B > 0 down = P/T0 -> k - 1/k: those slopes vanish there
     tight = (({"alpha": 2**20}, 0, 0, 2.0**-100),) + ((({"alpha": 2**20}, 1, 0, 2.0**-100),) if rel and B > 0 else ())
