@@ -134,12 +134,16 @@ def check_lemma_2_1_positive_region(t_max=6, rhos=(1, 2, 3, 4, 5, 6, 7), grid=16
     c < c' of the points c = t (1 + 6 i / grid), i = 0..grid, with c in P_k (Phi_j(c) > 0, j >= k >= 1):
     c' in P_k, N_j(c') > N_j(c) for k <= j < t, v_j(c') >= (c'/c)^rho v_j(c) for j >= k, and, when
     Phi_{k-1}(c) >= 0, N_{k-1}(c') > N_{k-1}(c). Pairs whose balls do not decide are counted, not passed
-    silently: the check fails if more than a tenth of the comparisons are undecided."""
+    silently: the check fails if more than a tenth of the comparisons are undecided. The hypotheses are
+    reached, not only met: some examined c has some Phi_j (j >= k) within 2^-5 of 0 (the edge of P_k), some
+    examined c has Phi_{k-1}(c) within 2^-5 of 0 (the edge of (b)'s hypothesis), and (b) is examined at every
+    level k - 1 = 0..t_max-1 (a stronger hypothesis, which examines fewer pairs, fails here)."""
     import flint
 
     from otprior._balls import arb_precision
 
     decided = undecided = 0
+    edge_a, edge_b, levels_b = [], [], set()  # how close the examined points come to the hypotheses' edges
     with arb_precision(192):
         for k8 in rhos:
             rho = flint.arb(k8) / case(8)
@@ -156,6 +160,7 @@ def check_lemma_2_1_positive_region(t_max=6, rhos=(1, 2, 3, 4, 5, 6, 7), grid=16
                             if not all(j in Phi and Phi[j] > 0 for j in range(k, t + 1)):
                                 break
                             assert all(Phi2[j] > 0 for j in range(k, t + 1)), (k8, t, i, i2, k)
+                            edge_a.append(min(float(Phi[j].upper()) for j in range(k, t + 1)))
                             for j in range(k, t):
                                 assert not (Phi2[j] / c2 <= Phi[j] / c), (k8, t, i, i2, j)
                                 decided += 1
@@ -164,6 +169,8 @@ def check_lemma_2_1_positive_region(t_max=6, rhos=(1, 2, 3, 4, 5, 6, 7), grid=16
                             # equality at j = t (v_t = c^rho): the factor lambda^rho is sharp
                             assert v2[t].overlaps(factor * v[t]), (k8, t, i, i2)
                             if k - 1 in Phi and Phi[k - 1] >= 0:
+                                edge_b.append(float(Phi[k - 1].upper()))
+                                levels_b.add(k - 1)
                                 if Phi2[k - 1] / c2 > Phi[k - 1] / c:
                                     decided += 1
                                 elif Phi2[k - 1] / c2 <= Phi[k - 1] / c:
@@ -171,6 +178,8 @@ def check_lemma_2_1_positive_region(t_max=6, rhos=(1, 2, 3, 4, 5, 6, 7), grid=16
                                 else:
                                     undecided += 1
     assert tol(decided > 500 and undecided * 10 <= decided), (decided, undecided)
+    assert tol(min(edge_a) < 2.0**-5 and min(edge_b) < 2.0**-5), (min(edge_a), min(edge_b))
+    assert levels_b == set(range(t_max)), levels_b
     return decided
 
 
@@ -289,6 +298,16 @@ def check_cable_constant_increments():
     return ratio
 
 
+def _bf16_reference(x):
+    """Round positive floats to 8 significant bits, ties to even, by another route than the library's bit
+    arithmetic: ``x = f 2^e`` with ``f`` in [1/2, 1), ``f 2^8`` rounded half to even (exact for inputs with at
+    most 24 significant bits, as float32 holds them, so no double rounding)."""
+    import numpy as np
+
+    f, e = np.frexp(np.asarray(x, dtype=float))
+    return np.ldexp(np.round(np.ldexp(f, 8)), e - 8)
+
+
 def check_falcon_bins(k_max=14, heads=12, windows=(1, 4)):  # heads: the 12-head model of the issue
     """Theorem 11c (b), (c), (d), exhaustively on every n - 1 in [2^8, 2^(k_max+1)) for the slopes of a
     ``heads``-head model, on the library's rows q(j) = bf16(bf16(m) bf16(j)); (a) on the library's window
@@ -298,11 +317,14 @@ def check_falcon_bins(k_max=14, heads=12, windows=(1, 4)):  # heads: the 12-head
 
     import numpy as np
 
-    from otprior.encodings import ALiBi, alibi_slopes, bf16_round
+    from otprior.encodings import ALiBi, alibi, alibi_slopes
+
+    bf16_round = alibi.bf16_round  # looked up in its module at call time (so that a corrupted one is seen)
 
     top = case(2 ** (k_max + 1))
     j = np.arange(case(top + 2), dtype=float)
     pos = bf16_round(j)
+    assert np.array_equal(pos, _bf16_reference(j))  # the library's rounding is bfloat16's (ties to even)
     pos_edge = np.concatenate([[True], pos[1:] != pos[:-1]])
     inside = {}
     gap, keep = 2.0**-8, 1 - 2.0**-8  # (c): the spacing below v is >= gap v; a rounding keeps >= keep x
@@ -310,6 +332,7 @@ def check_falcon_bins(k_max=14, heads=12, windows=(1, 4)):  # heads: the 12-head
     for m in alibi_slopes(heads):
         mh = float(bf16_round(m))
         q = bf16_round(mh * pos)
+        assert np.array_equal(q, _bf16_reference(mh * pos)), m  # products of two 8-bit numbers: exact inputs
         assert np.all(np.diff(q) >= 0)  # q is non-decreasing
         new = np.concatenate([[True], q[1:] != q[:-1]])
         first = np.maximum.accumulate(np.where(new, np.arange(j.size), case(0)))
@@ -330,10 +353,12 @@ def check_falcon_bins(k_max=14, heads=12, windows=(1, 4)):  # heads: the 12-head
             v, below = q[edges], q[edges - 1]
             assert np.all(v - below >= v * gap), (m, k)
             gap_attained |= bool(np.any(v - below == v * gap))  # at v = 2^e
-            # each rounding keeps at least the factor `keep` (nearly attained), so v >= keep^2 mh (n - 1)
+            # each rounding keeps at least the factor `keep` (nearly attained); at the lowest key of a product bin
+            # the position rounds up (it is the lowest key of its position bin), so v >= keep mh (n - 1)
             assert np.all(pos[idx] >= keep * idx) and np.all(q[idx] >= keep * mh * pos[idx]), (m, k)
             worst_keep = min(worst_keep, float(np.min(pos[idx] / idx)), float(np.min(q[idx] / (mh * pos[idx]))))
-            assert np.all(v >= keep**2 * mh * edges), (m, k)
+            assert np.all(pos[edges] > pos[edges - 1]) and np.all(pos[edges] >= edges), (m, k)  # the proof's two steps
+            assert np.all(v >= keep * mh * edges), (m, k)
             pe = idx[pos_edge[idx]]  # (d): position-bin lower edges
             assert tol(127 <= pe.size <= 129), (k, pe.size)
             if dyadic:
@@ -356,7 +381,7 @@ def check_falcon_bins(k_max=14, heads=12, windows=(1, 4)):  # heads: the 12-head
             Gn = ALiBi.tied_keys(n, m)
             for W in windows:
                 assert enc.window_mass(W, n) <= W / Gn * tol(1 + 1e-12), (m, n, W)
-        bound = edge * math.exp(-gap * keep**2 * mh * edge / math.sqrt(enc.head_dim))
+        bound = edge * math.exp(-gap * keep * mh * edge / math.sqrt(enc.head_dim))
         assert bound < tol(1e-6) and 1 - enc.window_mass(case(1), edge + 1) <= bound, (m, edge)
     return inside
 
@@ -409,6 +434,11 @@ def check_margin_code_is_lemma_9(cases=((1, 2, 4), (3, 5, 12))):
                 assert sp.simplify(rec.growth.e - G) == 0 and sp.simplify(G - definition) == 0, (W, L0, L1, relative, b)
                 assert sp.simplify(sp.exp(rec.log_up.e) - H / (T1 + H / k)) == 0
                 assert sp.simplify(sp.exp(rec.log_down.e) - down) == 0
+                # Lemma 9a(iii): the second split G = F1 F2 that interval_bound uses
+                F1 = H / T0 if relative else H / (T0 + k * H)
+                assert sp.simplify(sp.exp(rec.log_up2.e) - F1) == 0, (W, L0, L1, relative, b)
+                assert sp.simplify(sp.exp(rec.log_down2.e) - P / (T1 + H / k)) == 0, (W, L0, L1, relative, b)
+                assert sp.simplify(F1 * P / (T1 + H / k) - G) == 0, (W, L0, L1, relative, b)
                 assert sp.simplify(sp.exp(rec.phi.e) - G) == 0
                 x = (W + o) / o
                 rho = x ** (-alpha) * (1 + (W + o) / (alpha - 1))
@@ -420,6 +450,95 @@ def check_margin_code_is_lemma_9(cases=((1, 2, 4), (3, 5, 12))):
                 assert _zero(upper(iv.SymArb(alpha)).e - claimed), (W, L0, L1, relative, b)
                 if relative and isinstance(b, sp.Symbol):
                     assert sp.simplify(sp.expand(claimed - ((1 + s) * (k * rho + k**2) - 1))) == 0
+    return True
+
+
+def check_interval_bound_is_lemma_9a():
+    """Lemma 9a's bound on [a, b] as ``_Growth.interval_bound`` evaluates it, on records whose values make each
+    candidate the smallest in turn: the result is ``min((phi(a) + phi(b))/2 + Lambda (b - a),
+    log A(b) + log(G/A)(a), log F1(b) + log F2(a))`` with ``lipschitz = 2 Lambda``, each increasing factor
+    taken at ``b`` and each decreasing one at ``a`` (a record whose ends are swapped gives another value)."""
+    from types import SimpleNamespace
+
+    import flint
+
+    from otprior.margin import _Growth
+
+    def record(phi, up, down, up2, down2):
+        return SimpleNamespace(phi=flint.arb(phi), log_up=flint.arb(up), log_down=flint.arb(down), log_up2=flint.arb(up2),
+                               log_down2=flint.arb(down2), prec=case(128))
+
+    self = SimpleNamespace(lipschitz=flint.arb(case(3)))  # 2 Lambda = 3
+    a, b = case(1.5), case(2.5)
+    # (phi, up, down, up2, down2) at a and at b: the ends' values differ, so a swapped end changes the result
+    cases = [
+        (case((0, 50, 7, 50, 60)), case((1, 9, 40, 70, 30)), (0 + 1) / 2 + 3 / 2 * (b - a)),  # Lipschitz: 2
+        (case((0, 50, -5, 50, 60)), case((9, 4, 40, 70, 30)), 4 + -5),  # log A(b) + log(G/A)(a) = -1
+        (case((0, 50, 7, 50, -6)), case((9, 9, 40, 3, 30)), 3 + -6),  # log F1(b) + log F2(a) = -3
+    ]
+    for ra, rb, expected in cases:
+        got = _Growth.interval_bound(self, a, b, record(*ra), record(*rb))
+        assert got.contains(flint.arb(expected)) and float(got.rad()) < tol(1e-30), (ra, rb, got, expected)
+    return True
+
+
+def check_normaliser_shift_and_jacobian():
+    """Lemma N0: softmax of scaled logits and 1.5-entmax (closed form of inequalities.py, any scale ``lam`` and
+    total ``r``) do not change when a constant is added to every logit; Theorem N2's reduction
+    ``softmax(a (b + c + e)) = softmax(a b + a c + a e)``; and the entmax Jacobian on the support (the window key's row) is
+    ``lam (2 u_j delta_ij - 2 u_i u_j / sum u)`` with ``u = lam z - tau``, i.e. ``diag(s) - s s^T/sum s``
+    (``s_j = p_j^(2 - alpha) = u_j``) up to the positive factor ``2 lam``, whose off-diagonal entries are <= 0."""
+    z = sp.symbols("z0:3", real=True)
+    b = sp.symbols("b0:3", real=True)
+    e = sp.symbols("e0:3", real=True)
+    c = sp.Symbol("c", real=True)
+    a = sp.Symbol("a", positive=True)
+
+    def softmax(xs):
+        w = [sp.exp(x) for x in xs]
+        return [x / sum(w) for x in w]
+
+    for p, q in zip(softmax([a * (x + c) for x in z]), softmax([a * x for x in z]), strict=True):
+        assert sp.simplify(p - q) == 0
+    for p, q in zip(softmax([a * (bd + c + ed) for bd, ed in zip(b, e, strict=True)]),
+                    softmax([a * bd + a * c + a * ed for bd, ed in zip(b, e, strict=True)]), strict=True):
+        assert sp.simplify(p - q) == 0
+    f = _inequalities()._entmax_closed_forms()
+    lam, tau = f["lam"], f["tau3"]
+    shifted = tau.subs({zd: zd + c for zd in f["z"]}, simultaneous=True)
+    assert sp.simplify(shifted - tau - lam * c) == 0  # tau absorbs lam c: every u = lam z - tau is unchanged
+    u = [lam * zd - tau for zd in f["z"]]
+    total = sum(u)
+    j = case(0)  # the window key's row of the Jacobian
+    for i in range(3):
+        jacobian = sp.diff(u[j] ** 2, f["z"][i])
+        claimed = lam * (2 * u[j] * (1 if i == j else 0) - 2 * u[i] * u[j] / total)
+        assert sp.simplify(jacobian - claimed) == 0, (i, j)
+    return True
+
+
+def check_entmax_closed_forms_match_the_library(rows=((0.05, -0.03, 0.01), (0.1, 0.0, -0.1)), flat=((10, 0.3), (1000, 0.05))):
+    """The closed forms of ``tau`` used by the entmax box claims (inequalities.py) give the library's
+    ``otprior.normalisers.entmax`` weights: 1.5-entmax on three keys (``lam = alpha - 1``, total 1) and on flat
+    rows (one key at ``(alpha - 1) Delta``, ``n - 1`` at 0) for ``alpha = 3/2`` and ``alpha = 2``, to 1e-12."""
+    import numpy as np
+
+    from otprior.normalisers import entmax
+
+    f = _inequalities()._entmax_closed_forms()
+    for z in rows:
+        env = {f["lam"]: sp.Rational(1, 2), f["r"]: 1, **{zd: sp.Float(x, tol(30)) for zd, x in zip(f["z"], z, strict=True)}}
+        tau = float(f["tau3"].subs(env))
+        ours = [(0.5 * x - tau) ** 2 for x in z]
+        assert np.allclose(ours, entmax(np.array(z), 1.5), rtol=0, atol=tol(1e-12)), (z, ours)
+    for n, delta in flat:
+        row = np.zeros(case(n))
+        row[0] = delta
+        for alpha, key, power in ((1.5, "flat15", 2), (2.0, "flat2", 1)):
+            x0 = (alpha - 1) * delta
+            tau = float(f[key].subs({f["nu"]: sp.Rational(1, n), f["x0"]: sp.Float(x0, tol(30))}))
+            ours = [(x0 - tau) ** power] + [(-tau) ** power] * (n - 1)
+            assert np.allclose(ours, entmax(row, alpha), rtol=0, atol=tol(1e-12)), (n, delta, alpha)
     return True
 
 

@@ -314,22 +314,29 @@ def growth_log_lipschitz(kind, W, L0, L1, B=0.0, offset=1, alpha=(1.0, 6.0), bud
 
 
 def growth_factors_monotone(kind, W, L0, L1, B=0.0, offset=1, alpha=(1.0, 6.0), budget=1500):
-    """Lemma 9a(ii) as ``margin_for`` uses it: the factor ``up = A = H/(T1 + H/k)`` increases in alpha and
-    ``down`` (``P/T0``, times ``T0/(T0 + kH)`` for absolute growth) decreases: ``_record``'s ``log_up`` and
-    ``log_down``, differentiated through the library's code."""
+    """Lemma 9a(ii) and (iii) as ``margin_for`` uses them: the factor ``up = A = H/(T1 + H/k)`` increases in
+    alpha and ``down`` (``P/T0``, times ``T0/(T0 + kH)`` for absolute growth) decreases: ``_record``'s
+    ``log_up`` and ``log_down``; and the second split, ``up2 = F1`` (``H/T0`` relative, ``H/(T0 + kH)``
+    absolute) increases and ``down2 = F2 = P/(T1 + H/k)`` decreases: ``_record``'s ``log_up2`` and
+    ``log_down2``. All differentiated through the library's code. With ``G = up down = up2 down2`` (the
+    identities are checks.py::check_margin_code_is_lemma_9), ``interval_bound``'s candidates
+    ``log up(b) + log down(a)`` and ``log up2(b) + log down2(a)`` bound ``log G`` on ``[a, b]``."""
     rel = kind == "relative"
 
     def sides(ops, alpha):
         _, record, _ = margin_growth(W, L0, L1, rel, B, _offset(offset))
         rec = record(_alpha_jet(alpha))
-        return [(0, rec.log_up.d[0]), (rec.log_down.d[0], 0)]
+        # (ii) the split A * (G/A) and (iii) the split F1 * F2, as _record computes them for interval_bound; one
+        # zero for the four signs (the slopes of (iii) do not vanish on the box: the tight slope of (ii) pins it)
+        zero = 0
+        return [(zero, rec.log_up.d[0]), (rec.log_down.d[0], zero), (zero, rec.log_up2.d[0]), (rec.log_down2.d[0], zero)]
 
     # up -> k as alpha -> oo, and for relative growth with B > 0 down = P/T0 -> k - 1/k: those slopes vanish there
     tight = (({"alpha": 2**20}, 0, 0, 2.0**-100),) + ((({"alpha": 2**20}, 1, 0, 2.0**-100),) if rel and B > 0 else ())
     return Claim(
         f"growth_factors_monotone_{kind}_W{W}_L{L0}_{L1}_B{B:g}",
         "proofs/margin_selection.md (Lemma 9a(ii))",
-        f"d log(up)/d alpha >= 0 >= d log(down)/d alpha for margin's factors ({kind}, W={W}, L0={L0}, L1={L1}, B={B:g})",
+        f"d log(up)/d alpha >= 0 >= d log(down)/d alpha, same for up2, down2, for margin's factors ({kind}, W={W}, L0={L0}, L1={L1}, B={B:g})",
         {"alpha": alpha},
         sides,
         budget=budget,
@@ -400,28 +407,60 @@ def _sigmoid(ops, z):
     return 1 / (1 + ops.exp(-z))
 
 
-def stick_breaking_every_constant(B=1.0, biases=(0, -1, -2), c_range=(-8.0, 8.0), budget=3000):
-    """Theorem N4(iii) on a row of three keys (``W = 1``): for every constant ``c`` in ``c_range`` and every
-    content ``e_d`` in ``[-B, B]``, stick-breaking's distant share ``P_1 - P_3`` is at most
-    ``T_3/(T_3 + e^(-2B) H)`` with ``H = e^(b_0)``, ``T_3 = e^(b_1) + e^(b_2)`` (softmax's bound). The bound
-    is approached as the constant varies but not attained (the proof's two steps are tight at different
-    constants), so the check has no tight point: a constant loosened in the bound would pass."""
-    b0, b1, b2 = biases
+def stick_breaking_every_constant(side, K=2, weights=("1", "1/4", "1/4"), budget=200):
+    """Theorem N4(iii) on a row of three keys (``W = 1``), step by step, for every constant ``c`` and every
+    content: ``e^(b_d)`` = ``weights``, content ``x_d = e^(e_d)`` in ``[1/K, K]`` (``B = log K``), ``u = e^c``;
+    ``H = e^(b_0)``, ``T = e^(b_1) + e^(b_2)``, ``h = H/K``, ``S = K T``:
 
-    def sides(ops, c, e0, e1, e2):
-        s0, s1, s2 = (_sigmoid(ops, b + c + e) for b, e in ((b0, e0), (b1, e1), (b2, e2)))
-        distant = (1 - s0) * (s1 + s2 - s1 * s2)  # P_1 - P_3 = P_1 (1 - (1 - s1)(1 - s2))
-        H, T = iv.iv_exp(b0), iv.iv_exp(b1) + iv.iv_exp(b2)  # constants of the row
-        return [(distant, T / (T + iv.iv_exp(-2 * iv._exact(B)) * H))]
+    (A) ``P_1 = 1 - sigma(z_0) <= 1/(1 + u h)``, attained at ``x_0 = 1/K``;
+    (B) ``1 - P_3/P_1 = 1 - (1 - sigma(z_1))(1 - sigma(z_2)) <= min(1, u S)``, the ratio tending to 1 as
+        ``u -> 0`` (at ``x_1 = x_2 = K``) and as ``u -> oo``;
+    (C) ``min(1, u S)/(1 + u h) <= T/(T + K^-2 H)``, attained at ``u S = 1``;
+
+    so ``P_1 - P_3 = P_1 (1 - P_3/P_1) <= T/(T + e^(-2B) H)``: each step is the proof's, and each is sharp
+    (``tight``), so a loosened constant fails as a stronger one does. The weights make ``S = 1``, so that
+    ``u S = 1`` at ``c = 0``, where the domain is cut: ``side="below"`` is ``c`` in [-8, 0] (``min = u S``),
+    ``"above"`` is ``c`` in [0, 8] (``min = 1``). The certificates (checked by sympy) write each gap as a sum
+    of non-negative terms, with ``y_d = u e^(b_d) x_d``:
+    ``u H (x_0 - 1/K)/((1 + u h)(1 + y_0))``;
+    ``sum_d u e^(b_d)(K - x_d) + (y_1^2 + y_1 y_2 + y_2^2 + y_1^2 y_2 + y_1 y_2^2)/((1 + y_1)(1 + y_2))``;
+    ``S (1 - u S)/((S + h)(1 + u h))`` resp. ``h (u S - 1)/((S + h)(1 + u h))``."""
+    below = side == "below"
+    w = [Fraction(x) for x in weights]
+
+    def parts(ops, c, x0, x1, x2):
+        u, k = ops.exp(c), ops.const(Fraction(K))
+        H, T = ops.const(w[0]), ops.const(w[1] + w[2])
+        y = [u * ops.const(wd) * x for wd, x in zip(w, (x0, x1, x2), strict=True)]
+        s0, s1, s2 = (_sigmoid(ops, c + ops.log(ops.const(wd) * x)) for wd, x in zip(w, (x0, x1, x2), strict=True))
+        return u, k, H, T, H / k, k * T, y, s0, s1, s2
+
+    def sides(ops, c, x0, x1, x2):
+        u, k, H, T, h, S, _, s0, s1, s2 = parts(ops, c, x0, x1, x2)
+        cap = u * S if below else 1  # min(1, u S) on this side of u S = 1
+        return [(1 - s0, 1 / (1 + u * h)), (1 - (1 - s1) * (1 - s2), cap), (cap / (1 + u * h), T / (T + k**-2 * H))]
+
+    def certificate(ops, c, x0, x1, x2):
+        u, k, H, T, h, S, y, *_ = parts(ops, c, x0, x1, x2)
+        y1, y2 = y[1], y[2]
+        a = u * H * (x0 - 1 / k) / ((1 + u * h) * (1 + y[0]))
+        if below:
+            far = (u * ops.const(w[1]) * (k - x1) + u * ops.const(w[2]) * (k - x2)
+                   + (y1 * y1 + y1 * y2 + y2 * y2 + y1 * y1 * y2 + y1 * y2 * y2) / ((1 + y1) * (1 + y2)))
+            return [a, far, S * (1 - u * S) / ((S + h) * (1 + u * h))]
+        return [a, None, h * (u * S - 1) / ((S + h) * (1 + u * h))]
 
     return Claim(
-        "stick_breaking_every_constant",
+        f"stick_breaking_every_constant_{side}",
         "proofs/normalisers.md (Theorem N4(iii))",
-        f"P_1 - P_3 <= T/(T + e^(-2B) H) for z_d = b_d + c + e_d, b = {biases}, |e_d| <= B = {B:g}, c in {c_range}",
-        {"c": c_range, "e0": (-B, B), "e1": (-B, B), "e2": (-B, B)},
+        f"P_1 <= 1/(1+uh), 1 - P_3/P_1 <= min(1, uS), min(1, uS)/(1+uh) <= T/(T+K^-2 H); e^b = {weights}, "
+        f"e^(e_d) in [1/{K}, {K}], c in {'[-8, 0]' if below else '[0, 8]'}",
+        {"c": (-8.0, 0.0) if below else (0.0, 8.0), "x0": (0.5, 2.0), "x1": (0.5, 2.0), "x2": (0.5, 2.0)},
         sides,
-        centered=True,
+        certificate,
         budget=budget,
+        tight=(({"c": 1, "x0": 0.5, "x1": 1, "x2": 1}, 0, 0, 2.0**-100), ({"c": 0, "x0": 1, "x1": 1, "x2": 1}, 2, 0, 2.0**-100))
+        + ((({"c": -40, "x0": 1, "x1": 2, "x2": 2}, 1, 2.0**-50),) if below else (({"c": 8, "x0": 1, "x1": 2, "x2": 2}, 1, 2.0**-18),)),
     )
 
 
@@ -466,6 +505,284 @@ def _prod(xs):
     for x in xs:
         out = out * x
     return out
+
+
+# --- Lemma N0, Theorems N1, N2, N3, N6 (proofs/normalisers.md): finite rows on boxes
+
+
+class _Row(list):
+    """A row of logits on intervals or sympy (stands for the library's numpy row)."""
+
+
+class _Factor:
+    """A scalar factor on intervals or sympy that multiplies a :class:`_Row` entry by entry (``a * row``)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __mul__(self, row):
+        return _Row(self.a * z for z in row)
+
+
+def _softmax_on(ops):
+    def softmax(z):
+        w = [ops.exp(x) for x in z]
+        total = sum(w[1:], w[0])
+        return [x / total for x in w]
+
+    return softmax
+
+
+def _library_attention(ops, normaliser, logits):
+    """``normaliser.attention(logits)``, the library's own code, with scipy's softmax and ``row`` replaced by
+    their interval (or sympy) versions."""
+    fn = iv.library_function(type(normaliser).attention, _softmax=_softmax_on(ops), row=_Row)
+    return fn(normaliser, _Row(logits))
+
+
+def softmax_scaled_band(B=1.0, biases=("0", "-1/2", "-1"), a=(0.25, 4.0), budget=400):
+    """Lemma N0 (softmax family), Theorems N1 and N2 on a row of three keys (``W = 1``): with a factor ``a``
+    on the logits (``Temperature.attention``, the library's code run on intervals; ``a = 1`` is plain softmax,
+    ``a = s ln n`` is SSMax at length ``n``) and content ``|e_d| <= B``, the distant share ``D`` lies between
+    ``content_band_balls(T_a, H_a, a B)`` (the library's Theorem 10 code), with ``e^(a b_d)`` the scaled bias:
+    N2's reduction (bias ``a b``, content ``a B``) and N0's monotonicity (the extremes are the uniform
+    advantages ``-2B`` and ``+2B``). Both ends are attained (``tight``); the certificates are
+    ``sum_d e^(a(b_d + b_0)) e^(a(e_d - 2B)) expm1(a(e_0 - e_d + 2B)) / (...)`` and its mirror (sympy-checked)."""
+    from otprior import content_bound
+    from otprior.normalisers import Temperature
+
+    bs = [Fraction(x) for x in biases]
+
+    def parts(ops, a, e0, e1, e2):
+        lb = [ops.const(x) for x in bs]
+        z = [b + e for b, e in zip(lb, (e0, e1, e2), strict=True)]
+        norm = Temperature.__new__(Temperature)
+        object.__setattr__(norm, "factor", _Factor(a))
+        p = _library_attention(ops, norm, z)
+        D = p[1] + p[2]
+        H = ops.exp(a * lb[0])
+        T = ops.exp(a * lb[1]) + ops.exp(a * lb[2])
+        return lb, z, D, H, T
+
+    def sides(ops, a, e0, e1, e2):
+        _, _, D, H, T = parts(ops, a, e0, e1, e2)
+        kind = "sym" if ops is iv.SYM_OPS else "iv"
+        fn = iv.library_function(content_bound.content_band_balls, **iv.ball_namespace(kind))
+        aB = a * ops.const(Fraction(B))
+        lo, hi = fn(_as_ball(ops, T), _as_ball(ops, H), _as_ball(ops, aB))
+        return [(_unwrap(lo), D), (D, _unwrap(hi))]
+
+    def certificate(ops, a, e0, e1, e2):
+        lb, z, D, H, T = parts(ops, a, e0, e1, e2)
+        B2 = 2 * ops.const(Fraction(B))
+        den = sum((ops.exp(a * x) for x in z[1:]), ops.exp(a * z[0]))
+        up = sum(ops.exp(a * (lb[d] + lb[0])) * ops.exp(a * (e - B2)) * ops.expm1(a * (e0 - e + B2))
+                 for d, e in ((1, e1), (2, e2)))
+        down = sum(ops.exp(a * (lb[d] + lb[0])) * ops.exp(a * e0) * ops.expm1(a * (e - e0 + B2))
+                   for d, e in ((1, e1), (2, e2)))
+        return [down / (den * (T + ops.exp(a * B2) * H)), up / (den * (T + ops.exp(-a * B2) * H))]
+
+    return Claim(
+        "softmax_scaled_band",
+        "proofs/normalisers.md (Lemma N0, Theorems N1, N2)",
+        f"content_band_balls(T_a, H_a, aB) brackets D of softmax(a z), z = b + e, b = {biases}, |e| <= {B:g}, a in {a}",
+        {"a": a, "e0": (-B, B), "e1": (-B, B), "e2": (-B, B)},
+        sides,
+        certificate,
+        budget=budget,
+        tight=(({"a": 2, "e0": B, "e1": -B, "e2": -B}, 0, 0, 2.0**-100), ({"a": 2, "e0": -B, "e1": B, "e2": B}, 1, 0, 2.0**-100)),
+    )
+
+
+def _vmax(a, b):
+    """``max`` on intervals or jets, for the library's ``max`` of two thresholds: the larger one where the two
+    are ordered on the whole box, else the hull (of the values and of the derivatives: ``max`` is Lipschitz,
+    its derivative lies between theirs)."""
+    if not isinstance(a, iv.Jet) and not isinstance(b, iv.Jet):
+        a, b = iv._exact(a), iv._exact(b)
+        return iv.Iv(max(a.lo, b.lo, key=iv._Key), max(a.hi, b.hi, key=iv._Key))
+    n = len(a.d) if isinstance(a, iv.Jet) else len(b.d)
+    a, b = iv.Jet.lift(a, n), iv.Jet.lift(b, n)
+    if a.v.lo >= b.v.hi:
+        return a
+    if b.v.lo >= a.v.hi:
+        return b
+    return iv.Jet(_vmax(a.v, b.v), tuple(x.union(y) for x, y in zip(a.d, b.d, strict=True)))
+
+
+def _library_threshold(ops, s, b_star, distant, tail):
+    """``_scaled_classify``'s ``threshold`` (Theorem N3), the library's expression evaluated on intervals or sympy."""
+    from otprior.normalisers import scalable
+
+    exprs = library_expressions(scalable._scaled_classify, ("threshold",))
+    scope = {**scalable._scaled_classify.__globals__, "max": max if ops is iv.SYM_OPS else _vmax}
+    value = eval(exprs["threshold"], scope, {"s": s, "b_star": b_star, "distant": distant, "tail": tail})  # library source
+    if ops is iv.SYM_OPS:  # the library's float constants (1.0) as the exact numbers they are
+        import sympy as sp
+
+        value = sp.nsimplify(value, rational=True)
+    return value
+
+
+def ssmax_threshold(side, s, bias=("0", "-1"), tail="-2", budget=200):
+    """Theorem N3 at every length, with the library's threshold: SSMax multiplies the logits of a row of ``n``
+    keys by ``lambda = s ln n``; the bias is ``bias`` at distances ``d < S = len(bias)`` and ``tail`` from ``S``
+    on, window ``W = 1``; ``Delta*`` is ``_scaled_classify``'s ``threshold`` (the library's expression). Put
+    ``u_d = b_d - b* - Delta* <= 0`` (distant keys) and ``v = 1 + s(tail - b* - Delta*) <= 0``; one of them is 0.
+    With ``logn = ln n`` in [2, 40] and ``eta`` in [0, 4] the distant-to-window ratio is
+    ``R = sum_d e^(lambda(u_d -+ eta)) + (1 - S/n) e^(logn v -+ lambda eta)`` at ``Delta = Delta* +- eta``, and
+
+    ``side="above"`` (``Delta = Delta* + eta``): ``m_n = 1/(1 + R) >= 1/(1 + S)``, nearly attained where both
+    branches of the threshold meet (``s = 1``, ``eta = 0``, ``n = e^40``: ``tight``);
+
+    ``side="below"`` (``Delta = Delta* - eta``): ``m_n <= e^(-lambda eta) n/(n - S) = n^(-s eta) n/(n - S)``.
+
+    So the window keeps a share iff ``Delta >= Delta*``: a threshold too low fails above, one too high fails
+    below. ``s`` is exact (one claim per slope: a finite set), so ``u_d`` and ``v`` are exact and the
+    certificates ``sum_d -expm1(lambda(u_d - eta)) + S e^(-logn) e^(logn v - lambda eta) - expm1(logn v - lambda eta)``
+    (over ``(1 + S)(1 + R)``) and ``e^(-lambda eta) + sum_(d != d*) e^(lambda u_d) + (e^(lambda u_d*) +
+    (1 - S e^(-logn)) expm1(logn v))`` (over ``(1 - S e^(-logn))(1 + R)``; ``d*`` the largest ``u_d``) see the signs."""
+    above = side == "above"
+    S = len(bias)
+
+    def parts(ops, logn, eta):
+        sx = ops.const(Fraction(s))
+        b = [ops.const(Fraction(x)) for x in bias]
+        c_T = ops.const(Fraction(tail))
+        threshold = _library_threshold(ops, sx, b[0], ops.const(max(Fraction(x) for x in bias[1:])), c_T)
+        u = [bd - b[0] - threshold for bd in b[1:]]
+        v = sx * (c_T - b[0] - threshold) + 1
+        lam = sx * logn
+        shift = -lam * eta if above else lam * eta
+        tail_share = 1 - S * ops.exp(-logn)  # (n - S)/n
+        R = sum((ops.exp(lam * ud + shift) for ud in u), tail_share * ops.exp(logn * v + shift))
+        return u, v, lam, tail_share, R
+
+    def sides(ops, logn, eta):
+        *_, lam, tail_share, R = parts(ops, logn, eta)
+        m = 1 / (1 + R)
+        if above:
+            return [(1 / (1 + ops.const(S)), m)]
+        return [(m, ops.exp(-lam * eta) / tail_share)]
+
+    def certificate(ops, logn, eta):
+        u, v, lam, tail_share, R = parts(ops, logn, eta)
+        if above:
+            gap = sum((-ops.expm1(lam * (ud - eta)) for ud in u), S * ops.exp(-logn) * ops.exp(logn * v - lam * eta) - ops.expm1(logn * v - lam * eta))
+            return [gap / ((1 + ops.const(S)) * (1 + R))]
+        top = max(range(len(u)), key=lambda d: Fraction(bias[d + 1]))
+        rest = sum((ops.exp(lam * u[d]) for d in range(len(u)) if d != top), ops.exp(-lam * eta))
+        return [(rest + (ops.exp(lam * u[top]) + tail_share * ops.expm1(logn * v))) / (tail_share * (1 + R))]
+
+    tight = ((({"logn": 40, "eta": 0}, 0, 2.0**-50),) if above and Fraction(s) == 1 else ())
+    return Claim(
+        f"ssmax_threshold_{side}_s{float(Fraction(s)):g}",
+        "proofs/normalisers.md (Theorem N3)",
+        ("m_n >= 1/(1+S) at Delta = Delta* + eta" if above else "m_n <= n^(-s eta) n/(n-S) at Delta = Delta* - eta")
+        + f", Delta* = _scaled_classify's threshold, s = {s}, b = {bias} then {tail}, n = e^logn",
+        {"logn": (2.0, 40.0), "eta": (0.0, 4.0)},
+        sides,
+        certificate,
+        budget=budget,
+        tight=tight,
+    )
+
+
+SSMAX_SLOPES = ("1/4", "1", "7/4")  # the tail's branch, both branches, the distant key's branch
+
+
+def _entmax_closed_forms():
+    """Closed forms (sympy, checked against their defining equation here) of the entmax thresholds used by
+    the box claims: ``tau`` for ``alpha = 3/2`` (``p = (x - tau)^2``) on three keys with total ``r`` and
+    scale ``lam`` (``x_d = lam z_d``), and on a flat row (one key at ``x_0``, ``1/nu - 1`` keys at 0, total 1)
+    for ``alpha = 3/2`` and ``alpha = 2`` (``p = x - tau``). The smaller root keeps every key in the support."""
+    import sympy as sp
+
+    lam, r, nu, x0, tau = sp.symbols("lam r nu x0 tau", positive=True)
+    z = sp.symbols("z0:3", real=True)
+    x = [lam * zd for zd in z]
+    sx, sxx = sum(x), sum(xd**2 for xd in x)
+    tau3 = (sx - sp.sqrt(sx**2 - 3 * (sxx - r))) / 3
+    flat15 = nu * x0 - sp.sqrt(nu * (1 - x0**2) + nu**2 * x0**2)
+    flat2 = nu * (x0 - 1)
+    equations = (
+        (sum((xd - tau) ** 2 for xd in x) - r, tau3),
+        ((x0 - tau) ** 2 + (1 / nu - 1) * tau**2 - 1, flat15),
+        ((x0 - tau) + (1 / nu - 1) * (0 - tau) - 1, flat2),
+    )
+    for equation, root in equations:
+        assert sp.simplify(sp.expand(equation.subs(tau, root))) == 0, root
+    return {"lam": lam, "r": r, "z": z, "tau3": tau3, "nu": nu, "x0": x0, "flat15": flat15, "flat2": flat2}
+
+
+def entmax_monotone(budget=1500):
+    """Lemma N0 for 1.5-entmax on a row of three keys, all in the support: the window weight
+    ``p_0 = u_0^2``, ``u_0 = lam z_0 - tau``, increases in ``z_0`` and decreases in ``z_1`` and ``z_2``. As
+    ``p_0`` is an increasing function of ``u_0`` (any power ``1/(alpha - 1)``), the claim is on ``u_0``:
+    ``d u_0/d z_0 = lam (1 - u_0/sum u) >= 0 >= d u_0/d z_i = -lam u_i/sum u``, for every scale ``lam`` in
+    [1/2, 2] and every total ``r`` in [1/2, 2] (the signs hold for any scale and total, so both are variables
+    of the claim, not constants); ``z`` in [-1/16, 1/16]^3 keeps every key in the support (``u_d > 0``,
+    checked as pairs of the claim). The derivatives are sympy's, of the closed form of ``tau`` checked against
+    its equation. Each sign is attained where a key leaves the support (``tight``, outside the box: there
+    ``u_i = 0`` makes ``d u_0/d z_i = 0``, and ``u_1 = u_2 = 0`` makes ``d u_0/d z_0 = 0``)."""
+    import sympy as sp
+
+    f = _entmax_closed_forms()
+    z0, z1, z2 = f["z"]
+    u0 = f["lam"] * z0 - f["tau3"]
+    derivatives = [sp.diff(u0, v) for v in (z0, z1, z2)]
+    support = [f["lam"] * zd - f["tau3"] for zd in (z0, z1, z2)]
+
+    def sides(ops, lam, r, z0, z1, z2):
+        env = {"lam": lam, "r": r, "z0": z0, "z1": z1, "z2": z2}
+        d0, d1, d2 = (iv.sym_eval(d, env) for d in derivatives)
+        return [(0, d0), (d1, 0), (d2, 0)] + [(0, iv.sym_eval(u, env)) for u in support]
+
+    return Claim(
+        "entmax_monotone",
+        "proofs/normalisers.md (Lemma N0)",
+        "d u_0/d z_0 >= 0 >= d u_0/d z_1, d u_0/d z_2, u_0 = lam z_0 - tau, 1.5-entmax (scale lam, total r), three keys in the support",
+        {"lam": (0.5, 2.0), "r": (0.5, 2.0), "z0": (-0.0625, 0.0625), "z1": (-0.0625, 0.0625), "z2": (-0.0625, 0.0625)},
+        sides,
+        budget=budget,
+        tight=(({"lam": 1, "r": 1, "z0": 1, "z1": 0, "z2": 0}, 0, 0, 2.0**-100),
+               ({"lam": 1, "r": 0.5, "z0": 0.5, "z1": 0, "z2": 0.5}, 1, 0, 2.0**-100),
+               ({"lam": 1, "r": 0.5, "z0": 0.5, "z1": 0.5, "z2": 0}, 2, 0, 2.0**-100)),
+    )
+
+
+def entmax_flat_row(budget=1500):
+    """Theorem N6 (i), (iii) on a flat row of ``n = 1/nu = e^t`` keys, ``t`` in [1, 40]: one window key at
+    ``x_0 = (alpha - 1) Delta`` in [1/16, 1/2] (``Delta`` its advantage), the others at 0, all in the support.
+    The threshold ``tau`` (closed forms checked against their equations) satisfies, for ``alpha = 3/2``,
+    ``0 <= -tau <= sqrt(nu)``, and for ``alpha = 2`` (sparsemax) ``0 <= -tau <= nu``; so the window's weight
+    ``p_0 = (x_0 - tau)^(1/(alpha-1))`` lies between ``((alpha-1)Delta)^(1/(alpha-1))`` (at every length: N6(i))
+    and ``((alpha-1)Delta + sqrt(nu))^2`` resp. ``(alpha-1)Delta + nu``, and tends to the former (N6(iii)).
+    The upper bounds are checked as ``-tau/sqrt(nu) <= 1`` and ``-tau/nu <= 1`` (sympy's quotients), equal at
+    ``x_0 = 0`` (where ``p_0 = nu = 1/n``: no advantage dilutes, the threshold is strict); the lower ones are
+    attained as ``nu -> 0`` (``tight``; ``x_0 = 0`` is outside the box, where the sides are equal)."""
+    import sympy as sp
+
+    f = _entmax_closed_forms()
+    g15 = sp.simplify(-f["flat15"] / sp.sqrt(f["nu"]))
+    g2 = sp.simplify(-f["flat2"] / f["nu"])
+
+    def sides(ops, x, t):
+        env = {"nu": ops.exp(-t), "x0": x}
+        tau15, tau2 = (iv.sym_eval(f[k], env, ops) for k in ("flat15", "flat2"))
+        u15, u2 = (iv.sym_eval(g, env, ops) for g in (g15, g2))
+        return [(0, -tau15), (u15, 1), (0, -tau2), (u2, 1), (0, x - tau15), (0, x - tau2)]
+
+    return Claim(
+        "entmax_flat_row",
+        "proofs/normalisers.md (Theorem N6)",
+        "0 <= -tau <= sqrt(nu) (alpha = 3/2), 0 <= -tau <= nu (alpha = 2) on a flat row of 1/nu keys, x_0 in [1/16, 1/2]",
+        {"x": (0.0625, 0.5), "t": (1.0, 40.0)},
+        sides,
+        budget=budget,
+        tight=(({"x": 0.25, "t": 100}, 0, 0, 2.0**-60), ({"x": 0, "t": 20}, 1, 0, 2.0**-100),
+               ({"x": 0.25, "t": 100}, 2, 0, 2.0**-100), ({"x": 0, "t": 20}, 3, 0, 2.0**-100)),
+    )
 
 
 # --- Theorem 8 (proofs/window_mass_bounds.md)
@@ -723,7 +1040,8 @@ def all_claims(full=False):
     claims += [growth_decreasing_upper(*case) for case in UPPER_CASES]
     claims += [tail_integral(W) for W in (1, 2, 8)]
     claims += [euler_maclaurin(1, 6, 1)]
-    claims += [stick_breaking_every_constant(), forgetting_gates_worst_case()]
+    claims += [stick_breaking_every_constant("below"), stick_breaking_every_constant("above"), forgetting_gates_worst_case()]
+    claims += [softmax_scaled_band(), entmax_monotone(), entmax_flat_row(), *(ssmax_threshold(side, sl) for side in ("above", "below") for sl in SSMAX_SLOPES)]
     if full:
         for shift in OFFSET_SHIFTS:
             s = (shift, shift)

@@ -16,7 +16,8 @@ before it is used, not part of what is claimed), a claim's ``tight`` points, the
 result (``InequalityRecord(...)``) and counters (``evaluations``, ``checked``).
 
 A mutant is *killed* when its check fails: a box is refuted or left undecided, a tight point is no longer
-tight, a sympy identity or an assertion fails, or the check raises.
+tight, a sympy identity or an assertion fails, or the check raises. A mutant of a table whose values are
+unchanged bit for bit (``p / (q + 1) == p / q`` in binary64) is *equivalent*: listed, not counted.
 """
 
 from __future__ import annotations
@@ -191,17 +192,33 @@ def killed(mutant, check):
             return True
 
 
-def run(targets, check, equivalent=()):
-    """Every mutant of every target against ``check``: ``(total, killed, survivors)``; ``equivalent``
-    lists descriptions ``"label: line ..."`` of mutants documented as not changing what is checked."""
-    total, dead, survivors = 0, 0, []
+def equivalent(mutant):
+    """Whether ``mutant`` leaves the program unchanged: a table whose corrupted entries evaluate to the same
+    values bit for bit (``p / (q + 1)`` and ``p / q`` can be the same double). Such a mutant is no corruption:
+    no check can fail on it, and it is not counted."""
+    target = mutant.target
+    if not target.table:
+        return False
+    original = getattr(target.owner, target.name)
+    with applied(mutant):
+        value = getattr(target.owner, target.name)
+    return type(value) is type(original) and repr(value) == repr(original)
+
+
+def run(targets, check):
+    """Every mutant of every target against ``check``: ``(total, killed, survivors, equivalents)``; the
+    equivalent mutants (:func:`equivalent`) are listed, not counted."""
+    total, dead, survivors, same = 0, 0, [], []
     if not check():  # a check that fails unmutated would "kill" every mutant
         raise AssertionError("the check fails before any corruption")
     for target in targets:
         for m in mutants(target):
+            if equivalent(m):
+                same.append(f"{target.label}: {m.description}")
+                continue
             total += 1
             if killed(m, check):
                 dead += 1
             else:
                 survivors.append(f"{target.label}: {m.description}")
-    return total, dead, survivors
+    return total, dead, survivors, same
