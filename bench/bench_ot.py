@@ -226,6 +226,7 @@ def main(argv=None, *, sizes=None):
     ap.add_argument("--quick", action="store_true", help="small sizes (seconds)")
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--pot-sizes", type=int, nargs="+", help="n for the POT comparison (default 1024 2048)")
+    ap.add_argument("--strata", type=int, help="POT prefixes timed per n (default 16)")
     ap.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
                     help="run these sections only; the others are kept from the existing output file")
     a = ap.parse_args(argv)
@@ -243,6 +244,8 @@ def main(argv=None, *, sizes=None):
     cfg.update(sizes or {})
     if a.pot_sizes:
         cfg["pot_sizes"] = a.pot_sizes
+    if a.strata:
+        cfg["strata"] = a.strata
     reps = cfg["reps"]
     out = {}
     if set(a.sections) != set(SECTIONS) and Path(a.out).exists():
