@@ -11,9 +11,12 @@ and keep row ``t``: :math:`A_{tj} = \\exp(f_t + s_{tj} + g_j)`. This module comp
 same operator as :func:`otprior.causal_ot_attention` with three properties a training
 loop needs:
 
-* **Converged.** Every prefix is iterated until the sup-norm residual of its column
-  duals is at most ``tol (1 - rho)``, which certifies ``|g - g*| <= rho tol`` because the
-  dual update is a ``rho``-contraction (Theorem 1, ``proofs/contraction.md``). From
+* **Converged.** Every prefix is iterated until the oscillation ``max - min`` of the
+  residual of its column duals is at most ``tol (1 - rho)`` (relative to ``max(1, |g|)``,
+  and never below a few hundred ulps of the working precision), which certifies
+  ``osc(g - g*) <= tol`` because the dual update, normalised by ``g_p = 0`` on prefix ``p``,
+  is a ``rho``-contraction in the oscillation seminorm (Theorem 1, ``proofs/contraction.md``;
+  the attention does not depend on a constant added to ``g``). From
   ``rho = 0.6`` on (below it, for blocks wider than 512), the iteration and the adjoint's
   are accelerated by safeguarded Anderson mixing (the numpy operator's safeguard: a
   candidate is used only if finite and kept only if its residual stays within 10 times
@@ -39,13 +42,18 @@ Derivation of the gradient. On one prefix write ``V = exp(g)`` (masked), ``R = V
 
 1. *Direct part.* ``A_t.`` is the softmax of ``s_tj + g_j`` over ``j <= t``, so
    ``ds_tj += b_j`` and ``dg_j += b_j`` with ``b_j = A_tj (Abar_tj - sum_k Abar_tk A_tk)``.
-2. *Through the fixed point.* Differentiating ``g* = G(g*, s)`` gives
-   ``dg*/ds = (I - J)^{-1} dG/ds`` with ``J = dG/dg`` at ``g*``. Since ``G`` is a
-   ``rho``-contraction in the sup norm (Theorem 1), ``||J||_inf <= rho``, hence
-   ``||J^T||_1 <= rho``: the adjoint ``lambda = J^T lambda + b`` has a unique solution,
-   reached by the iteration ``lambda <- J^T lambda + b`` at rate ``rho`` in the l1 norm,
-   stopped when ``||lambda' - lambda||_1 <= tol (1 - rho) max_prefix ||b||_1`` (a relative
-   accuracy ``tol``, by the certificate of Theorem 1, part 3, in the l1 norm). Then ``ds += (dG/ds)^T lambda``.
+2. *Through the fixed point.* The fixed point is that of the normalised map
+   ``G~ = G - G_p 1`` (``P = I - 1 e_p^T``, ``G~ = P G``). Differentiating ``g* = G~(g*, s)``
+   gives ``dg*/ds = (I - J~)^{-1} dG~/ds`` with ``J~ = P J``, ``J = dG/dg`` at ``g*``. ``J`` is
+   ``rho`` times a row-stochastic matrix (``J 1 = rho 1``), so on vectors summing to zero
+   ``||J^T y||_1 <= rho ||y||_1``; ``P^T y = y - e_p (1^T y)`` sums to zero, so the adjoint
+   ``lambda = J~^T lambda + b`` (``b`` sums to zero) has a unique solution, reached by
+   ``lambda <- J^T P^T lambda + b`` at rate ``rho`` in the l1 norm, stopped when
+   ``||lambda' - lambda||_1 <= tol (1 - rho) max(max_prefix ||b||_1, ||lambda||_1)`` (a relative
+   accuracy ``tol``, by the certificate of Theorem 1, part 3, in the l1 norm). Then
+   ``ds += (dG/ds)^T P^T lambda``. The projection ``P^T`` removes the constant mode, which
+   rounding would otherwise feed at every sweep and ``J^T`` contracts only at rate ``rho``
+   (amplified ``1 / (1 - rho)``: the adjoint failed for ``rho >= 0.99998`` without it).
 3. *The products.* ``J^T y`` by the chain rule through ``C``, ``U``, ``R``, ``V``:
    ``Cbar = -rho y / C``, ``Ubar = Cbar K^T``, ``Rbar = -Ubar U^2``, ``Vbar = Rbar K``,
    ``J^T y = Vbar * V`` (two matrix products, as a forward sweep). ``(dG/ds)^T y``:
@@ -55,7 +63,13 @@ Derivation of the gradient. On one prefix write ``V = exp(g)`` (masked), ``R = V
 
 The fixed point runs in float32 for float32 and bfloat16 inputs (float64 when the score
 spread of a matrix exceeds ``60``, where ``exp`` of the shifted scores would leave the
-float32 range) and in float64 for float64 inputs; the output has the input's dtype.
+float32 range) and in float64 for float64 inputs; the output has the input's dtype. A plain
+step whose values leave the floating-point range (duals beyond ``exp``'s range, as at
+``rho = 0.999`` in float32) moves the whole input to float64, then to the log domain; a score
+spread beyond ``600`` (where the float64 kernel underflows) goes to the log domain directly:
+the same normalised sweep with every log-sum-exp evaluated with its maximum factored out, on
+groups of prefixes whose ``(prefixes, T, T)`` arrays stay bounded, and the gradient in plan
+form (``_backward_log``). It is exact but costs ``exp`` per multiply-add.
 """
 
 from __future__ import annotations
@@ -63,6 +77,8 @@ from __future__ import annotations
 import math
 
 import torch
+
+from .._validation import ConvergenceError, DomainError, check_rho
 
 __all__ = ["causal_ot_attention", "default_tol"]
 
@@ -91,12 +107,19 @@ def _floor(dtype):
     return 256 * torch.finfo(dtype).eps
 
 
+# sweeps per block at most (time bounded for every rho < 1)
+_MAX_SWEEPS = 20_000
+
+
 def _max_iter(rho, thr):
     # a rho-contraction started within O(1) of g* reaches thr in log(thr)/log(rho) sweeps;
-    # four times that (and at least 200) before declaring non-convergence
+    # four times that (and at least 200, at most _MAX_SWEEPS) before declaring non-convergence.
+    # As rho -> 1 the causal problem tends to the balanced one, whose only plan on the
+    # lower triangle is the identity (column t is reached by row t alone): the duals
+    # diverge and the rate tends to one, so the cap, not the maths, ends such runs.
     if rho == 0.0:
         return 2
-    return max(200, 4 * math.ceil(math.log(thr) / math.log(rho)))
+    return min(_MAX_SWEEPS, max(200, 4 * math.ceil(math.log(thr) / math.log(rho))))
 
 
 def _blocks(T, N, chunk):
@@ -139,18 +162,24 @@ def _times_k(U, K):
     return out
 
 
-def _sweep(x, K, KT, maskf, offf, rho):
-    """One dual update of a block of prefixes: returns ``(G(x), V, R, U, C)``.
+def _sweep(x, K, maskf, offf, rho, last):
+    """One normalised dual update of a block of prefixes: returns ``(G(x), V, R, U, C)``.
 
     ``maskf`` is 1 on the prefix (row ``p``: columns ``<= p``) and 0 elsewhere, ``offf`` its
     complement; adding ``offf`` before a division or a logarithm keeps the entries outside
-    the prefix finite, and multiplying by ``maskf`` zeroes them.
+    the prefix finite, and multiplying by ``maskf`` zeroes them. The image is normalised by
+    its last entry (``G(x)_p = 0`` on prefix ``p``, index ``last``): the attention does not
+    depend on a constant added to ``g``, and the normalised map is a ``rho``-contraction in
+    the oscillation seminorm without the constant mode, which contracts only at rate ``rho``
+    (Theorem 1, ``proofs/contraction.md``), and keeps the duals bounded.
     """
     V = torch.exp(x) * maskf
     R = _times_kt(V, K)
     U = maskf / (R + offf)
     C = _times_k(U, K)
-    return torch.log(C + offf).mul_(-rho).mul_(maskf), V, R, U, C
+    g = torch.log(C + offf).mul_(-rho)
+    g = g.sub_(g.gather(-1, last.expand(g.shape[:-1])[..., None])).mul_(maskf)
+    return g, V, R, U, C
 
 
 def _memory(rho, width):
@@ -169,12 +198,25 @@ def _memory(rho, width):
     return 6
 
 
+def _non_finite(what, k):
+    err = ConvergenceError(f"{what}: non-finite values produced by a plain step (by sweep {k})")
+    err.kind = "non-finite"
+    return err
+
+
+def _norm(res, norm):
+    # amax, amin and sum propagate nan and inf: the norm is finite exactly when res is
+    if norm == "osc":
+        return res.amax(-1) - res.amin(-1)
+    return res.abs().amax(-1) if norm == "sup" else res.abs().sum(-1)
+
+
 def _fixed_point(step, x, thr, *, max_iter, memory, norm, what):
     """Safeguarded Anderson iteration of ``step`` on a block, convergence checked on the device.
 
     ``x`` has shape ``(N, P, w)``: ``N * P`` independent problems. ``thr(best_img, best_res)``
-    gives the per-problem threshold on the residual norm (``norm``: ``"sup"`` or ``"l1"``
-    over the last axis). The safeguard is the numpy operator's (``otprior._anderson``):
+    gives the per-problem threshold on the residual norm (``norm``: ``"osc"``, ``"sup"`` or
+    ``"l1"`` over the last axis). The safeguard is the numpy operator's (``otprior._anderson``):
     the Anderson candidate is used only if finite, and accepted only if its residual is at
     most 10 times the problem's best; a rejection (or ``2 m`` accepted points without a new
     best) clears the problem's memory, resumes with the plain step of the last accepted
@@ -186,8 +228,6 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what):
     Returns ``(image of the best point, sweeps)``; raises ``ConvergenceError`` saying which
     condition failed.
     """
-    from .._validation import ConvergenceError
-
     dtype, dev = x.dtype, x.device
     m = int(memory)
     lead = x.shape[:-1]
@@ -198,11 +238,11 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what):
         for k in range(1, max_iter + 1):
             img = step(x)
             res = img - x
-            rn = res.abs().amax(-1) if norm == "sup" else res.abs().sum(-1)
+            rn = _norm(res, norm)
             x = img
             if k % every == 0 or k == max_iter:
                 if not bool(torch.isfinite(rn).all()):
-                    raise ConvergenceError(f"{what}: non-finite values produced by a plain step (by sweep {k})")
+                    raise _non_finite(what, k)
                 if bool((rn <= thr(img, rn)).all()):
                     return img, k
         raise ConvergenceError(
@@ -237,7 +277,7 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what):
         img = step(x)
         res = img - x
         # amax and sum propagate nan and inf: rn is finite exactly when the image is
-        rn = res.abs().amax(-1) if norm == "sup" else res.abs().sum(-1)
+        rn = _norm(res, norm)
         rn = torch.where(torch.isfinite(rn), rn, inf)
         accept = ~trial | (rn <= 10.0 * best_rn)
         failed |= ~trial & torch.isinf(rn)  # a plain step that is not finite
@@ -280,7 +320,7 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what):
         if k % every == 0 or k == max_iter:
             done = best_rn <= thr(best_img, best_rn)
             if bool(failed.any()):
-                raise ConvergenceError(f"{what}: non-finite values produced by a plain step (by sweep {k})")
+                raise _non_finite(what, k)
             if bool(done.all()):
                 return best_img, k
     worst = float(best_rn.max())
@@ -290,14 +330,22 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what):
     )
 
 
+def _thresholds(rho, tol, dtype):
+    thr = max(tol * (1.0 - rho), float(_floor(dtype)))
+    return thr, _max_iter(rho, thr)
+
+
 def _solve(s, rho, tol, chunk):
-    """Forward solve on ``s`` of shape (N, T, T): returns ``(A, G*, K, iterations)``."""
+    """Forward solve on ``s`` of shape (N, T, T) with the kernel: returns ``(A, G*, K, sweeps)``.
+
+    Raises ``_KernelRange`` when a plain step leaves the floating-point range (the
+    log-domain path is exact there).
+    """
 
     N, T, _ = s.shape
     K = _kernel(s)
     dtype = s.dtype
-    thr = max(tol * (1.0 - rho), float(_floor(dtype)))
-    max_iter = _max_iter(rho, thr)
+    thr, max_iter = _thresholds(rho, tol, dtype)
     A = torch.zeros_like(s)
     gstar = torch.zeros_like(s)
     ar = torch.arange(T, device=s.device)
@@ -307,26 +355,31 @@ def _solve(s, rho, tol, chunk):
         w = p1
         P = ar[p0:p1]
         Kc = K[:, :w, :w]
-        KcT = Kc.transpose(1, 2)
         mask = ar[:w][None, :] <= P[:, None]
         maskf = mask.to(dtype)
         offf = 1.0 - maskf
         x = torch.zeros(N, p1 - p0, w, dtype=dtype, device=s.device)
         if warm is not None:
-            # warm start: the last solved prefix, its last dual repeated on the new columns
+            # warm start: the last solved prefix (normalised, its last dual 0), repeated on the
+            # new columns (so every new prefix starts normalised too)
             k = warm.shape[-1]
             x[:, :, :k] = warm[:, None, :]
             x[:, :, k:] = warm[:, None, -1:]
             x = x * maskf
-        x, k = _fixed_point(
-            lambda y, Kc=Kc, KcT=KcT, maskf=maskf, offf=offf: _sweep(y, Kc, KcT, maskf, offf, rho)[0],
-            x,
-            lambda img, rn: thr * img.abs().amax(-1).clamp(min=1.0),
-            max_iter=max_iter,
-            memory=_memory(rho, w),
-            norm="sup",
-            what=f"prefixes {p0}..{p1 - 1}",
-        )
+        try:
+            x, k = _fixed_point(
+                lambda y, Kc=Kc, maskf=maskf, offf=offf, P=P: _sweep(y, Kc, maskf, offf, rho, P)[0],
+                x,
+                lambda img, rn: thr * img.abs().amax(-1).clamp(min=1.0),
+                max_iter=max_iter,
+                memory=_memory(rho, w),
+                norm="osc",
+                what=f"prefixes {p0}..{p1 - 1}",
+            )
+        except ConvergenceError as err:
+            if getattr(err, "kind", "") == "non-finite":
+                raise _KernelRange from err
+            raise
         sweeps += k
         V = torch.exp(x) * maskf
         row = Kc[:, P, :] * V  # K_pj V_pj: row p of its own prefix; its sum is R_pp
@@ -336,24 +389,30 @@ def _solve(s, rho, tol, chunk):
     return A, gstar, K, sweeps
 
 
+def _project(lam, P):
+    """``P^T lam`` for the normalisation ``G~ = G - G_p 1`` (adjoint of the quotient map):
+    the sum of each prefix's entries is taken off its last entry (module docstring, step 2)."""
+    total = lam.sum(-1, keepdim=True)
+    idx = P.expand(lam.shape[:-1])[..., None]
+    return lam.scatter_add(-1, idx, -total)
+
+
 def _backward(grad, A, gstar, K, rho, tol, chunk):
-    """The implicit gradient ``ds`` for ``grad = dL/dA`` (all (N, T, T))."""
+    """The implicit gradient ``ds`` for ``grad = dL/dA`` (all (N, T, T)), kernel path."""
 
     N, T, _ = A.shape
     dtype = A.dtype
-    thr = max(tol * (1.0 - rho), float(_floor(dtype)))
-    max_iter = _max_iter(rho, thr)
+    thr, max_iter = _thresholds(rho, tol, dtype)
     ds = torch.zeros_like(A)
     ar = torch.arange(T, device=A.device)
     for p0, p1 in _blocks(T, N, chunk):
         w = p1
         P = ar[p0:p1]
         Kc = K[:, :w, :w]
-        KcT = Kc.transpose(1, 2)
         maskf = (ar[:w][None, :] <= P[:, None]).to(dtype)
         offf = 1.0 - maskf
         x = gstar[:, p0:p1, :w]
-        _, V, R, U, C = _sweep(x, Kc, KcT, maskf, offf, rho)
+        _, V, R, U, C = _sweep(x, Kc, maskf, offf, rho, P)
         a = A[:, p0:p1, :w]
         ga = grad[:, p0:p1, :w] * maskf
         # direct part: A_pj = K_pj V_pj / R_pp is a softmax of s_pj + g_j over j <= p
@@ -362,20 +421,19 @@ def _backward(grad, A, gstar, K, rho, tol, chunk):
         if rho == 0.0:
             continue
         Cinv = maskf / (C + offf)
-        U2 = U * U
 
-        def adjoint(lam, Cinv=Cinv, Kc=Kc, U2=U2):
-            Cb = -rho * lam * Cinv
+        def adjoint(lam, Cinv=Cinv, Kc=Kc, U=U, P=P):
+            Cb = -rho * _project(lam, P) * Cinv
             Ub = _times_kt(Cb, Kc)
-            Rb = -Ub * U2
+            Rb = (Ub * U).mul_(U).neg_()  # Ub U is of order one: U^2 alone may overflow
             return Cb, Rb
 
-        # l1 norm per prefix: J^T is an l1 rho-contraction (module docstring, step 2)
+        # l1 norm per prefix: J~^T is an l1 rho-contraction on sum-zero vectors (module docstring, step 2)
         bscale = direct.abs().sum(-1).amax(-1, keepdim=True).clamp(min=torch.finfo(dtype).tiny)
         lam, _ = _fixed_point(
             lambda y, adjoint=adjoint, Kc=Kc, V=V, direct=direct: direct + _times_k(adjoint(y)[1], Kc) * V,
             direct,
-            lambda img, rn, bscale=bscale: thr * bscale.expand_as(rn),
+            lambda img, rn, bscale=bscale: thr * torch.maximum(bscale.expand_as(rn), img.abs().sum(-1)),
             max_iter=max_iter,
             memory=_memory(rho, w),
             norm="l1",
@@ -392,6 +450,129 @@ def _backward(grad, A, gstar, K, rho, tol, chunk):
     return ds
 
 
+class _KernelRange(Exception):
+    """The kernel path left the floating-point range; the log-domain path takes over."""
+
+
+def _log_groups(T, N):
+    # prefixes per group: the (N, c, w, w) log-domain arrays stay within _CHUNK_ELEMENTS
+    c = max(1, _CHUNK_ELEMENTS // max(1, N * T * T))
+    return [(p0, min(T, p0 + c)) for p0 in range(0, T, c)]
+
+
+def _log_parts(S, x, P, rho):
+    """Log-domain sweep of a group of prefixes: ``(G(x), log plan)`` with ``S`` (N, w, w),
+    ``x`` (N, c, w) (0 outside each prefix); the plan of prefix ``p`` is
+    ``exp(f_i + s_ij + g_j)`` on ``j <= i <= p`` (``-inf`` elsewhere)."""
+    w = S.shape[-1]
+    ar = torch.arange(w, device=S.device)
+    inside = ar[None, :] <= P[:, None]  # (c, w): row or column within the prefix
+    xm = x.masked_fill(~inside, float("-inf"))
+    L = S[:, None, :, :] + xm[:, :, None, :]  # (N, c, i, j)
+    f = -torch.logsumexp(L, dim=-1)
+    f = f.masked_fill(~inside, float("-inf"))  # rows beyond the prefix take no part
+    logplan = L + f[..., :, None]
+    g = -rho * torch.logsumexp(S[:, None, :, :] + f[..., :, None], dim=-2)
+    g = g.masked_fill(~inside, 0.0)
+    g = (g - g.gather(-1, P.expand(g.shape[:-1])[..., None])).masked_fill(~inside, 0.0)
+    return g, logplan.nan_to_num(nan=float("-inf"))
+
+
+def _solve_log(s, rho, tol):
+    """Forward solve in the log domain (float64; nothing can overflow): ``(A, G*, None, sweeps)``.
+
+    The same normalised dual update as the kernel path, each log-sum-exp evaluated with its
+    maximum factored out, on groups of prefixes whose ``(c, w, w)`` arrays stay bounded.
+    """
+    N, T, _ = s.shape
+    tri = torch.ones(T, T, dtype=torch.bool, device=s.device).tril()
+    S = s.masked_fill(~tri, float("-inf"))
+    S = S - S.amax(-1, keepdim=True)
+    thr, max_iter = _thresholds(rho, tol, s.dtype)
+    A = torch.zeros_like(s)
+    gstar = torch.zeros_like(s)
+    ar = torch.arange(T, device=s.device)
+    warm = None
+    sweeps = 0
+    for p0, p1 in _log_groups(T, N):
+        w = p1
+        P = ar[p0:p1]
+        Sc = S[:, :w, :w]
+        inside = ar[:w][None, :] <= P[:, None]
+        x = torch.zeros(N, p1 - p0, w, dtype=s.dtype, device=s.device)
+        if warm is not None:
+            k = warm.shape[-1]
+            x[:, :, :k] = warm[:, None, :]
+            x = x.masked_fill(~inside, 0.0)
+        x, k = _fixed_point(
+            lambda y, Sc=Sc, P=P: _log_parts(Sc, y, P, rho)[0],
+            x,
+            lambda img, rn: thr * img.abs().amax(-1).clamp(min=1.0),
+            max_iter=max_iter,
+            memory=_memory(rho, w),
+            norm="osc",
+            what=f"prefixes {p0}..{p1 - 1}",
+        )
+        sweeps += k
+        logits = (Sc[:, P, :] + x).masked_fill(~inside, float("-inf"))
+        A[:, p0:p1, :w] = torch.softmax(logits, dim=-1)
+        gstar[:, p0:p1, :w] = x
+        warm = x[:, -1, :]
+    return A, gstar, None, sweeps
+
+
+def _backward_log(grad, A, gstar, rho, tol, s):
+    """The implicit gradient in plan form (log-domain path).
+
+    With the plan ``pi`` of a prefix (rows summing to one) and its column-normalised form
+    ``Q_ij = pi_ij / sum_k pi_kj``, the products of the kernel path read (module docstring,
+    step 3, with ``U_i K_ij V_j = pi_ij`` and ``C_j V_j = sum_i pi_ij``):
+    ``J^T y = rho pi^T (Q y)`` and ``((dG/ds)^T y)_ij = rho (pi_ij (Q y)_i - Q_ij y_j)``, with
+    ``y`` the projected adjoint; every factor is at most one in size, so nothing overflows.
+    """
+    N, T, _ = s.shape
+    dtype = s.dtype
+    tri = torch.ones(T, T, dtype=torch.bool, device=s.device).tril()
+    S = s.masked_fill(~tri, float("-inf"))
+    S = S - S.amax(-1, keepdim=True)
+    thr, max_iter = _thresholds(rho, tol, dtype)
+    ds = torch.zeros_like(s)
+    ar = torch.arange(T, device=s.device)
+    for p0, p1 in _log_groups(T, N):
+        w = p1
+        P = ar[p0:p1]
+        Sc = S[:, :w, :w]
+        inside = ar[:w][None, :] <= P[:, None]
+        a = A[:, p0:p1, :w]
+        ga = grad[:, p0:p1, :w].masked_fill(~inside, 0.0)
+        direct = a * (ga - (ga * a).sum(-1, keepdim=True))
+        ds[:, p0:p1, :w] += direct
+        if rho == 0.0:
+            continue
+        _, logplan = _log_parts(Sc, gstar[:, p0:p1, :w], P, rho)
+        pi = torch.exp(logplan)  # (N, c, i, j)
+        Q = torch.exp(logplan - torch.logsumexp(logplan, dim=-2, keepdim=True).nan_to_num(neginf=0.0))
+
+        def adjoint(lam, P=P, Q=Q):
+            y = _project(lam, P)
+            return y, (Q @ y[..., None])[..., 0]
+
+        bscale = direct.abs().sum(-1).amax(-1, keepdim=True).clamp(min=torch.finfo(dtype).tiny)
+        lam, _ = _fixed_point(
+            lambda y, adjoint=adjoint, pi=pi, direct=direct: direct
+            + rho * (pi.transpose(-1, -2) @ adjoint(y)[1][..., None])[..., 0],
+            direct,
+            lambda img, rn, bscale=bscale: thr * torch.maximum(bscale.expand_as(rn), img.abs().sum(-1)),
+            max_iter=max_iter,
+            memory=_memory(rho, w),
+            norm="l1",
+            what=f"adjoint of prefixes {p0}..{p1 - 1}",
+        )
+        y, Qy = adjoint(lam)
+        ds[:, :w, :w] += rho * (pi * Qy[..., :, None] - Q * y[..., None, :]).sum(1)
+    return ds
+
+
 class _CausalOT(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda", cast_inputs=None)
@@ -400,18 +581,35 @@ class _CausalOT(torch.autograd.Function):
         T = shape[-1]
         s = scores.detach().reshape(-1, T, T)
         work = torch.float64 if s.dtype == torch.float64 else torch.float32
-        if work == torch.float32 and T > 0:
+        path = "kernel"
+        if T > 0:
             tri = torch.ones(T, T, dtype=torch.bool, device=s.device).tril()
             lo = s.masked_fill(~tri, float("inf")).amin(dim=(-1, -2))
             hi = s.masked_fill(~tri, float("-inf")).amax(dim=(-1, -2))
-            if float((hi - lo).max()) > _FLOAT32_SPREAD:
+            spread = float((hi - lo).max())
+            if work == torch.float32 and spread > _FLOAT32_SPREAD:
                 work = torch.float64
-        s = s.to(work)
+            if spread > _FLOAT64_SPREAD:
+                path = "log"
         with torch.autocast(device_type=s.device.type, enabled=False):  # the fixed point never runs in bf16
-            A, gstar, K, sweeps = _solve(s, rho, tol, chunk)
+            while path == "kernel":
+                try:
+                    A, gstar, K, sweeps = _solve(s.to(work), rho, tol, chunk)
+                    break
+                except _KernelRange:
+                    # duals beyond exp's range: float64 (range 700), then the log domain
+                    if work == torch.float32:
+                        work = torch.float64
+                    else:
+                        path = "log"
+            if path == "log":
+                # a spread beyond the float64 kernel's range, or duals beyond exp's: exact log domain
+                s = s.to(torch.float64)
+                A, gstar, _, sweeps = _solve_log(s, rho, tol)
+                K = s
         ctx.save_for_backward(A, gstar, K)
         ctx.rho, ctx.tol, ctx.chunk, ctx.shape, ctx.in_dtype = rho, tol, chunk, shape, scores.dtype
-        ctx.sweeps = sweeps
+        ctx.sweeps, ctx.path = sweeps, path
         return A.to(scores.dtype).reshape(shape)
 
     @staticmethod
@@ -421,7 +619,10 @@ class _CausalOT(torch.autograd.Function):
         T = ctx.shape[-1]
         g = grad.reshape(-1, T, T).to(A.dtype)
         with torch.autocast(device_type=A.device.type, enabled=False):
-            ds = _backward(g, A, gstar, K, ctx.rho, ctx.tol, ctx.chunk)
+            if ctx.path == "log":  # K holds the scores (float64)
+                ds = _backward_log(g, A, gstar, ctx.rho, ctx.tol, K)
+            else:
+                ds = _backward(g, A, gstar, K, ctx.rho, ctx.tol, ctx.chunk)
         return ds.to(ctx.in_dtype).reshape(ctx.shape), None, None, None
 
 
@@ -436,7 +637,7 @@ def causal_ot_attention(scores, rho, *, tol=None, chunk=_CHUNK):
     rho : float
         Balancing strength in [0, 1); ``rho = 0`` is causal softmax.
     tol : float, optional
-        Sup-norm accuracy of the column duals of every prefix (and of the adjoint, relative
+        Accuracy (oscillation seminorm) of the column duals of every prefix (and of the adjoint, relative
         to its size). Default :func:`default_tol` of the fixed point's dtype.
     chunk : int
         Prefixes solved together (working memory ``O(batch * chunk * T)`` plus the
@@ -456,13 +657,11 @@ def causal_ot_attention(scores, rho, *, tol=None, chunk=_CHUNK):
     Raises
     ------
     DomainError
-        ``rho`` outside [0, 1), ``tol`` not positive, non-finite scores, a score spread
-        beyond 600 (the kernel would underflow in float64), or a non-square input.
+        ``rho`` outside [0, 1), ``tol`` not positive, non-finite scores, or a non-square
+        input (a score spread beyond 600 takes the log-domain path, module docstring).
     ConvergenceError
         A prefix (or its adjoint) did not converge.
     """
-    from .._validation import DomainError, check_rho
-
     rho = check_rho(rho)
     if not isinstance(scores, torch.Tensor) or scores.ndim < 2 or scores.shape[-1] != scores.shape[-2]:
         raise DomainError("scores", getattr(scores, "shape", type(scores).__name__), "a tensor of shape (..., T, T)")
@@ -482,9 +681,6 @@ def causal_ot_attention(scores, rho, *, tol=None, chunk=_CHUNK):
     low = scores.detach()[..., tri]
     if not bool(torch.isfinite(low).all()):
         raise DomainError("scores", "non-finite entries", "finite scores on and below the diagonal")
-    spread = float((low.amax(-1) - low.amin(-1)).max())
-    if spread > _FLOAT64_SPREAD:
-        raise DomainError("scores", f"spread {spread:.1f}", f"a spread of lower-triangle scores at most {_FLOAT64_SPREAD}")
     from ..limits import check_allocation
 
     # kernel, duals and output of the whole batch, plus the block working arrays
