@@ -1,0 +1,64 @@
+"""The committed study results: they are what the plan and the code decide, and the README says
+exactly that (re-decided here from the committed run records, by the same rules)."""
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from otprior.study import decide, expand_runs, validate_plan
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDER = ROOT / "bench" / "results" / "study-cpu-130k"
+
+
+def _records():
+    return [json.loads(line) for f in sorted(FOLDER.glob("results*.jsonl")) for line in f.read_text().splitlines()
+            if line.strip()]
+
+
+def test_results_belong_to_the_committed_plan():
+    digest = hashlib.sha256((ROOT / "plans" / "cpu-130k.toml").read_bytes()).hexdigest()
+    saved = json.loads((FOLDER / "plan.json").read_text())
+    assert saved["plan_sha256"] == digest
+    records = _records()
+    runs = expand_runs(validate_plan(saved["plan"]))
+    assert sorted(r["id"] for r in records) == sorted(r["id"] for r in runs)  # every run, once
+    assert not [r["id"] for r in records if "failed" in r]
+    for r in records:
+        assert r["plan_sha256"] == digest
+        p = r["provenance"]
+        assert re.fullmatch(r"[0-9a-f]{40}", p["commit"]) and p["dirty"] is False
+        assert p["data_sha256"] == saved["plan"]["data"]["sha256"] and p["data_pinned"] is True
+        assert p["threads"] == 1 and p["processes"] == 2
+
+
+def test_committed_decisions_are_what_the_rules_give():
+    saved = json.loads((FOLDER / "plan.json").read_text())
+    plan = validate_plan(saved["plan"])
+    committed = json.loads((FOLDER / "hypotheses.json").read_text())
+    assert committed["finished"] is True
+    again = decide(plan, _records())
+    assert [d["id"] for d in again] == [d["id"] for d in committed["decisions"]]
+    for new, old in zip(again, committed["decisions"], strict=True):
+        assert new["outcome"] == old["outcome"], new["id"]
+        for key in ("estimate", "interval"):
+            assert new[key] == pytest.approx(old[key], rel=1e-12, abs=1e-15), (new["id"], key)
+
+
+def test_readme_table_matches_the_results_line_by_line():
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("<!-- study-cpu-130k table -->")
+    table = readme[start:readme.index("<!-- /study-cpu-130k table -->")]
+    decisions = json.loads((FOLDER / "hypotheses.json").read_text())["decisions"]
+    rows = [line for line in table.splitlines() if re.match(r"\| H\d ", line)]
+    assert len(rows) == len(decisions)
+    for row, d in zip(rows, decisions, strict=True):
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[0] == d["id"]
+        assert cells[2].strip("*") == d["outcome"]
+        assert cells[3] == f"{d['estimate']:+.3g}"
+        lo, hi = d["interval"]
+        assert cells[4] == f"[{lo:+.3g}, {hi:+.3g}]"
