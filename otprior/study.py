@@ -1088,7 +1088,8 @@ def decide(plan: dict, records: list, runs: list | None = None) -> list:
 def _variants(h, plan):
     """The other reasonable choices for one hypothesis: ``(label, plan copy, hypothesis copy)``.
 
-    Every hypothesis is re-decided at confidence levels 0.90 and 0.99; then, by kind: the
+    Every hypothesis is re-decided at two other confidence levels (of 0.90, 0.95, 0.99); then,
+    by kind (each variant differs from the preregistered choice; none repeats it): the
     other evaluation lengths (loss comparisons), the cost threshold and wall-clock instead of
     counted work (H2-like), one pooled interval instead of every pair (H3-like), the other
     decision rules and each shift alone (interventions), the threshold and the fraction
@@ -1109,7 +1110,16 @@ def _variants(h, plan):
     def level(x):
         return lambda p: p["statistics"].__setitem__("level", x)
 
-    out = [edit("level 0.90", level(0.90)), edit("level 0.99", level(0.99))]
+    def others(values, current):
+        """The distinct values other than the preregistered one, in order."""
+        seen = []
+        for v in values:
+            if not math.isclose(float(v), float(current), rel_tol=1e-12, abs_tol=1e-15) and v not in seen:
+                seen.append(v)
+        return seen
+
+    pre = float(plan["statistics"]["level"])
+    out = [edit(f"level {x:.2f}", level(x)) for x in others((0.90, 0.95, 0.99), pre)[:2]]
     kind = h["kind"]
     lengths = sorted(plan["evaluation"]["lengths"])
     if kind in ("loss_difference", "loss_and_cost", "every_pair"):
@@ -1117,7 +1127,7 @@ def _variants(h, plan):
             out.append(edit(f"evaluated at n = {n}", lambda p, n=n: p["evaluation"].__setitem__("lengths", [n])))
     if kind == "loss_and_cost":
         top = float(h["decision"]["max_cost_ratio"])
-        for r in (top / 2, min(1.0, 2 * top)):
+        for r in others((top / 2, min(1.0, 2 * top)), top):
             out.append(edit(f"cost threshold {r:.3g}", fn_h=lambda x, r=r: x["decision"].__setitem__("max_cost_ratio", r)))
         out.append(edit("cost as interleaved wall-clock", fn_h=lambda x: x.__setitem__("_cost", "time_ratio")))
     if kind == "every_pair":
@@ -1125,26 +1135,33 @@ def _variants(h, plan):
                         fn_h=lambda x: (x.__setitem__("kind", "loss_difference"),
                                         x["decision"].__setitem__("rule", "interval_below_zero"))))
     if kind == "intervention":
-        for rule in ("sign_test_over_runs", "sign_test", "all_in_predicted_direction"):
-            if rule != h["decision"]["rule"]:
-                out.append(edit(f"rule {rule}", fn_h=lambda x, rule=rule: (
-                    x["decision"].__setitem__("rule", rule), x["decision"].setdefault("alpha", 0.05))))
-        out.append(edit("sign test at 0.01", fn_h=lambda x: x["decision"].__setitem__("alpha", 0.01)))
-        for sh in h["shifts"]:
-            out.append(edit(f"shift {sh:+g} alone", fn_h=lambda x, sh=sh: x.__setitem__("shifts", [sh])))
+        rule, alpha = h["decision"]["rule"], float(h["decision"].get("alpha", 0.05))
+        for other in ("sign_test_over_runs", "sign_test", "all_in_predicted_direction"):
+            if other != rule:
+                out.append(edit(f"rule {other}" + ("" if other == "all_in_predicted_direction" else f" at {alpha:g}"),
+                                fn_h=lambda x, other=other, alpha=alpha: (
+                                    x["decision"].__setitem__("rule", other),
+                                    x["decision"].__setitem__("alpha", alpha))))
+        # a stricter level for the sign test over runs (the preregistered rule's, or that rule at 0.01)
+        out.append(edit("rule sign_test_over_runs at 0.01", fn_h=lambda x: (
+            x["decision"].__setitem__("rule", "sign_test_over_runs"), x["decision"].__setitem__("alpha", 0.01))))
+        if len(h["shifts"]) > 1:
+            for sh in h["shifts"]:
+                out.append(edit(f"shift {sh:+g} alone", fn_h=lambda x, sh=sh: x.__setitem__("shifts", [sh])))
     if kind == "boundary":
         near, frac = float(h["near"]), float(h["decision"]["fraction"])
-        for v in (near - 0.1, near + 0.1):
+        for v in others((max(near - 0.1, near / 2), near + 0.1), near):
             out.append(edit(f"near = {v:.3g}", fn_h=lambda x, v=v: x.__setitem__("near", v)))
-        for v in (frac / 2, 2 * frac):
+        for v in others((frac / 2, min(1.0, 2 * frac)), frac):
             out.append(edit(f"fraction at least {v:.3g}", fn_h=lambda x, v=v: x["decision"].__setitem__("fraction", v)))
     if kind == "margin":
-        for v in (0.0, 0.5):
+        for v in others((0.0, 0.25, 0.5), float(h["decision"].get("min_binding", 0.0)))[:2]:
             out.append(edit(f"min_binding {v:g}", fn_h=lambda x, v=v: x["decision"].__setitem__("min_binding", v)))
     if kind == "prediction":
         out.append(edit("fit and test seeds swapped", fn_h=lambda x: (
             x.__setitem__("fit_seeds", h["test_seeds"]), x.__setitem__("test_seeds", h["fit_seeds"]))))
-        for b in (0.0, 2 * float(h["score_bound"]) or 1.0):
+        B = float(h["score_bound"])
+        for b in others((0.0, 2 * B if B > 0 else 1.0), B):
             out.append(edit(f"content bound {b:g}", fn_h=lambda x, b=b: x.__setitem__("score_bound", b)))
     return out
 
@@ -1167,6 +1184,8 @@ def sensitivity(plan: dict, records: list) -> list:
     for h in plan["hypotheses"]:
         base = dict(plan, hypotheses=[h])
         for label, p2, h2 in [("as preregistered", base, h)] + _variants(h, plan):
+            if label != "as preregistered" and p2 == base:
+                continue  # a variant that is the preregistered choice again says nothing
             cost_key = h2.pop("_cost", None) if isinstance(h2, dict) else None
             recs = records
             if cost_key:  # decide on the wall-clock ratio: the same records with it in the counted field
@@ -1176,6 +1195,15 @@ def sensitivity(plan: dict, records: list) -> list:
             rows.append({"id": h["id"], "variant": label, "outcome": d["outcome"], "estimate": d["estimate"],
                          "interval": d["interval"], "cost_ratio": d.get("cost_ratio")})
     return rows
+
+
+def sensitivity_report(plan: dict, digest: str, records: list) -> str:
+    """The text of a finished study's ``sensitivity.md``: :func:`sensitivity_table` of
+    :func:`sensitivity` under a heading naming the plan and its SHA-256."""
+    return (f"# Sensitivity of {plan['plan'].get('name', '')} (plan SHA-256 `{digest}`)\n\nEvery hypothesis "
+            "re-decided from the same runs under the other reasonable choices of its statistic and rule (the "
+            "preregistered choice first; a variant that would repeat it is left out).\n\n"
+            + sensitivity_table(sensitivity(plan, records)))
 
 
 def sensitivity_table(rows: list) -> str:
@@ -1608,10 +1636,7 @@ def _run_locked(plan, digest, runs, mem, machine, out, resume, max_runs, time_bu
                                                     "provenance": prov, "decisions": decisions}, "out", indent=1)
         write_text_atomic(out / "hypotheses.md", _table(plan, decisions, digest, records, finished, shown, baselines), "out")
         if finished:  # how each outcome would change under the other reasonable choices
-            write_text_atomic(out / "sensitivity.md", f"# Sensitivity of {plan['plan'].get('name', '')} (plan SHA-256 "
-                              f"`{digest}`)\n\nEvery hypothesis re-decided from the same runs under the other reasonable "
-                              "choices of its statistic and rule (the preregistered choice first).\n\n"
-                              + sensitivity_table(sensitivity(plan, records)), "out")
+            write_text_atomic(out / "sensitivity.md", sensitivity_report(plan, digest, records), "out")
         if figures:
             paths = [str(p) for p in _figures(plan, [r for r in records if r.get("kind", "train") == "train"
                                                      and "failed" not in r], decisions, out)]

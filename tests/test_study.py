@@ -344,12 +344,19 @@ def test_sensitivity_redecides_under_the_other_choices():
     assert got[("H5", "as preregistered")] == "not supported"
     assert got[("H5", "near = 0.35")] == "supported" and got[("H5", "near = 0.15")] == "not supported"
     # a constant difference of -0.1 is below zero at every level
-    assert {got[("H1", v)] for v in ("as preregistered", "level 0.90", "level 0.99")} == {"supported"}
+    assert {got[("H1", v)] for v in ("as preregistered", "level 0.95", "level 0.99")} == {"supported"}
     # four checkpoints all in the predicted direction: the rule "all of them" holds, but a sign
     # test over four runs (or four rows) cannot reach p < 0.05 (p = 1/16)
     assert got[("H4", "as preregistered")] == "supported"
-    assert got[("H4", "rule sign_test_over_runs")] == "not supported"
-    assert got[("H4", "rule sign_test")] == "not supported"
+    assert got[("H4", "rule sign_test_over_runs at 0.05")] == "not supported"
+    assert got[("H4", "rule sign_test at 0.05")] == "not supported"
+    assert got[("H4", "rule sign_test_over_runs at 0.01")] == "not supported"
+    # no variant repeats the preregistered choice: the plan's level 0.9, its single shift, its
+    # content bound 0 and its min_binding 0 are not offered again
+    labels = [r["variant"] for r in rows]
+    assert "level 0.90" not in labels and not any(v.startswith("shift") for v in labels)
+    assert got[("H6", "min_binding 0.25")] == "supported" and ("H6", "min_binding 0") not in got
+    assert len(set(zip([r["id"] for r in rows], labels, strict=True))) == len(rows)
     table = sensitivity_table(rows)
     assert table.count("\n") == len(rows) + 2 and "| H5 | near = 0.35 | supported |" in table
 

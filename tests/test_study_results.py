@@ -62,3 +62,11 @@ def test_readme_table_matches_the_results_line_by_line():
         assert cells[3] == f"{d['estimate']:+.3g}"
         lo, hi = d["interval"]
         assert cells[4] == f"[{lo:+.3g}, {hi:+.3g}]"
+
+
+def test_committed_sensitivity_is_what_the_code_gives():
+    from otprior.study import sensitivity_report
+
+    saved = json.loads((FOLDER / "plan.json").read_text())
+    text = sensitivity_report(validate_plan(saved["plan"]), saved["plan_sha256"], _records())
+    assert (FOLDER / "sensitivity.md").read_text() == text
