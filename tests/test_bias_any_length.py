@@ -185,3 +185,12 @@ def test_euler_maclaurin_refuses_an_oscillating_tail():
     enc = get("bias", expr="-1.2*log(1+d) + 0.5*sin(d)")
     with pytest.raises(otprior.DomainError, match="n="):
         enc.mass_enclosures(64, 10**9)
+
+
+def test_mass_enclosures_stay_in_the_unit_interval_and_refuse_overflow_by_name():
+    from otprior.encodings import Bias
+
+    r = Bias("-1.2*log(1+d)").mass_enclosures(10**300 - 1, 10**300)
+    assert 0.0 <= r.window_mass.lo <= r.window_mass.hi <= 1.0 and r.distant_mass.lo >= 0.0
+    with pytest.raises(otprior.DomainError, match="^bias="):
+        Bias("exp(exp(d))").mass_enclosures(1, 10)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -522,20 +523,33 @@ class Bias(Encoding):
         tree = None if self._callable is not None else _compiled(b, d)
         if tree is None:
             raise DomainError("n", n, "a length for an expression bias in the grammar of Theorem 15 (not a callable, Abs, Min, Max)")
+        def masses(m, D, route, exact):
+            # both masses lie in [0, 1]: the outward-rounded ends are clipped there (a proved
+            # end above 1 says nothing more); a ball that is not finite (e^b overflows Arb's
+            # exponent range, e.g. exp(exp(d))) is refused by name
+            try:
+                pair = [enclosure_from_arb(x) for x in (m, D)]
+            except ValueError:
+                raise DomainError("bias", self.expression, f"a bias whose weights e^b(d), d < {n}, are finite "
+                                  "numbers in ball arithmetic") from None
+            pair = [dataclasses.replace(e, lo=min(max(e.lo, 0.0), 1.0), hi=min(max(e.hi, 0.0), 1.0)) for e in pair]
+            return BiasMasses(pair[0], pair[1], route, exact)
+
         if n <= _EM_HEADS[0]:
             with arb_precision(96):
                 S_W = direct_sum_arb(tree, 0, window - 1)
                 T = direct_sum_arb(tree, window, n - 1)
                 m = 1 / (1 + T / S_W)
                 D = T / (S_W + T)
-                return BiasMasses(enclosure_from_arb(m), enclosure_from_arb(D), "direct Arb sum", True)
+                return masses(m, D, "direct Arb sum", True)
         balls = self._em_balls(window, n)
         if balls is None:
             raise DomainError(
-                "n", n, f"a length at most {_EM_HEADS[0]} for exp({self.expression}): Theorem 15 does not enclose its tail to 2^-55"
+                "n", n, f"a length whose tail Theorem 15 encloses to 2^-55 for exp({self.expression}) (lengths up to "
+                f"{_EM_HEADS[0]} are summed directly; beyond, the tail must be smooth enough for order 12)"
             )
         with arb_precision(96):
-            return BiasMasses(enclosure_from_arb(balls[0]), enclosure_from_arb(balls[1]), "Euler-Maclaurin (Theorem 15)", False)
+            return masses(balls[0], balls[1], "Euler-Maclaurin (Theorem 15)", False)
 
     def _monotone_masses(self, window, n):
         """Direct head plus Theorem 13's monotone tail (the route before Theorem 15)."""
