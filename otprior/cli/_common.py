@@ -192,24 +192,11 @@ def int_type(minimum=1, maximum=MAX_LENGTH):
 
 
 def real_type(low=-MAX_MAGNITUDE, high=MAX_MAGNITUDE, *, low_open=False, high_open=False):
-    """Finite reals in an interval (closed unless told); refuses NaN, infinities and text."""
-    left, right = "(" if low_open else "[", ")" if high_open else "]"
-    domain = f"a finite number in {left}{low:g}, {high:g}{right}"
+    """Finite reals in an interval (closed unless told); refuses NaN, infinities and text
+    (:func:`domain_type` on that interval)."""
+    from .._validation import Interval
 
-    def parse(text):
-        text = text_of(text).strip()
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is outside the valid domain: {domain}")
-        if value < low or value > high or (low_open and value == low) or (high_open and value == high):
-            raise argparse.ArgumentTypeError(f"{text!r} is outside the valid domain: {domain}")
-        return value
-
-    parse.__name__ = "number"
-    return parse
+    return domain_type(Interval(low, high, low_open=low_open, high_open=high_open))
 
 
 def domain_type(interval):
