@@ -281,10 +281,10 @@ def _normalise_rows(A):
 _TILE = 128
 
 
-def _times_kt(V, K, KT):
-    """``V @ K.T`` for a lower-triangular ``K``: column tile ``[i0, i1)`` only involves
-    ``j < i1`` (about half the multiply-adds of the dense product for large widths)."""
-    w = K.shape[0]
+def _times_kt(V, KT):
+    """``V @ KT`` with ``KT = K.T`` for a lower-triangular ``K``: column tile ``[i0, i1)`` only
+    involves ``j < i1`` (about half the multiply-adds of the dense product for large widths)."""
+    w = KT.shape[0]
     if w <= _TILE:
         return V @ KT
     out = np.empty((V.shape[0], w))
@@ -326,7 +326,7 @@ def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
         with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
             V = np.exp(x)
             V *= mf
-            R = _times_kt(V, K, KT)
+            R = _times_kt(V, KT)
             R += of
             U = np.divide(mf, R, out=R)
             C = _times_k(U, K)
