@@ -367,11 +367,6 @@ def _recurrence_arb(n, rho_a, c, *, full, work=None):
     return 0, phis, vs, phi
 
 
-def _arb_exact(x):
-    """An exact dyadic ``arb`` (the midpoint of ``x``)."""
-    return x.mid()
-
-
 def _certified_root(n, rho, log_c_guess, bits, target_bits, work=None):
     """Bracket ``c`` between two exact dyadics ``a < c < b`` proved by the sign test.
 
@@ -1856,13 +1851,3 @@ def ot_dilution_bound(window, n, rho, score_bound):
         enclosure = Enclosure(**{k: v.reshape(shape) for k, v in fields_.items()})
         bound = np.minimum(1.0, enclosure.hi)
     return DilutionBound(bound=bound, enclosure=enclosure, m0=m0, log_k=lk, route=route)
-
-
-def _recurrence_prior(n, rho, c_guess, wp):
-    """Compatibility shim: the certified prior's midpoints at ``wp`` digits (list of mpf).
-
-    Prefer ``ot_prior(n, rho, dps=wp).values``.
-    """
-    return list(ot_prior(n, rho, dps=min(int(wp), _MAX_DPS)).values)
-
-
