@@ -650,20 +650,24 @@ def validate_plan(plan: dict, *, machine: bool = False) -> dict:
     return plan
 
 
-def check_machine(plan: dict) -> dict:
+def check_machine(plan: dict, *, need_device: bool = True) -> dict:
     """Check a validated plan against this machine (device, threads, data); returns the data
-    files ``{"files": [...], "bytes": n}``. Raises :class:`PlanError` naming the field."""
+    files ``{"files": [...], "bytes": n, "device_here": bool}``. Raises :class:`PlanError` naming
+    the field. With ``need_device=False`` (a dry run preparing a plan for another machine) a
+    missing CUDA device is reported in ``device_here`` instead of refused, and a thread count
+    above this machine's is not checked; every other check (data size and hash, lengths) runs."""
     res, data = plan["resources"], plan["data"]
+    here = True
     if res["device"] == "cuda":
         try:
             import torch
 
-            ok = torch.cuda.is_available()
+            here = torch.cuda.is_available()
         except ImportError:
-            ok = False
-        if not ok:
+            here = False
+        if not here and need_device:
             raise PlanError("resources.device", "cuda", "a device this machine has (no CUDA GPU is available)")
-    if res["threads"] != "auto" and res["threads"] > _cpus():
+    if here and res["threads"] != "auto" and res["threads"] > _cpus():
         raise PlanError("resources.threads", res["threads"], f"at most the {_cpus()} CPUs this process may use")
     files = corpus_files(data)
     total = sum(size for _, size in files)
@@ -687,7 +691,7 @@ def check_machine(plan: dict) -> dict:
                         f"evaluation length {longest} (it holds {val_bytes} bytes)")
     if train_bytes <= max(plan["training"]["train_lengths"]) + 1:
         raise PlanError("data.max_bytes", data["max_bytes"], "enough data for training windows")
-    return {"files": files, "bytes": total}
+    return {"files": files, "bytes": total, "device_here": here}
 
 
 def split_sizes(nbytes: int, every: int = 10) -> tuple:
@@ -1427,8 +1431,10 @@ def run_study(plan_path, out_dir=None, *, resume=True, dry_run=False, max_runs=N
         (``False``: refuse a non-empty folder). Resuming is the default: rerun the same
         command to continue.
     dry_run : bool
-        Validate (against this machine too: device, threads, data files and size, the data
-        hash, the allocation caps) and list the runs with the memory estimate; train nothing.
+        Validate (against this machine too: threads, data files and size, the data hash, the
+        allocation caps) and list the runs with the memory estimate; train nothing. A plan for
+        a device this machine lacks (a GPU plan checked on a laptop) passes every other check
+        and says so in ``device_here``; running it here is refused.
     max_runs : int, optional
         Stop after this many new runs (the study can be finished by a later call).
     time_budget_s : float, optional
@@ -1460,13 +1466,17 @@ def run_study(plan_path, out_dir=None, *, resume=True, dry_run=False, max_runs=N
     else:
         raw, digest = load_plan(plan_path)
         plan = validate_plan(raw)
-    machine = check_machine(plan)
+    machine = check_machine(plan, need_device=not dry_run)
     runs = expand_runs(plan)
     mem = estimate_memory(plan)
     if dry_run:
         result = {"plan_sha256": digest, "runs": len(runs), "run_ids": [r["id"] for r in runs], "memory": mem,
+                  "device": plan["resources"]["device"], "device_here": machine["device_here"],
                   "data_bytes_available": machine["bytes"], "data_files": len(machine["files"]), "plan": plan,
                   "optimiser_reach": optimiser_reach(plan["training"]["lr"], plan["training"]["steps"])}
+        if time_steps and not machine["device_here"]:
+            raise PlanError("resources.device", plan["resources"]["device"], "a device this machine has, to time "
+                            "steps on it (--time-steps); without --time-steps the dry run checks the plan here")
         if time_steps:
             from .torch.experiment import estimate_time, load_data, setup_threads
 

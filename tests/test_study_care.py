@@ -16,6 +16,8 @@ from otprior.study import PlanError, _crossed_bootstrap, _read_results, decide, 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_study import tiny_plan  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def _one_run_plan():
     plan = tiny_plan()
@@ -115,6 +117,26 @@ def test_cuda_without_a_gpu_is_refused_by_validation():
     validate_plan(plan)  # offline: a plan for another machine
     with pytest.raises(PlanError, match=r"^resources.device='cuda'"):
         validate_plan(plan, machine=True)
+
+
+@pytest.mark.parametrize("name", ["gpu-25m", "gpu-100m"])
+def test_gpu_plans_pass_a_dry_run_without_their_device(name, tmp_path):
+    """A GPU plan is checked here against every cap and the data; only the device is missing,
+    and that is said; running or timing it here is refused naming the device."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    from otprior.study import run_study
+
+    plan_path = ROOT / "plans" / f"{name}.toml"
+    result = run_study(plan_path, dry_run=True, log=lambda *_: None)
+    assert result["device"] == "cuda" and result["device_here"] is False
+    assert result["data_bytes_available"] >= result["plan"]["data"]["max_bytes"]
+    assert result["memory"]["eval_bytes"] <= result["memory"]["allocation_cap_bytes"]
+    for kw in ({"dry_run": True, "time_steps": 1}, {"max_runs": 1}):
+        with pytest.raises(PlanError, match=r"^resources.device='cuda'"):
+            run_study(plan_path, tmp_path / "out", log=lambda *_: None, **kw)
+    assert not (tmp_path / "out").exists()
 
 
 # ---------------------------------------------------------------- statistics by independent routes

@@ -29,6 +29,9 @@ def run(args):
     if args.dry_run:
         mem = result.get("memory", {})
         lines.append(f"dry run: nothing trained; memory estimate {mem}")
+        if not result.get("device_here", True):
+            lines.append(f"device: {result['device']} is not on this machine; every other check passed (the plan runs "
+                         "where that device is)")
         lines.append(f"data: {result['data_bytes_available']} bytes in {result['data_files']} files; optimiser reach "
                      f"{result['optimiser_reach']:.3g} (move of one raw parameter at steps of typical size)")
         est = result.get("time_estimate")
