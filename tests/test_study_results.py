@@ -70,3 +70,39 @@ def test_committed_sensitivity_is_what_the_code_gives():
     saved = json.loads((FOLDER / "plan.json").read_text())
     text = sensitivity_report(validate_plan(saved["plan"]), saved["plan_sha256"], _records())
     assert (FOLDER / "sensitivity.md").read_text() == text
+
+
+def test_the_plan_builds_the_committed_configurations():
+    """Every run the plan expands to today has the configuration its record was trained with
+    (the margin arm's exponents come from ``margin_for``: a change there changes the study)."""
+    saved = json.loads((FOLDER / "plan.json").read_text())
+    configs = {r["id"]: r["config"] for r in _records() if r.get("kind", "train") == "train"}
+    for run in expand_runs(validate_plan(saved["plan"])):
+        if run["kind"] == "train":
+            for key, value in run["config"].items():
+                assert configs[run["id"]][key] == value, (run["id"], key)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arm", ["ot", "softmax", "cable", "rope-yarn", "log-distance", "margin"])
+def test_one_run_of_each_arm_reproduces_bit_for_bit(arm, tmp_path):
+    """Retrain one committed run (L = 32, seed 0) with today's code, as a clean clone would, and
+    compare every evaluated loss with the committed record exactly (one thread, as the plan says)."""
+    torch = pytest.importorskip("torch")
+    from otprior.study import check_machine
+    from otprior.torch.experiment import execute_run, load_data
+
+    saved = json.loads((FOLDER / "plan.json").read_text())
+    plan = validate_plan(saved["plan"])
+    run = next(r for r in expand_runs(plan) if r["id"] == f"{arm}/L32/seed0")
+    committed = next(r for r in _records() if r["id"] == run["id"])
+    data = load_data(plan["data"], check_machine(plan)["files"])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        record = execute_run(run, plan, data, checkpoint_dir=tmp_path / "c", state_dir=tmp_path / "s",
+                             data_parallel=False)
+    finally:
+        torch.set_num_threads(threads)
+    assert record["final_train_loss"] == committed["final_train_loss"]
+    assert record["loss"] == committed["loss"]
