@@ -83,26 +83,57 @@ def test_the_plan_builds_the_committed_configurations():
                 assert configs[run["id"]][key] == value, (run["id"], key)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("arm", ["ot", "softmax", "cable", "rope-yarn", "log-distance", "margin"])
-def test_one_run_of_each_arm_reproduces_bit_for_bit(arm, tmp_path):
-    """Retrain one committed run (L = 32, seed 0) with today's code, as a clean clone would, and
-    compare every evaluated loss with the committed record exactly (one thread, as the plan says)."""
+def _retrain(run_id, tmp_path):
+    """Retrain one committed run with today's code, as a clean clone would (one thread, as the plan
+    says); returns the plan, the data, the new record and the committed one."""
     torch = pytest.importorskip("torch")
     from otprior.study import check_machine
     from otprior.torch.experiment import execute_run, load_data
 
     saved = json.loads((FOLDER / "plan.json").read_text())
     plan = validate_plan(saved["plan"])
-    run = next(r for r in expand_runs(plan) if r["id"] == f"{arm}/L32/seed0")
-    committed = next(r for r in _records() if r["id"] == run["id"])
+    run = next(r for r in expand_runs(plan) if r["id"] == run_id)
+    committed = next(r for r in _records() if r["id"] == run_id)
     data = load_data(plan["data"], check_machine(plan)["files"])
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        record = execute_run(run, plan, data, checkpoint_dir=tmp_path / "c", state_dir=tmp_path / "s",
+        record = execute_run(run, plan, data, checkpoint_dir=tmp_path, state_dir=tmp_path / "partial",
                              data_parallel=False)
     finally:
         torch.set_num_threads(threads)
+    return plan, data, record, committed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arm", ["softmax", "cable", "rope-yarn", "margin"])
+def test_one_run_of_each_arm_reproduces_bit_for_bit(arm, tmp_path):
+    """Every evaluated loss of a retrained run equals the committed record exactly."""
+    _, _, record, committed = _retrain(f"{arm}/L32/seed0", tmp_path)
     assert record["final_train_loss"] == committed["final_train_loss"]
     assert record["loss"] == committed["loss"]
+
+
+@pytest.mark.slow
+def test_the_ot_and_log_distance_runs_and_their_cost_reproduce(tmp_path):
+    """The two arms of H2 retrain bit for bit, and the counted work per step of the side-by-side
+    cost measurement (what H2's cost rule reads) is the committed one exactly."""
+    torch = pytest.importorskip("torch")
+    from otprior.torch.experiment import measure_cost
+
+    recs = {}
+    for arm in ("ot", "log-distance"):
+        plan, data, record, committed = _retrain(f"{arm}/L32/seed0", tmp_path)
+        assert record["final_train_loss"] == committed["final_train_loss"], arm
+        assert record["loss"] == committed["loss"], arm
+        recs[arm] = record
+    run = next(r for r in expand_runs(plan) if r["id"] == "cost/log-distance-vs-ot/L32/seed0")
+    committed = next(r for r in _records() if r["id"] == run["id"])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        cost = measure_cost(run, plan, data, recs["log-distance"], recs["ot"], checkpoint_dir=tmp_path)
+    finally:
+        torch.set_num_threads(threads)
+    for key in ("work_treatment", "work_control", "flops_ratio"):
+        assert cost[key] == committed[key], key
