@@ -152,7 +152,7 @@ def test_euler_maclaurin_tail_contains_direct_sums(text):
     w = [ctx.exp(b(ctx.mpf(k))) for k in range(n)]
     S_W, S = ctx.fsum(w[:W]), ctx.fsum(w)
     out = enc.mass_enclosures(W, n)
-    linear = text == "-0.05*d"  # alpha + beta d: the geometric closed form (Theorem 16)
+    linear = text == "-0.05*d"  # alpha + beta d: the geometric closed form (Theorem 15b)
     assert out.route.startswith("geometric" if linear else "Euler-Maclaurin") and not out.exact
     assert out.window_mass.lo <= float(S_W / S) <= out.window_mass.hi
     assert out.distant_mass.lo <= float((S - S_W) / S) <= out.distant_mass.hi
@@ -230,7 +230,7 @@ def test_fast_decays_are_enclosed_at_every_length(text, mp_text, cut):
 
 
 def test_linear_biases_are_geometric_at_every_length_and_window():
-    """alpha + beta d (Theorem 16): 0.001 d was refused beyond n = 2^22 and -0.05 d at W = 1e299 had no
+    """alpha + beta d (Theorem 15b): 0.001 d was refused beyond n = 2^22 and -0.05 d at W = 1e299 had no
     enclosure. The closed form's masses contain mpmath's, formed from e^{beta k} sums in closed form."""
     from otprior.encodings import Bias
 
@@ -251,7 +251,7 @@ def test_linear_biases_are_geometric_at_every_length_and_window():
 @pytest.mark.parametrize("text, alpha", [("-1.2*log(1+d)", "1.2"), pytest.param("-1.05*log(1+d)", "1.05", marks=pytest.mark.slow),
                                          pytest.param("-2*log(d+3) + 1/(1+d)", None, marks=pytest.mark.slow)])
 def test_distant_mass_limit_is_certified(text, alpha):
-    """D_oo(64) as a proved enclosure (Theorems 15 and 17): the log-distance cases contain the Hurwitz-zeta
+    """D_oo(64) as a proved enclosure (Theorems 15 and 15c): the log-distance cases contain the Hurwitz-zeta
     value (mpmath, private context), the third 20000 direct terms plus mpmath's sumem to infinity (its nsum
     is off by 3e-3 here); the verdict's limit is its midpoint."""
     enc = get("bias", expr=text)
@@ -271,7 +271,7 @@ def test_distant_mass_limit_is_certified(text, alpha):
 
 
 def test_distant_mass_limit_names_what_it_cannot_enclose():
-    """A term outside Theorem 17's envelope (sin without decay) is refused by name; a linear bias is e^{beta W}."""
+    """A term outside Theorem 15c's envelope (sin without decay) is refused by name; a linear bias is e^{beta W}."""
     from otprior.encodings import Bias
 
     with pytest.raises(otprior.DomainError, match="outside d, log"):

@@ -467,7 +467,7 @@ def range_sum_arb(tree, lo, hi, N, prec):
     return None if tail is None else total + tail
 
 
-# -- the sum to infinity (Theorem 17) -------------------------------------------------------
+# -- the sum to infinity (Theorem 15c) -------------------------------------------------------
 def _frac(c):
     """A constant node as an exact fraction, or ``None`` (pi, e)."""
     return flint.fmpq(c[1], c[2]) if c[0] == "q" else None
@@ -506,7 +506,7 @@ def _lin_node(node):
 
 def tail_envelope(tree):
     """``bound(X)``: a ball :math:`\\ge \\sum_{k\\ge X} e^{b(k)}` for integers ``X >= 2`` (``None`` where the
-    envelope does not hold at that ``X``), or a string saying why no envelope applies (Theorem 17,
+    envelope does not hold at that ``X``), or a string saying why no envelope applies (Theorem 15c,
     ``proofs/closed_form_tails.md``).
 
     ``b`` must be a sum of a constant and terms ``c h(d)`` with ``h`` one of ``d``, ``log(alpha + gamma d)``,
@@ -550,7 +550,7 @@ def tail_envelope(tree):
     def bound(X, f_X):
         """The envelope's bound of sum_{k >= X} f(k), given the ball f_X = f(X)."""
         x = flint.arb(X)
-        s, extra = flint.arb(0), flint.arb(0)  # the log part's slope and the constant of Theorem 17(ii)
+        s, extra = flint.arb(0), flint.arb(0)  # the log part's slope s and the constant epsilon of Theorem 15c
         for c, al, ga, p in logs:
             L = (flint.arb(al) + flint.arb(ga) * x).log()
             if p == 1:
@@ -587,9 +587,9 @@ def tail_envelope(tree):
 
 
 def infinite_sum_arb(tree, lo, N, prec, bits=64):
-    """:math:`\\sum_{k \\ge lo} e^{b(k)}` as a ball (Theorem 17), or a string saying why not.
+    """:math:`\\sum_{k \\ge lo} e^{b(k)}` as a ball (Theorem 15c), or a string saying why not.
 
-    Terms below ``N`` one by one, then Theorem 15 up to ``C - 1`` and Theorem 17's envelope beyond, for the
+    Terms below ``N`` one by one, then Theorem 15 up to ``C - 1`` and Theorem 15c's envelope beyond, for the
     first ``C`` in ``2^64, 2^256, 2^1024, 2^4096, 2^16384`` whose envelope is below ``2^-(bits + 6)`` of the sum so far."""
     env = tail_envelope(tree)
     if isinstance(env, str):
@@ -603,4 +603,4 @@ def infinite_sum_arb(tree, lo, N, prec, bits=64):
         rest = env(C, fC)
         if rest is not None and rest.is_finite() and rest <= head * flint.arb(2) ** -(bits + 6):
             return head + flint.arb(0).union(rest)
-    return "the envelope of Theorem 17 stays above 2^-70 of the sum up to d = 2^16384"
+    return "the envelope of Theorem 15c stays above 2^-70 of the sum up to d = 2^16384"

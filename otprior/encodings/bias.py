@@ -38,7 +38,7 @@ class BiasMasses(NamedTuple):
 
     window_mass: Enclosure
     distant_mass: Enclosure
-    route: str  # "direct Arb sum" (every term), "Euler-Maclaurin (Theorem 15)" or "geometric closed form (Theorem 16)"
+    route: str  # "direct Arb sum" (every term), "Euler-Maclaurin (Theorem 15)" or "geometric closed form (Theorem 15b)"
     exact: bool  # True: every term summed (an enclosure of the exact finite sum either way)
 
 
@@ -70,7 +70,7 @@ def _linear_bias(b, d):
 
 
 def _geometric_ratio(beta, window, n):
-    """``T / S_W`` for ``b = alpha + beta d`` as an Arb ball (Theorem 16, ``proofs/closed_form_tails.md``):
+    """``T / S_W`` for ``b = alpha + beta d`` as an Arb ball (Theorem 15b, ``proofs/closed_form_tails.md``):
     :math:`\\sum_{k=W}^{n-1} e^{\\beta k} / \\sum_{k<W} e^{\\beta k} = e^{\\beta W}\\,\\mathrm{expm1}(\\beta(n - W))/\\mathrm{expm1}(\\beta W)`
     (``(n - W)/W`` at ``beta = 0``). Call under :func:`arb_precision` with ``log2(|beta| n)`` bits to spare."""
     import flint
@@ -390,6 +390,9 @@ class Bias(Encoding):
     Theorem 15 does not apply (an oscillating tail such as ``sin(d)`` without decay, a steeply
     growing bias), the direct head plus Theorem 13's monotone bracket, else direct summation up to
     ``n = 2**22`` (a ``DomainError`` naming ``n`` beyond). A callable bias keeps the cap ``n <= 2**22``.
+    A linear bias ``alpha + beta d`` is a geometric sum in closed form at every length and window
+    (Theorem 15b). The verdict's ``D_oo(W)`` is :meth:`limit_enclosure`'s midpoint (Theorem 15c: Theorem 15 up
+    to a cut-off and a proved envelope of the rest) where the bias's terms fit the envelope, else sampled.
     """
 
     name = "bias"
@@ -464,7 +467,7 @@ class Bias(Encoding):
         if n <= 1 << 16 or self._callable is not None:
             return super()._masses(window, n)
         geometric = self._geometric_balls(window, n)
-        if geometric is not None:  # a linear bias: the closed form's midpoint (Theorem 16)
+        if geometric is not None:  # a linear bias: the closed form's midpoint (Theorem 15b)
             return float(geometric[0].mid()), float(geometric[1].mid())
         fast = self._em_float(window, n)
         if fast is not None:
@@ -508,7 +511,7 @@ class Bias(Encoding):
         return m, D
 
     def _geometric_balls(self, window, n):
-        """``(m, D)`` of a linear bias ``alpha + beta d`` in closed form (Theorem 16), or ``None``."""
+        """``(m, D)`` of a linear bias ``alpha + beta d`` in closed form (Theorem 15b), or ``None``."""
         d, b = self._sym
         beta = None if self._callable is not None else _linear_bias(b, d)
         if beta is None:
@@ -523,7 +526,7 @@ class Bias(Encoding):
         return None
 
     def _em_balls(self, window, n):
-        """``(m, D)`` as Arb balls of relative radius below ``2^-55`` (Theorem 16 for a linear bias,
+        """``(m, D)`` as Arb balls of relative radius below ``2^-55`` (Theorem 15b for a linear bias,
         else Theorem 15), or ``None``."""
         d, b = self._sym
         tree = _compiled(b, d)
@@ -605,7 +608,7 @@ class Bias(Encoding):
                 "n", n, f"a length whose tail Theorem 15 encloses to 2^-55 for exp({self.expression}) (lengths up to "
                 f"{_EM_HEADS[0]} are summed directly; beyond, the tail must be smooth enough for order 12)"
             )
-        route = "geometric closed form (Theorem 16)" if _linear_bias(b, d) is not None else "Euler-Maclaurin (Theorem 15)"
+        route = "geometric closed form (Theorem 15b)" if _linear_bias(b, d) is not None else "Euler-Maclaurin (Theorem 15)"
         with arb_precision(96):
             return masses(balls[0], balls[1], route, False)
 
@@ -687,14 +690,14 @@ class Bias(Encoding):
 
         :math:`D_\\infty = T_\\infty/(S_W + T_\\infty)` with :math:`S_W = \\sum_{d<W} e^{b(d)}` (Theorem 15 or direct
         terms) and :math:`T_\\infty = \\sum_{d \\ge W} e^{b(d)}`: Theorem 15 up to ``C - 1`` and the envelope of
-        Theorem 17 (``proofs/closed_form_tails.md``) beyond, all in Arb; relative radius below ``2^-55``.
+        Theorem 15c (``proofs/closed_form_tails.md``) beyond, all in Arb; relative radius below ``2^-55``.
         A linear bias ``alpha + beta d`` (``beta < 0``) is the geometric closed form ``e^{beta W}``.
 
         Raises
         ------
         DomainError
             (parameter ``expr``) naming why no enclosure is proved: a callable bias, a term outside
-            Theorem 17's envelope (e.g. ``sin``, ``exp`` or a product), or a sum that is not summable.
+            Theorem 15c's envelope (e.g. ``sin``, ``exp`` or a product), or a sum that is not summable.
         """
         from .._validation import check_int
 
@@ -711,7 +714,7 @@ class Bias(Encoding):
 
             with arb_precision(96 + max(0, int(math.log2(-beta * window + 1)) + 1)):
                 bb = flint.arb(beta.numerator) / beta.denominator
-                return enclosure_from_arb((bb * window).exp())  # T/(S_W + T) = e^{beta W} (Theorem 16)
+                return enclosure_from_arb((bb * window).exp())  # T/(S_W + T) = e^{beta W} (Theorem 15b)
         why = "no enclosure"
         for N in _EM_HEADS:
             with arb_precision(96):
@@ -730,7 +733,7 @@ class Bias(Encoding):
                 D = 1 / (1 + S_W / T)
                 if is_tight(D, _EM_BITS):
                     return enclosure_from_arb(D)
-        raise DomainError("expr", str(self.expression), f"a bias whose D_oo(W) Theorems 15 and 17 enclose (here: {why})")
+        raise DomainError("expr", str(self.expression), f"a bias whose D_oo(W) Theorems 15 and 15c enclose (here: {why})")
 
     def _bounded(self, reason):
         d, b = self._sym
@@ -738,9 +741,9 @@ class Bias(Encoding):
         def limit(W):
             if self._callable is None and _compiled(b, d) is not None:
                 try:
-                    return self.limit_enclosure(W).mid  # certified (Theorems 15-17)
+                    return self.limit_enclosure(W).mid  # certified (Theorems 15-15c)
                 except DomainError:
-                    pass  # outside Theorem 17's envelope: the sampled route below
+                    pass  # outside Theorem 15c's envelope: the sampled route below
             try:
                 values = run_budgeted(_tail_limit, self.bias, b, d, W, time_budget=self.time_budget, memory_budget=self.memory_budget)
             except BudgetExceeded as exc:
