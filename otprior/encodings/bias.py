@@ -24,7 +24,15 @@ from ..expression import (
     run_budgeted,
 )
 from ._base import DIRECT_MAX, Encoding, Verdict, check_lengths, nonneg, register
-from ._bias_tail import Unsupported, compile_bias, direct_sum_arb, float_tail_log, infinite_sum_arb, range_sum_arb
+from ._bias_tail import (
+    Unsupported,
+    _logsumexp,
+    compile_bias,
+    direct_sum_arb,
+    float_tail_log,
+    infinite_sum_arb,
+    range_sum_arb,
+)
 
 __all__ = ["Bias", "BiasMasses"]
 
@@ -79,6 +87,18 @@ def _geometric_ratio(beta, window, n):
         return flint.arb(n - window) / window
     bb = flint.arb(beta.numerator) / beta.denominator
     return (bb * window).exp() * (bb * (n - window)).expm1() / (bb * window).expm1()
+
+
+@functools.lru_cache(maxsize=128)
+def _float_head(b, d):
+    """``b(0), ..., b(4095)`` as a read-only array (the float route's direct head: the bias does not depend
+    on ``n``, so it is formed once per expression), or ``None`` if one is not finite."""
+    with np.errstate(all="ignore"):
+        logw = np.asarray(_numpy_fns(b, d)[0](np.arange(_FLOAT_HEAD, dtype=float)), dtype=float) * np.ones(_FLOAT_HEAD)
+    if not np.all(np.isfinite(logw)):
+        return None
+    logw.flags.writeable = False
+    return logw
 
 
 @functools.lru_cache(maxsize=128)
@@ -484,11 +504,10 @@ class Bias(Encoding):
             return None
         fns = _numpy_fns(b, d)
         N = _FLOAT_HEAD
-        with np.errstate(all="ignore"):
-            logw = np.asarray(fns[0](np.arange(N, dtype=float)), dtype=float) * np.ones(N)
-        if not np.all(np.isfinite(logw)):
+        logw = _float_head(b, d)
+        if logw is None:
             return None
-        from scipy.special import logsumexp
+        logsumexp = _logsumexp
 
         if window > N:
             lh = logsumexp(logw)
