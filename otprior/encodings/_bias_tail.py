@@ -330,17 +330,25 @@ def _cut(tree, a, c, level):
     return best
 
 
-def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False, scale=None, bits=None):
+def _fmt(k):
+    """An integer for a message: exact below 1e18, else as a double."""
+    return str(k) if k < 10**18 else f"{float(k):.6g}"
+
+
+def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False, scale=None, bits=None, why=None):
     """A ball containing :math:`\\sum_{k=a}^{c} e^{b(k)}` (Theorem 15), ``1 <= a < c``; ``None`` if not proved
     to ``2^-bits`` (default ``2^-(prec - 36)``) of ``max(f(a), scale)``.
 
     ``scale``: a ball, a lower bound of the total this sum is added to (the caller's direct terms),
     so that a tail far below its head is not asked to be accurate relative to itself. Without a
     closed-form ``integral``, the terms from the least ``X`` with a negligible rest (Theorem 15(iv)) are
-    bounded by :func:`_cut` and Euler–Maclaurin runs on ``[a, X - 1]`` only."""
+    bounded by :func:`_cut` and Euler–Maclaurin runs on ``[a, X - 1]`` only. ``why``: a list that receives the
+    reason of a ``None``."""
+    why = [] if why is None else why
     bits = prec - 36 if bits is None else bits
     ca = _coeffs(tree, flint.arb(a), 2 * order)
     if not ca[0].is_finite():
+        why.append(f"e^b({_fmt(a)}) is not a finite ball")
         return None
     floor = ca[0] if scale is None or not scale.is_finite() else ca[0].max(scale)
     rest = None
@@ -352,6 +360,8 @@ def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False, sca
             return out if rest is None else out + flint.arb(0).union(rest)
     R = remainder_bound(tree, a, c, order, doubling)
     if R is None:
+        why.append(f"the Taylor coefficient of order {2 * order} of e^b is not finite on a piece of [{_fmt(a)}, {_fmt(c)}] "
+                   "(b not proved analytic there)")
         return None
     cc = _coeffs(tree, flint.arb(c), 2 * order)
     if cc[0].is_finite():
@@ -359,6 +369,8 @@ def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False, sca
     # a remainder above 2^-bits of the sum's lower bound is too wide to be worth the
     # integral (the caller starts the tail further out)
     if not (R <= floor * flint.arb(2) ** -bits):
+        why.append(f"the Euler-Maclaurin remainder on [{_fmt(a)}, {_fmt(c)}] stays above 2^-{bits} of the sum (derivatives of "
+                   "e^b that do not shrink, e.g. an undamped oscillation)")
         return None
     # the integral: a closed form where the caller has one (KERPLE-power's incomplete gammas), else Arb's
     if integral is None:
@@ -366,6 +378,8 @@ def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False, sca
     else:
         integral = integral(a, c)
     if integral is None or not integral.is_finite():
+        why.append(f"Arb's integral of e^b over [{_fmt(a)}, {_fmt(c)}] was not enclosed within {EVAL_LIMIT} evaluations (in u = log d "
+                   "the integrand is double-exponential: a far window of a stretched or growing bias)")
         return None
     est = integral + (ca[0] + cc[0]) / 2
     for j in range(1, order + 1):
@@ -453,7 +467,7 @@ def float_tail_log(fns, a, c, ref_log=-math.inf):
     return scale + math.log(total)
 
 
-def range_sum_arb(tree, lo, hi, N, prec):
+def range_sum_arb(tree, lo, hi, N, prec, why=None):
     """:math:`\\sum_{k=lo}^{hi} e^{b(k)}`: terms below ``N`` one by one, the rest by Theorem 15; ``None`` if not proved."""
     if hi < lo:
         return flint.arb(0)
@@ -463,7 +477,7 @@ def range_sum_arb(tree, lo, hi, N, prec):
         return total
     if hi - start < 16:
         return total + direct_sum_arb(tree, start, hi)
-    tail = em_sum_arb(tree, start, hi, prec, scale=total if lo < N else None, bits=min(prec - 36, 64))
+    tail = em_sum_arb(tree, start, hi, prec, scale=total if lo < N else None, bits=min(prec - 36, 64), why=why)
     return None if tail is None else total + tail
 
 

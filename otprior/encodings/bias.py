@@ -544,7 +544,7 @@ class Bias(Encoding):
                 return m, D
         return None
 
-    def _em_balls(self, window, n):
+    def _em_balls(self, window, n, why=None):
         """``(m, D)`` as Arb balls of relative radius below ``2^-55`` (Theorem 15b for a linear bias,
         else Theorem 15), or ``None``."""
         d, b = self._sym
@@ -554,6 +554,7 @@ class Bias(Encoding):
         geometric = self._geometric_balls(window, n)
         if geometric is not None:
             return geometric
+        why = [] if why is None else why
         # b(W) is formed to 2^-70 of 1 (e^b to 2^-70 of itself) and a far window's ends resolved
         with np.errstate(all="ignore"):
             bw = float(np.asarray(self.bias(np.array([float(window)])))[0])
@@ -562,8 +563,8 @@ class Bias(Encoding):
         for N in _EM_HEADS:
             with arb_precision(prec):
                 try:
-                    S_W = range_sum_arb(tree, 0, window - 1, N, prec)
-                    T = range_sum_arb(tree, window, n - 1, N, prec)
+                    S_W = range_sum_arb(tree, 0, window - 1, N, prec, why)
+                    T = range_sum_arb(tree, window, n - 1, N, prec, why)
                 except (ValueError, ZeroDivisionError, ArithmeticError):
                     return None
                 if S_W is None or T is None or not (S_W > 0) or not (T >= 0):
@@ -621,11 +622,13 @@ class Bias(Encoding):
                 m = 1 / (1 + T / S_W)
                 D = T / (S_W + T)
                 return masses(m, D, "direct Arb sum", True)
-        balls = self._em_balls(window, n)
+        why = []
+        balls = self._em_balls(window, n, why)
         if balls is None:
+            reason = f"; here {why[-1]}" if why else ""
             raise DomainError(
                 "n", n, f"a length whose tail Theorem 15 encloses to 2^-55 for exp({self.expression}) (lengths up to "
-                f"{_EM_HEADS[0]} are summed directly; beyond, the tail must be smooth enough for order 12)"
+                f"{_EM_HEADS[0]} are summed directly; beyond, the tail must be smooth enough for order 12){reason}"
             )
         route = "geometric closed form (Theorem 15b)" if _linear_bias(b, d) is not None else "Euler-Maclaurin (Theorem 15)"
         with arb_precision(96):
