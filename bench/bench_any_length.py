@@ -388,6 +388,30 @@ def summary(results):
     return md, misses
 
 
+def point_table(results, ns):
+    """Markdown: one row per family, one column per length: float ms / certified ms (route initial), or
+    'refused'."""
+    cols = [n for n in ns if n in (10**3, 10**6, 10**9, 10**12, 10**15, 10**18) or n > 10**200]
+    md = ["| family | " + " | ".join(label(n) for n in cols) + " |", "|---|" + "---|" * len(cols)]
+    cells = {}
+    for group in ("encodings", "biases"):
+        for r in results.get(group, []):
+            if r.get("n") == "oo" or r.get("n_int") not in cols:
+                continue
+            if r.get("float_s") is None:
+                cell = "refused"
+            else:
+                cell = f"{r['float_s'] * 1e3:.2f}"
+                if r.get("cert_s") is not None:
+                    cell += f" / {r['cert_s'] * 1e3:.1f}"
+                    route = r.get("route", "")
+                    cell += " G" if route.startswith("geometric") else " EM" if route.startswith("Euler") else ""
+            cells.setdefault(r["what"], {})[r["n_int"]] = cell
+    for fam, row in cells.items():
+        md.append(f"| {fam} | " + " | ".join(row.get(n, "—") for n in cols) + " |")
+    return md
+
+
 def _no_margin(tol, growth, offset):
     try:
         otprior.margin_for(W, (512, 8192), tol, growth=growth, offset=offset)
@@ -486,6 +510,9 @@ def main():
                      f"on a shared machine (load average {load[0]:.1f}); references from mpmath in a private context "
                      "(Hurwitz zeta, closed forms, direct terms plus sumem), never from otprior.\n\n")
             fh.write("\n".join(md) + "\n\n")
+            fh.write("Per length: float ms (window and distant mass, the slower) / certified ms; G: Theorem 15b's geometric "
+                     "closed form, EM: Theorem 15's Euler-Maclaurin tail (user biases).\n\n")
+            fh.write("\n".join(point_table(results, ns)) + "\n\n")
             fh.write(f"Points missing a target ({len(misses)}):\n\n" + "".join(f"- {m}\n" for m in misses) + "\n")
             fh.write("KERPLE-power D_oo(64) at slow decays:\n\n" + "".join(
                 f"- {r['what']}: {r['value']!r} (known {r['known']}, mpmath {r['ref']!r}, {r['ulps_vs_ref']:.1f} ulp)\n"

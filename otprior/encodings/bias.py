@@ -556,8 +556,11 @@ class Bias(Encoding):
             return geometric
         why = [] if why is None else why
         # b(W) is formed to 2^-70 of 1 (e^b to 2^-70 of itself) and a far window's ends resolved
-        with np.errstate(all="ignore"):
-            bw = float(np.asarray(self.bias(np.array([float(window)])))[0])
+        try:
+            with np.errstate(all="ignore"):
+                bw = float(np.asarray(self.bias(np.array([float(window)])))[0])
+        except (ValueError, TypeError, OverflowError):  # complex or not a number there: the balls will say so
+            bw = math.nan
         extra = int(math.log2(1.0 + abs(bw))) if math.isfinite(bw) else 0
         prec = 96 + extra + (int(math.log2(window)) if window > 1 << 32 else 0)
         for N in _EM_HEADS:
