@@ -278,3 +278,21 @@ def test_distant_mass_limit_names_what_it_cannot_enclose():
         Bias("-1.2*log(1+d) + 0.5*sin(d)").limit_enclosure(64)
     e = Bias("-0.05*d").limit_enclosure(64)
     assert e.lo <= math.exp(-3.2) <= e.hi
+
+
+def test_far_windows_keep_the_exponent_of_their_weights():
+    """W = 1e299: e^b(W) is far below every double (b ~ -760 for -1.1 log(1 + d), -3e149 for -d^0.5). Arb bounds
+    e^(a wide ball) with a 30-bit magnitude, which lost e^(3e140) in the cut, the remainder and the integrand, so
+    -d^0.5 was refused; the sums now factor e^b out at exact points. -1.1 log(1 + d) against Hurwitz zeta."""
+    from otprior.encodings import Bias
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    W, n = 10**299, int(1e300)
+    s = ctx.mpf(1.1)  # the double the parser reads "1.1" as: at W = 1e299, D moves by 688 x its 9e-17 offset
+    z, zw, zn = ctx.zeta(s), ctx.zeta(s, W + 1), ctx.zeta(s, n + 1)
+    m, D = (z - zw) / (z - zn), (zw - zn) / (z - zn)  # D ~ 2.4e-31 formed directly, not as 1 - m
+    out = Bias("-1.1*log(1+d)").mass_enclosures(W, n)
+    assert out.window_mass.lo <= float(m) <= out.window_mass.hi and out.distant_mass.lo <= float(D) <= out.distant_mass.hi
+    far = Bias("-d^0.5").mass_enclosures(W, n)
+    assert far.window_mass.hi == 1.0 and far.distant_mass.lo == 0.0

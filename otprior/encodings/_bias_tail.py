@@ -231,7 +231,18 @@ def _coeffs(tree, x, length):
     flint.ctx.cap = max(old, length)
     try:
         ser = flint.arb_series([x, 1], prec=length)
-        out = _eval(tree, ser, flint.arb, True).exp().coeffs()
+        cs = _eval(tree, ser, flint.arb, True).coeffs()
+        b0 = cs[0] if cs else flint.arb(0)
+        # e^{b(xi + t)} = e^{b(xi)} e^{b(xi + t) - b(xi)}: the second factor's series from the coefficients of
+        # order >= 1 (moderate numbers), the first from b's ends as exact points, so that a wide ball far out
+        # (b ~ -3e149) keeps its exponent to full precision (Arb's exp of a wide ball bounds it with a 30-bit
+        # magnitude: a factor e^(1e-9 |b|) lost)
+        rel = flint.arb_series([0] + list(cs[1:]), prec=length).exp().coeffs()
+        if b0.rad() == 0 or not b0.is_finite():
+            scale = b0.exp()
+        else:
+            scale = flint.arb(b0.lower()).exp().union(flint.arb(b0.upper()).exp())
+        out = [scale * c for c in rel]
     finally:
         flint.ctx.cap = old
     # with the cap at least ``length``, only coefficients that are exactly zero are left off
@@ -241,10 +252,20 @@ def _coeffs(tree, x, length):
 def _integral_u(tree, a, c, prec, abs_tol=None):
     """:math:`\\int_a^c e^{b(x)} dx` as an ``arb`` ball (``acb.integral`` in ``u = log x``), or ``None``."""
 
+    # far out (|b| beyond 600) the integrand is e^{b - s} with s = max(b(a), b(c)) as an exact number and the
+    # result is multiplied by e^s: Arb bounds e^(a wide ball) with a 30-bit magnitude, which at b ~ -3e149
+    # loses a factor e^(3e140) and the integral never converges
+    ends = [_eval(tree, flint.arb(k), flint.arb) for k in (a, c)]
+    top = ends[0].mid() if not (ends[1].mid() > ends[0].mid()) else ends[1].mid()
+    shift = flint.arb(top) if ends[0].is_finite() and ends[1].is_finite() and abs(top) > 600 else flint.arb(0)
+    shift_c = flint.acb(shift)
+
     def g(z, analytic):
-        v = _eval_u(tree, z, z.exp(), analytic) + z
+        v = _eval_u(tree, z, z.exp(), analytic) + z - shift_c
         return v.exp()
 
+    if abs_tol is not None and shift != 0:
+        abs_tol = (flint.arb(abs_tol) * (-shift).exp()).upper()
     lo, hi = flint.arb(a).log(), flint.arb(c).log()
     try:
         # abs_tol: Arb's default (2^-prec) would answer a tiny integral (a tail near 1e300) with a
@@ -256,7 +277,7 @@ def _integral_u(tree, a, c, prec, abs_tol=None):
         return None
     if not val.real.is_finite() or not val.imag.contains(0):
         return None
-    return val.real
+    return val.real if shift == 0 else val.real * shift.exp()
 
 
 def _b_over_fact(j):
@@ -314,7 +335,9 @@ def _cut(tree, a, c, level):
     pieces = []
     for x, y in zip(edges[:-1], edges[1:], strict=True):
         try:
-            v = _eval(tree, flint.arb(x).union(flint.arb(y)), flint.arb).exp()
+            bb = _eval(tree, flint.arb(x).union(flint.arb(y)), flint.arb)
+            # sup f = e^{sup b}, from the exact upper end (not Arb's 30-bit bound of e^ball)
+            v = flint.arb(bb.upper()).exp() if bb.is_finite() else flint.arb("nan")
         except (ValueError, ZeroDivisionError, ArithmeticError):
             v = flint.arb("nan")
         pieces.append((y - x + 1) * v.upper() if v.is_finite() else None)
