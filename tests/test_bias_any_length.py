@@ -296,3 +296,17 @@ def test_far_windows_keep_the_exponent_of_their_weights():
     assert out.window_mass.lo <= float(m) <= out.window_mass.hi and out.distant_mass.lo <= float(D) <= out.distant_mass.hi
     far = Bias("-d^0.5").mass_enclosures(W, n)
     assert far.window_mass.hi == 1.0 and far.distant_mass.lo == 0.0
+
+
+def test_extreme_coefficients_are_answered():
+    """+-1e300 d overflowed a float in the precision rule (OverflowError); the stretched envelope at
+    1e-300 sqrt(d) needed a cut-off between 2^1024 and 2^4096 (gamma_upper at z ~ 1e316 is not finite);
+    a limit's outward-rounded ends stay in [0, 1]."""
+    from otprior.encodings import Bias
+
+    assert Bias("-1e300*d").mass_enclosures(64, 10**18).window_mass.hi == 1.0
+    assert Bias("1e300*d").mass_enclosures(64, 10**18).distant_mass.hi == 1.0
+    e = Bias("-1e-300*d^0.5").limit_enclosure(64)  # the sum ~ 2e600: the window keeps nothing
+    assert 1.0 - 1e-15 <= e.lo <= e.hi <= 1.0
+    e = Bias("-2*log(1e300+d)").limit_enclosure(64)
+    assert e.hi <= 1.0 and e.lo >= 1.0 - 1e-15

@@ -332,12 +332,19 @@ def _cut(tree, a, c, level):
         edges.append(min(c, y))
     if len(edges) < 3:
         return c + 1, None
+    log_level = level.log() if level > 0 else flint.arb("nan")
     pieces = []
     for x, y in zip(edges[:-1], edges[1:], strict=True):
         try:
             bb = _eval(tree, flint.arb(x).union(flint.arb(y)), flint.arb)
-            # sup f = e^{sup b}, from the exact upper end (not Arb's 30-bit bound of e^ball)
-            v = flint.arb(bb.upper()).exp() if bb.is_finite() else flint.arb("nan")
+            # sup f = e^{sup b}, from the exact upper end (not Arb's 30-bit bound of e^ball); far below the
+            # level, e^cap with cap = log(level) - 64 - log(count) >= sup b serves (e increasing), and Arb never
+            # meets exp(-e^(1e18))
+            top = bb.upper()
+            if bb.is_finite() and log_level.is_finite():
+                cap = (log_level - 64 - flint.arb(y - x + 1).log()).lower()
+                top = top if top > cap else cap
+            v = flint.arb(top).exp() if bb.is_finite() else flint.arb("nan")
         except (ValueError, ZeroDivisionError, ArithmeticError):
             v = flint.arb("nan")
         pieces.append((y - x + 1) * v.upper() if v.is_finite() else None)
@@ -614,7 +621,8 @@ def tail_envelope(tree):
                 cc, pp = -flint.arb(c), flint.arb(p)
                 z = cc * (flint.arb(al) + flint.arb(ga) * x) ** pp
                 v = z.exp() * z.gamma_upper(1 / pp) / (flint.arb(ga) * pp * cc ** (1 / pp))
-                best = v if best is None or v.upper() < best.upper() else best
+                if v.is_finite():
+                    best = v if best is None or v.upper() < best.upper() else best
         if best is None or not best.is_finite():
             return None
         # f(k) <= f(X) e^extra g(k)/g(X) with g non-increasing: sum_{k >= X} <= f(X) e^extra (1 + int_X^oo g/g(X))
@@ -627,11 +635,11 @@ def infinite_sum_arb(tree, lo, N, prec, bits=64):
     """:math:`\\sum_{k \\ge lo} e^{b(k)}` as a ball (Theorem 15c), or a string saying why not.
 
     Terms below ``N`` one by one, then Theorem 15 up to ``C - 1`` and Theorem 15c's envelope beyond, for the
-    first ``C`` in ``2^64, 2^256, 2^1024, 2^4096, 2^16384`` whose envelope is below ``2^-(bits + 6)`` of the sum so far."""
+    first ``C = 2^k``, ``k = 64, 128, ..., 16384``, whose envelope is below ``2^-(bits + 6)`` of the sum so far."""
     env = tail_envelope(tree)
     if isinstance(env, str):
         return env
-    for k in (64, 256, 1024, 4096, 16384):
+    for k in (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384):
         C = max(1 << k, 2 * max(lo, N))
         head = range_sum_arb(tree, lo, C - 1, N, prec)
         if head is None or not (head > 0):

@@ -41,6 +41,11 @@ _FLOAT_HEAD = 1 << 12  # float route: terms summed directly (numpy) before the t
 _EM_BITS = 55  # certified masses: relative radius at most 2^-55
 
 
+def _unit(e):
+    """A mass enclosure with its outward-rounded ends clipped to [0, 1] (a proved end beyond says nothing more)."""
+    return dataclasses.replace(e, lo=min(max(e.lo, 0.0), 1.0), hi=min(max(e.hi, 0.0), 1.0))
+
+
 class BiasMasses(NamedTuple):
     """Proved enclosures of a user bias's masses at one length (:meth:`Bias.mass_enclosures`)."""
 
@@ -536,7 +541,7 @@ class Bias(Encoding):
         if beta is None:
             return None
         # the exponents beta W and beta n are formed to 2^-70 of themselves and of 1
-        extra = max(0, int(math.log2(abs(beta) * n + 1)) + 1) if beta else 0
+        extra = max(0, (abs(beta.numerator) * n).bit_length() - beta.denominator.bit_length() + 2) if beta else 0
         with arb_precision(96 + extra):
             r = _geometric_ratio(beta, window, n)
             m, D = 1 / (1 + r), (r / (1 + r) if r == 0 else 1 / (1 + 1 / r))
@@ -737,9 +742,9 @@ class Bias(Encoding):
                 raise DomainError("expr", str(self.expression), "a summable bias (this linear one is not)")
             import flint
 
-            with arb_precision(96 + max(0, int(math.log2(-beta * window + 1)) + 1)):
+            with arb_precision(96 + max(0, (-beta.numerator * window).bit_length() - beta.denominator.bit_length() + 2)):
                 bb = flint.arb(beta.numerator) / beta.denominator
-                return enclosure_from_arb((bb * window).exp())  # T/(S_W + T) = e^{beta W} (Theorem 15b)
+                return _unit(enclosure_from_arb((bb * window).exp()))  # T/(S_W + T) = e^{beta W} (Theorem 15b)
         why = "no enclosure"
         for N in _EM_HEADS:
             with arb_precision(96):
@@ -757,7 +762,7 @@ class Bias(Encoding):
                     continue
                 D = 1 / (1 + S_W / T)
                 if is_tight(D, _EM_BITS):
-                    return enclosure_from_arb(D)
+                    return _unit(enclosure_from_arb(D))
         raise DomainError("expr", str(self.expression), f"a bias whose D_oo(W) Theorems 15 and 15c enclose (here: {why})")
 
     def _bounded(self, reason):
