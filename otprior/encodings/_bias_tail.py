@@ -333,13 +333,15 @@ def _cut(tree, a, c, level):
     if len(edges) < 3:
         return c + 1, None
     log_level = level.log() if level > 0 else flint.arb("nan")
-    pieces = []
-    for x, y in zip(edges[:-1], edges[1:], strict=True):
+
+    def bound(x, y, depth):
+        """(integers in [x, y]) x sup f on [x, y]; a wide piece whose ball is too loose (midpoint-radius
+        arithmetic: -d^2 on [x, 2^24 x] has a positive upper end) is split at its geometric mean, 5 times at most."""
         try:
             bb = _eval(tree, flint.arb(x).union(flint.arb(y)), flint.arb)
             # sup f = e^{sup b}, from the exact upper end (not Arb's 30-bit bound of e^ball); far below the
-            # level, e^cap with cap = log(level) - 64 - log(count) >= sup b serves (e increasing), and Arb never
-            # meets exp(-e^(1e18))
+            # level, e^cap with cap = log(level) - 64 - log(count) >= sup b serves (e increasing), and Arb
+            # never meets exp(-e^(1e18))
             top = bb.upper()
             if bb.is_finite() and log_level.is_finite():
                 cap = (log_level - 64 - flint.arb(y - x + 1).log()).lower()
@@ -347,7 +349,21 @@ def _cut(tree, a, c, level):
             v = flint.arb(top).exp() if bb.is_finite() else flint.arb("nan")
         except (ValueError, ZeroDivisionError, ArithmeticError):
             v = flint.arb("nan")
-        pieces.append((y - x + 1) * v.upper() if v.is_finite() else None)
+        out = (y - x + 1) * v.upper() if v.is_finite() else None
+        if depth < 5 and y - x > 1 and (out is None or not (out <= level * flint.arb(2) ** -12)):
+            try:  # no split where f at the left end already says the piece is not negligible (a power law)
+                bx = _eval(tree, flint.arb(x), flint.arb)
+                if bx.is_finite() and not ((y - x + 1) * flint.arb(bx.upper()).exp() <= level * flint.arb(2) ** -12):
+                    return out
+            except (ValueError, ZeroDivisionError, ArithmeticError):
+                return out
+            m = math.isqrt(x * y)
+            left, right = bound(x, m, depth + 1), bound(m, y, depth + 1)
+            if left is not None and right is not None and (out is None or left + right < out):
+                return left + right
+        return out
+
+    pieces = [bound(x, y, 0) for x, y in zip(edges[:-1], edges[1:], strict=True)]
     suffix = flint.arb(0)
     best = (c + 1, None)
     for i in range(len(pieces) - 1, 0, -1):  # the terms k >= edges[i]: pieces i .. end
