@@ -416,7 +416,8 @@ def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False, sca
     # integral (the caller starts the tail further out)
     if not (R <= floor * flint.arb(2) ** -bits):
         why.append(f"the Euler-Maclaurin remainder on [{_fmt(a)}, {_fmt(c)}] stays above 2^-{bits} of the sum (derivatives of "
-                   "e^b that do not shrink, e.g. an undamped oscillation)")
+                   "e^b that do not shrink, e.g. an undamped oscillation; or, for a growing bias, bounds of them "
+                   "on pieces too wide to be tight)")
         return None
     # the integral: a closed form where the caller has one (KERPLE-power's incomplete gammas), else Arb's
     if integral is None:
