@@ -295,6 +295,23 @@ class _Growth:
                     best = bound
             return best
 
+    def beyond_upper(self, alpha: float) -> flint.arb:
+        """Lemma 9e: an upper bound on G at every exponent ``>= alpha``, from the record at ``alpha``.
+
+        ``G = A (G/A)`` with ``A = H/(T_{L1} + H/k) < k`` for every exponent and ``G/A`` decreasing
+        (Lemma 9a(ii)), so ``G(a') <= k (G/A)(alpha)`` for ``a' >= alpha``; for absolute growth also
+        ``G = F1 F2`` with ``F1 = H/(T_{L0} + kH) < 1/k`` and ``F2`` decreasing (Lemma 9a(iii)).
+        """
+        rec = self.record(alpha)
+        with arb_precision(max(rec.prec, 128)):
+            k = (2 * arb_from_float(self.B)).exp()
+            best = k * rec.log_down.exp()
+            if not self.relative and rec.log_down2.is_finite():
+                other = rec.log_down2.exp() / k
+                if other.is_finite() and (not best.is_finite() or other.upper() < best.upper()):
+                    best = other
+            return best if best.is_finite() else flint.arb("inf")
+
     def decreasing_upper(self, alpha: float) -> flint.arb:
         """Lemma 9b: a closed-form upper bound on G for alpha > 1, decreasing in alpha.
 
@@ -439,8 +456,12 @@ def margin_for(window, Lrange, tol, *, growth="absolute", score_bound=0.0, offse
         step = 2.0**hi_k
     else:
         step = 2.0 * _MAX_EXPONENT
+    if step > _MAX_EXPONENT and _certainly_at_most(G.beyond_upper(_MAX_EXPONENT), level):
+        # Lemma 9b does not reach tol below 1e300, but the monotone factors of Lemma 9a(ii) bound
+        # G on all of [1e300, oo) (Lemma 9e): the search covers [1, 1e300]
+        step = _MAX_EXPONENT - 1.0
     if step > _MAX_EXPONENT:
-        # Lemma 9b does not reach tol below 1e300: say whether the growth itself is proved
+        # neither bound reaches tol from 1e300 on: say whether the growth itself is proved
         # above tol at the largest exponent (then the margin exceeds 1e300 - 1)
         above = bool(G.record(_MAX_EXPONENT).phi > log_level)
         why = (

@@ -402,8 +402,8 @@ def run_capped(argvs, cap, cwd, torch=False, **caps):
 
 
 BOMBS = [
-    ["prior", "--rho", "0.5", "--n", "1e12"],
-    ["prior", "--rho", "0.5", "--n", "1e9", "--json"],
+    ["prior", "--rho", "0.5", "--n", "1e12", "--full"],
+    ["prior", "--rho", "0.5", "--n", "1e9", "--json", "--plot", "p.png"],
     ["prior", "--rho", "0.0", "--n", "1e8", "--full"],
     ["mass", "causal-ot", "--rho", "0.5", "--window", "4", "--n", "1e12"],
     ["mass", "alibi", "--heads", "1e12", "--window", "4", "--n", "64"],

@@ -136,7 +136,7 @@ def test_mass_of_any_encoding(capsys):
         (["classify", "alibi", "--slope", "nan"], "--slope"),
         (["margin", "--window", "64", "--lengths", "512", "8192", "--tol", "0"], "--tol"),
         (["margin", "--window", "64", "--lengths", "512", "8192", "--tol", "0.05", "--offset", "1e301"], "--offset"),
-        (["prior", "--rho", "0.5", "--n", "1e12"], "--n"),
+        (["prior", "--rho", "0.5", "--n", "1e12", "--full"], "--n"),
         (["mass", "causal-ot", "--rho", "0.5", "--window", "4", "--n", "1e12"], "--n"),
         (["mass", "alibi", "--heads", "1e12", "--window", "4", "--n", "64"], "--heads"),
         (["mass", "t5", "--max-distance", "1e12", "--window", "4", "--n", "64"], "--max-distance"),
@@ -586,3 +586,28 @@ def test_an_installed_package_offers_its_encoding_to_the_shell_command(tmp_path)
     data = json.loads(done.stdout)
     assert done.returncode == 0 and data["kind"] == "bounded"
     assert data["limit_distant_mass"] == pytest.approx(math.exp(-8 / 4), rel=1e-15)  # the plugin's D_oo(W), passed through
+
+
+@pytest.mark.parametrize("text", ["1_0", "1_000", "\u0661\u0660", "4096.0", "0x10", "1e-3", "+inf", "1e1_0"])
+def test_integer_flags_take_plain_digits_or_an_exponent_only(capsys, text):
+    """Python's int() reads '1_0' as 10 and Arabic-Indic digits as digits; an integer flag takes plain
+    ASCII digits (or the documented exponent form 1e12) and refuses the rest in one line, status 2."""
+    code, _, err = run(capsys, "mass", "--window", "4", "--n", text, "--alpha", "1.5")
+    assert code == 2 and err.count("\n") == 1 and "--n" in err and "not an integer" in err
+    code, out, _ = run(capsys, "mass", "--window", "4", "--n", "1000", "2e3", "--alpha", "1.5", "--json")
+    assert code == 0 and [r["n"] for r in json.loads(out)["rows"]] == [1000, 2000]
+
+
+def test_prior_takes_every_length_the_library_takes(capsys):
+    """--n up to 1e300 (ot_window_mass's domain): beyond the memory cap the masses are ot_window_mass's,
+    the prior is not formed; --full beyond the cap is refused by name."""
+    code, out, _ = run(capsys, "prior", "--rho", "0.5", "--n", "1e300", "--json")
+    assert code == 0
+    payload = json.loads(out)
+    assert payload["prior_formed"] is False and payload["n"] == int(1e300)
+    for row in payload["windows"]:
+        assert row["mass"] == float(otprior.ot_window_mass(row["window"], int(1e300), 0.5))
+    code, _, err = run(capsys, "prior", "--rho", "0.5", "--n", "1e301")
+    assert code == 2 and "--n" in err
+    code, _, err = run(capsys, "prior", "--rho", "0.5", "--n", "1e300", "--full")
+    assert code == 2 and "--n" in err and err.count("\n") == 1

@@ -408,3 +408,26 @@ def test_scaled_sums_match_the_hurwitz_route():
             ref = hurwitz(d0, d1, alpha, o) * arb_from_float(o) ** arb_from_float(alpha)
             assert scaled.is_finite() and scaled.overlaps(ref), (d0, d1, alpha, o, scaled, ref)
             assert scaled.rad() <= abs(scaled.mid()) * flint.arb(2) ** -100
+
+
+def test_margin_beyond_lemma_9b_uses_the_monotone_factors():
+    """W = 1, (L0, L1) = (10, 1e300), offset 1e300: Lemma 9b's bound at alpha = 1e300 is 0.74, yet the
+    growth never exceeds 0.1 (D_{L0} <= 0.9), so the margin at tol 0.2 is 0 (Lemma 9e; was NoMarginError).
+    At tol 0.05 the margin lies where the geometric limit's growth (weights e^{-s d}, s = alpha/o, mpmath in
+    a private context) crosses tol: above it at 0.999 of the margin, below at the margin."""
+    import mpmath
+
+    r = otprior.margin_for(1, (10, 10**300), 0.2, offset=1e300)
+    assert r.margin == 0.0 and r.growth_bounds.hi <= 0.2
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+
+    def growth(alpha):  # (1 + d/o)^-alpha = e^{-alpha log1p(d/o)}: e^{-s d} to 1e-290 for d << o
+        q = ctx.exp(-ctx.mpf(alpha) * ctx.log1p(ctx.mpf("1e-300")))
+        D = [q * (1 - q ** (L - 1)) / (1 - q) for L in (10, ctx.inf)]
+        return D[1] / (1 + D[1]) - D[0] / (1 + D[0])
+
+    r = otprior.margin_for(1, (10, 10**300), 0.05, offset=1e300)
+    assert 1e298 < r.margin < 1e300
+    assert growth(1 + r.margin) <= 0.05 * (1 + 1e-9)
+    assert growth(0.999 * r.margin) > 0.05

@@ -163,28 +163,35 @@ def text_of(text) -> str:
     return text
 
 
+#: An integer flag: plain ASCII decimal digits with an optional sign, or the exponent form ``1e12`` /
+#: ``2.5E6`` (read as the double it names). Python's own ``int`` and ``float`` also take ``1_0``,
+#: non-ASCII digits and ``4096.0``; none of those is an integer as written.
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_EXPONENT = re.compile(r"[+-]?[0-9]+(\.[0-9]+)?[eE][+]?[0-9]+")
+
+
 def int_type(minimum=1, maximum=MAX_LENGTH):
-    """Integers as ``4096`` or ``1e12``; refuses fractions, non-finite values and the out-of-range."""
+    """Integers as ``4096`` or ``1e12`` (plain ASCII digits, optionally one exponent); refuses fractions,
+    underscores, other digits, non-finite values and the out-of-range."""
 
     def parse(text):
         text = text_of(text).strip()
         if not text:
             raise argparse.ArgumentTypeError("an empty value is not an integer")
-        try:
+        if _INTEGER.fullmatch(text):
             value = int(text, 10)
-        except ValueError:
-            try:
-                number = float(text)
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        elif _EXPONENT.fullmatch(text):
+            number = float(text)
             if not math.isfinite(number):
-                raise argparse.ArgumentTypeError(f"{text!r} is not a finite integer") from None
+                raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a finite integer") from None
             if not number.is_integer():
-                raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+                raise argparse.ArgumentTypeError(f"{text[:80]!r} is not an integer") from None
             value = int(number)
+        else:
+            raise argparse.ArgumentTypeError(f"{text[:80]!r} is not an integer (decimal digits, or an exponent form such as 1e12)")
         if value < minimum or (maximum is not None and value > maximum):
             upper = "" if maximum is None else f", at most {maximum:.3g}" if maximum >= 10**6 else f", at most {maximum}"
-            raise argparse.ArgumentTypeError(f"{text!r} is outside the valid domain: an integer at least {minimum}{upper}")
+            raise argparse.ArgumentTypeError(f"{text[:80]!r} is outside the valid domain: an integer at least {minimum}{upper}")
         return value
 
     parse.__name__ = "integer"

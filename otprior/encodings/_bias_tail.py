@@ -40,10 +40,12 @@ import numpy as np
 from .._power_sums import _B2J_FRACTIONS
 from ..expression import import_sympy
 
-__all__ = ["compile_bias", "em_sum_arb", "direct_sum_arb", "float_tail_log"]
+__all__ = ["compile_bias", "em_sum_arb", "direct_sum_arb", "float_tail_log", "infinite_sum_arb", "tail_envelope"]
 
 ORDER = 6  # p: Bernoulli terms B_2 .. B_12, remainder through f^(12)
 EVAL_LIMIT = 6000  # evaluations of the integrand in one acb.integral (then: not proved)
+_DOUBLING_END = 1 << 20  # remainder pieces [x, 2x] below it, [x, min(x^2, 2^24 x)] beyond
+_CUT_DOUBLINGS = 48  # pieces of the negligible cut: 48 doublings from the start, then ratios up to 2^24
 
 
 class Unsupported(Exception):
@@ -229,7 +231,18 @@ def _coeffs(tree, x, length):
     flint.ctx.cap = max(old, length)
     try:
         ser = flint.arb_series([x, 1], prec=length)
-        out = _eval(tree, ser, flint.arb, True).exp().coeffs()
+        cs = _eval(tree, ser, flint.arb, True).coeffs()
+        b0 = cs[0] if cs else flint.arb(0)
+        # e^{b(xi + t)} = e^{b(xi)} e^{b(xi + t) - b(xi)}: the second factor's series from the coefficients of
+        # order >= 1 (moderate numbers), the first from b's ends as exact points, so that a wide ball far out
+        # (b ~ -3e149) keeps its exponent to full precision (Arb's exp of a wide ball bounds it with a 30-bit
+        # magnitude: a factor e^(1e-9 |b|) lost)
+        rel = flint.arb_series([0] + list(cs[1:]), prec=length).exp().coeffs()
+        if b0.rad() == 0 or not b0.is_finite():
+            scale = b0.exp()
+        else:
+            scale = flint.arb(b0.lower()).exp().union(flint.arb(b0.upper()).exp())
+        out = [scale * c for c in rel]
     finally:
         flint.ctx.cap = old
     # with the cap at least ``length``, only coefficients that are exactly zero are left off
@@ -239,10 +252,20 @@ def _coeffs(tree, x, length):
 def _integral_u(tree, a, c, prec, abs_tol=None):
     """:math:`\\int_a^c e^{b(x)} dx` as an ``arb`` ball (``acb.integral`` in ``u = log x``), or ``None``."""
 
+    # far out (|b| beyond 600) the integrand is e^{b - s} with s = max(b(a), b(c)) as an exact number and the
+    # result is multiplied by e^s: Arb bounds e^(a wide ball) with a 30-bit magnitude, which at b ~ -3e149
+    # loses a factor e^(3e140) and the integral never converges
+    ends = [_eval(tree, flint.arb(k), flint.arb) for k in (a, c)]
+    top = ends[0].mid() if not (ends[1].mid() > ends[0].mid()) else ends[1].mid()
+    shift = flint.arb(top) if ends[0].is_finite() and ends[1].is_finite() and abs(top) > 600 else flint.arb(0)
+    shift_c = flint.acb(shift)
+
     def g(z, analytic):
-        v = _eval_u(tree, z, z.exp(), analytic) + z
+        v = _eval_u(tree, z, z.exp(), analytic) + z - shift_c
         return v.exp()
 
+    if abs_tol is not None and shift != 0:
+        abs_tol = (flint.arb(abs_tol) * (-shift).exp()).upper()
     lo, hi = flint.arb(a).log(), flint.arb(c).log()
     try:
         # abs_tol: Arb's default (2^-prec) would answer a tiny integral (a tail near 1e300) with a
@@ -254,7 +277,7 @@ def _integral_u(tree, a, c, prec, abs_tol=None):
         return None
     if not val.real.is_finite() or not val.imag.contains(0):
         return None
-    return val.real
+    return val.real if shift == 0 else val.real * shift.exp()
 
 
 def _b_over_fact(j):
@@ -265,34 +288,6 @@ def _b_over_fact(j):
     return flint.fmpq.bernoulli(2 * j) / math.factorial(2 * j)
 
 
-def _negligible_from(tree, a, c, level):
-    """``(X, bound)``: the least piece end ``X`` (pieces ``[x, 2^16 x]`` from ``a``) with
-    :math:`\\int_X^c f \\le` ``bound`` :math:`\\le` ``level``, the bound a sum of (length x supremum of ``f``)
-    over the pieces, each supremum an Arb ball of ``f`` on the whole piece; ``(c, None)`` if none."""
-    edges = [a]
-    while edges[-1] < c:
-        edges.append(min(c, edges[-1] << 16))
-    if len(edges) < 3:
-        return c, None
-    pieces = []
-    for x, y in zip(edges[:-1], edges[1:], strict=True):
-        try:
-            v = _eval(tree, flint.arb(x).union(flint.arb(y)), flint.arb).exp()
-        except (ValueError, ZeroDivisionError, ArithmeticError):
-            v = flint.arb("nan")
-        pieces.append((y - x) * v.upper() if v.is_finite() else None)
-    suffix = flint.arb(0)
-    best = (c, None)
-    for i in range(len(pieces) - 1, 0, -1):  # [edges[i], c]: pieces i .. end
-        if pieces[i] is None:
-            break
-        suffix += pieces[i]
-        if not (suffix <= level):
-            break
-        best = (edges[i], suffix)
-    return best
-
-
 def remainder_bound(tree, a, c, order=ORDER, doubling=False):
     """:math:`|B_{2p}|\\int_a^c |f^{(2p)}|/(2p)!`, bounded piece by piece (Theorem 15), or ``None``."""
     B2p = abs(flint.arb(_b_over_fact(order))) * math.factorial(2 * order)
@@ -301,7 +296,9 @@ def remainder_bound(tree, a, c, order=ORDER, doubling=False):
     while x < c:
         # pieces [x, y] with y/x <= 2^24: the ball's radius, rounded up to 30 bits, keeps its
         # lower end above x/2 (a wider piece could reach 0, where log is not finite)
-        y = min(c, 2 * x) if doubling else min(c, max(2 * x, min(x * x, x << 24)))
+        # below 2^20 the pieces double (a stretched exponential's derivatives fall by orders of
+        # magnitude within [x, x^2]: a wide piece would bound them by its largest)
+        y = min(c, 2 * x) if doubling or x < _DOUBLING_END else min(c, max(2 * x, min(x * x, x << 24)))
         ball = flint.arb(x).union(flint.arb(y))
         try:
             cc = _coeffs(tree, ball, 2 * order + 1)[2 * order]
@@ -314,36 +311,132 @@ def remainder_bound(tree, a, c, order=ORDER, doubling=False):
     return B2p * total
 
 
-def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False):
+def _cut(tree, a, c, level):
+    """``(X, rest)``: the least piece end ``X - 1 >= a`` with :math:`\\sum_{k=X}^{c} f(k) \\le` ``rest`` :math:`\\le` ``level``,
+    or ``(c + 1, None)`` (Theorem 15(iv), ``proofs/closed_form_tails.md``).
+
+    Pieces ``[x, y]`` from ``a``: the offset ``x - a`` doubles up to ``a``, then 48 doublings of ``x``, then
+    ``y = min(x^2, 2^24 x)``; each contributes
+    (integers in it) x (supremum of ``f`` on the piece as one Arb ball), an upper bound of its terms
+    whatever the shape of ``f``. ``level`` is a ball; the bound is proved ``<= level``."""
+    edges = [a]
+    doublings = 0
+    while edges[-1] < c:
+        x = edges[-1]
+        if x - a < a:  # offsets from a double first: a tail that dies within a << a terms of a far start
+            y = a + 2 * (x - a) + 1
+        elif doublings < _CUT_DOUBLINGS:
+            y, doublings = 2 * x, doublings + 1
+        else:
+            y = max(2 * x, min(x * x, x << 24))
+        edges.append(min(c, y))
+    if len(edges) < 3:
+        return c + 1, None
+    log_level = level.log() if level > 0 else flint.arb("nan")
+
+    def bound(x, y, depth):
+        """(integers in [x, y]) x sup f on [x, y]; a wide piece whose ball is too loose (midpoint-radius
+        arithmetic: -d^2 on [x, 2^24 x] has a positive upper end) is split at its geometric mean, 5 times at most."""
+        try:
+            bb = _eval(tree, flint.arb(x).union(flint.arb(y)), flint.arb)
+            # sup f = e^{sup b}, from the exact upper end (not Arb's 30-bit bound of e^ball); far below the
+            # level, e^cap with cap = log(level) - 64 - log(count) >= sup b serves (e increasing), and Arb
+            # never meets exp(-e^(1e18))
+            top = bb.upper()
+            if bb.is_finite() and log_level.is_finite():
+                cap = (log_level - 64 - flint.arb(y - x + 1).log()).lower()
+                top = top if top > cap else cap
+            v = flint.arb(top).exp() if bb.is_finite() else flint.arb("nan")
+        except (ValueError, ZeroDivisionError, ArithmeticError):
+            v = flint.arb("nan")
+        out = (y - x + 1) * v.upper() if v.is_finite() else None
+        if depth < 5 and y - x > 1 and (out is None or not (out <= level * flint.arb(2) ** -12)):
+            try:  # no split where f at the left end already says the piece is not negligible (a power law)
+                bx = _eval(tree, flint.arb(x), flint.arb)
+                if bx.is_finite() and not ((y - x + 1) * flint.arb(bx.upper()).exp() <= level * flint.arb(2) ** -12):
+                    return out
+            except (ValueError, ZeroDivisionError, ArithmeticError):
+                return out
+            m = math.isqrt(x * y)
+            left, right = bound(x, m, depth + 1), bound(m, y, depth + 1)
+            if left is not None and right is not None and (out is None or left + right < out):
+                return left + right
+        return out
+
+    pieces = [bound(x, y, 0) for x, y in zip(edges[:-1], edges[1:], strict=True)]
+    suffix = flint.arb(0)
+    best = (c + 1, None)
+    for i in range(len(pieces) - 1, 0, -1):  # the terms k >= edges[i]: pieces i .. end
+        if pieces[i] is None:
+            break
+        suffix += pieces[i]
+        if not (suffix <= level):
+            break
+        best = (edges[i], suffix)
+    return best
+
+
+def _fmt(k):
+    """An integer for a message: exact below 1e18, else as a double."""
+    return str(k) if k < 10**18 else f"{float(k):.6g}"
+
+
+def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False, scale=None, bits=None, why=None):
     """A ball containing :math:`\\sum_{k=a}^{c} e^{b(k)}` (Theorem 15), ``1 <= a < c``; ``None`` if not proved
-    or wider than ``2^-(prec - 36)`` of the sum."""
+    to ``2^-bits`` (default ``2^-(prec - 36)``) of ``max(f(a), scale)``.
+
+    ``scale``: a ball, a lower bound of the total this sum is added to (the caller's direct terms),
+    so that a tail far below its head is not asked to be accurate relative to itself. Without a
+    closed-form ``integral``, the terms from the least ``X`` with a negligible rest (Theorem 15(iv)) are
+    bounded by :func:`_cut` and Euler–Maclaurin runs on ``[a, X - 1]`` only. ``why``: a list that receives the
+    reason of a ``None``."""
+    why = [] if why is None else why
+    bits = prec - 36 if bits is None else bits
+    ca = _coeffs(tree, flint.arb(a), 2 * order)
+    if not ca[0].is_finite():
+        why.append(f"e^b({_fmt(a)}) is not a finite ball")
+        return None
+    floor = ca[0] if scale is None or not scale.is_finite() else ca[0].max(scale)
+    rest = None
+    if integral is None:
+        X, rest = _cut(tree, a, c, floor * flint.arb(2) ** -(bits + 6))
+        c = X - 1
+        if c - a < 16:
+            out = direct_sum_arb(tree, a, c)
+            return out if rest is None else out + flint.arb(0).union(rest)
     R = remainder_bound(tree, a, c, order, doubling)
     if R is None:
+        why.append(f"the Taylor coefficient of order {2 * order} of e^b is not finite on a piece of [{_fmt(a)}, {_fmt(c)}] "
+                   "(b not proved analytic there)")
         return None
-    ca = _coeffs(tree, flint.arb(a), 2 * order)
     cc = _coeffs(tree, flint.arb(c), 2 * order)
-    # the sum is at least its larger end term: a remainder above 2^-(prec - 36) of it is too
-    # wide to be worth the integral (the caller starts the tail further out)
-    floor = ca[0].max(cc[0]) if ca[0].is_finite() and cc[0].is_finite() else ca[0]
-    if not (R <= floor * flint.arb(2) ** -(prec - 36)):
+    if cc[0].is_finite():
+        floor = floor.max(cc[0])
+    # a remainder above 2^-bits of the sum's lower bound is too wide to be worth the
+    # integral (the caller starts the tail further out)
+    if not (R <= floor * flint.arb(2) ** -bits):
+        why.append(f"the Euler-Maclaurin remainder on [{_fmt(a)}, {_fmt(c)}] stays above 2^-{bits} of the sum (derivatives of "
+                   "e^b that do not shrink, e.g. an undamped oscillation; or, for a growing bias, bounds of them "
+                   "on pieces too wide to be tight)")
         return None
-    # the integral: a closed form where the caller has one (KERPLE-power's incomplete gammas), else Arb's,
-    # over [a, X] with the rest of it, where negligible, bounded by its pieces' suprema
+    # the integral: a closed form where the caller has one (KERPLE-power's incomplete gammas), else Arb's
     if integral is None:
-        X, rest = _negligible_from(tree, a, c, floor * flint.arb(2) ** -(prec - 30))
-        integral = _integral_u(tree, a, X, prec, abs_tol=(floor * flint.arb(2) ** -(prec - 20)).upper())
-        if integral is not None and rest is not None:
-            integral = integral + flint.arb(0).union(rest)
+        integral = _integral_u(tree, a, c, prec, abs_tol=(floor * flint.arb(2) ** -(bits + 16)).upper())
     else:
         integral = integral(a, c)
     if integral is None or not integral.is_finite():
+        why.append(f"Arb's integral of e^b over [{_fmt(a)}, {_fmt(c)}] was not enclosed within {EVAL_LIMIT} evaluations (in u = log d "
+                   "the integrand is double-exponential: a far window of a stretched or growing bias)")
         return None
     est = integral + (ca[0] + cc[0]) / 2
     for j in range(1, order + 1):
         m = 2 * j - 1
         # B_2j/(2j)! f^(2j-1) = B_2j/(2j)! (2j-1)! c_(2j-1)
         est += flint.arb(_b_over_fact(j)) * math.factorial(m) * (cc[m] - ca[m])
-    return est + flint.arb(0, R.upper()) if R.is_finite() else None
+    if not R.is_finite():
+        return None
+    est = est + flint.arb(0, R.upper())
+    return est if rest is None else est + flint.arb(0).union(rest)
 
 
 # -- the float route -----------------------------------------------------------------------
@@ -421,7 +514,7 @@ def float_tail_log(fns, a, c, ref_log=-math.inf):
     return scale + math.log(total)
 
 
-def range_sum_arb(tree, lo, hi, N, prec):
+def range_sum_arb(tree, lo, hi, N, prec, why=None):
     """:math:`\\sum_{k=lo}^{hi} e^{b(k)}`: terms below ``N`` one by one, the rest by Theorem 15; ``None`` if not proved."""
     if hi < lo:
         return flint.arb(0)
@@ -431,5 +524,145 @@ def range_sum_arb(tree, lo, hi, N, prec):
         return total
     if hi - start < 16:
         return total + direct_sum_arb(tree, start, hi)
-    tail = em_sum_arb(tree, start, hi, prec)
+    tail = em_sum_arb(tree, start, hi, prec, scale=total if lo < N else None, bits=min(prec - 36, 64), why=why)
     return None if tail is None else total + tail
+
+
+# -- the sum to infinity (Theorem 15c) -------------------------------------------------------
+def _frac(c):
+    """A constant node as an exact fraction, or ``None`` (pi, e)."""
+    return flint.fmpq(c[1], c[2]) if c[0] == "q" else None
+
+
+def _terms(tree):
+    """The bias's additive terms as ``(coefficient, node)`` with an exact coefficient."""
+    out = []
+    for t in tree[1] if tree[0] == "add" else (tree,):
+        if t[0] == "q":
+            out.append((_frac(t), ("one",)))
+        elif t[0] == "mul" and len(t[1]) == 2 and t[1][0][0] == "q":
+            out.append((_frac(t[1][0]), t[1][1]))
+        else:
+            out.append((flint.fmpq(1), t))
+    return out
+
+
+def _lin_node(node):
+    """``(alpha, gamma)`` when the node is ``alpha + gamma d`` with numbers ``alpha >= 0``, ``gamma > 0``, else ``None``."""
+    def slope(t):
+        if t == ("x",):
+            return flint.fmpq(1)
+        if t[0] == "mul" and len(t[1]) == 2 and t[1][0][0] == "q" and t[1][1] == ("x",):
+            return _frac(t[1][0])
+        return None
+
+    if slope(node) is not None:
+        al, ga = flint.fmpq(0), slope(node)
+    elif node[0] == "add" and len(node[1]) == 2 and node[1][0][0] == "q" and slope(node[1][1]) is not None:
+        al, ga = _frac(node[1][0]), slope(node[1][1])
+    else:
+        return None
+    return (al, ga) if ga > 0 and al >= 0 else None
+
+
+def tail_envelope(tree):
+    """``bound(X)``: a ball :math:`\\ge \\sum_{k\\ge X} e^{b(k)}` for integers ``X >= 2`` (``None`` where the
+    envelope does not hold at that ``X``), or a string saying why no envelope applies (Theorem 15c,
+    ``proofs/closed_form_tails.md``).
+
+    ``b`` must be a sum of a constant and terms ``c h(d)`` with ``h`` one of ``d``, ``log(alpha + gamma d)``,
+    ``(alpha + gamma d)^p`` (``p != 0``), ``log(alpha + gamma d)^p`` (``p >= 1``, ``c < 0``)."""
+    logs, lin, stretched, drops = [], flint.fmpq(0), [], []
+    for c, node in _terms(tree):
+        tag = node[0]
+        if tag == "one" or c == 0:
+            continue
+        if tag == "x":
+            lin += c
+        elif tag == "loglin":
+            logs.append((c, _frac(node[1]), _frac(node[2]), 1))
+        elif tag in ("powlin", "powi") and (tag == "powlin" or _lin_node(node[1]) is not None):
+            al, ga, p = (_frac(node[1]), _frac(node[2]), _frac(node[3])) if tag == "powlin" else (*_lin_node(node[1]), flint.fmpq(node[2]))
+            if None in (al, ga, p):
+                return "a power with a constant other than a number"
+            if p > 0 and c < 0:
+                stretched.append((c, al, ga, p))  # non-increasing: dropped, or the decay itself
+            elif p < 0 and c > 0:
+                pass  # c (alpha + gamma d)^p decreases: its increment is <= 0
+            elif p < 0:
+                drops.append((c, al, ga, p))  # increases to 0: at most |c| (alpha + gamma X)^p
+            else:
+                return f"the term {c} (d-power {p}) grows without bound"
+        elif tag in ("powi", "powc") and node[1][0] == "loglin" and c < 0:
+            p = flint.fmpq(node[2]) if tag == "powi" else _frac(node[2])
+            if p is None or p < 1:
+                return "a power of a logarithm below 1"
+            logs.append((c, _frac(node[1][1]), _frac(node[1][2]), p))
+        else:
+            return "a term outside d, log(a + g d), (a + g d)^p and -log(a + g d)^p (e.g. sin, exp, products)"
+    if lin > 0:
+        return f"the linear term {lin} d grows without bound"
+    if any(x is None for t in logs for x in t[1:3]):
+        return "a logarithm with a constant other than a number"
+    A = max((al / ga for _, al, ga, _ in logs), default=flint.fmpq(0))
+    if not (lin < 0 or stretched or sum(c for c, _, _, p in logs if p == 1) < -1 or any(p > 1 for *_, p in logs)):
+        return "no term that makes the weights summable by itself (a linear, stretched or log term with total slope below -1)"
+
+    def bound(X, f_X):
+        """The envelope's bound of sum_{k >= X} f(k), given the ball f_X = f(X)."""
+        x = flint.arb(X)
+        s, extra = flint.arb(0), flint.arb(0)  # the log part's slope s and the constant epsilon of Theorem 15c
+        for c, al, ga, p in logs:
+            L = (flint.arb(al) + flint.arb(ga) * x).log()
+            if p == 1:
+                s -= flint.arb(c)
+                if c > 0:
+                    extra += flint.arb(c) * flint.arb(A) / x
+            else:  # -|c| L^p >= ... : L^p - L_X^p >= p L_X^(p-1) (L - L_X) for L >= L_X >= 0
+                if not (L >= 0):
+                    return None
+                s -= flint.arb(c) * flint.arb(p) * L ** (flint.arb(p) - 1)
+        for c, al, ga, p in drops:
+            extra += -flint.arb(c) * (flint.arb(al) + flint.arb(ga) * x) ** flint.arb(p)
+        best = None
+        if lin < 0:
+            rate = -flint.arb(lin) - (0 if s >= 0 else -s / (flint.arb(A) + x))
+            if rate > 0:
+                best = 1 / rate
+        if s > 1:
+            v = (flint.arb(A) + x) / (s - 1)
+            best = v if best is None or v.upper() < best.upper() else best
+        if s >= 0:
+            for c, al, ga, p in stretched:
+                # int_X^oo e^(c((al + ga x)^p - (al + ga X)^p)) dx = e^z Gamma(1/p, z) / (ga p |c|^(1/p)), z = |c| (al + ga X)^p
+                cc, pp = -flint.arb(c), flint.arb(p)
+                z = cc * (flint.arb(al) + flint.arb(ga) * x) ** pp
+                v = z.exp() * z.gamma_upper(1 / pp) / (flint.arb(ga) * pp * cc ** (1 / pp))
+                if v.is_finite():
+                    best = v if best is None or v.upper() < best.upper() else best
+        if best is None or not best.is_finite():
+            return None
+        # f(k) <= f(X) e^extra g(k)/g(X) with g non-increasing: sum_{k >= X} <= f(X) e^extra (1 + int_X^oo g/g(X))
+        return (f_X * extra.exp() * (1 + best)).upper()
+
+    return bound
+
+
+def infinite_sum_arb(tree, lo, N, prec, bits=64):
+    """:math:`\\sum_{k \\ge lo} e^{b(k)}` as a ball (Theorem 15c), or a string saying why not.
+
+    Terms below ``N`` one by one, then Theorem 15 up to ``C - 1`` and Theorem 15c's envelope beyond, for the
+    first ``C = 2^k``, ``k = 64, 128, ..., 16384``, whose envelope is below ``2^-(bits + 6)`` of the sum so far."""
+    env = tail_envelope(tree)
+    if isinstance(env, str):
+        return env
+    for k in (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384):
+        C = max(1 << k, 2 * max(lo, N))
+        head = range_sum_arb(tree, lo, C - 1, N, prec)
+        if head is None or not (head > 0):
+            return "Theorem 15 does not enclose the sum up to the envelope's start"
+        fC = f_ball(tree, C)
+        rest = env(C, fC)
+        if rest is not None and rest.is_finite() and rest <= head * flint.arb(2) ** -(bits + 6):
+            return head + flint.arb(0).union(rest)
+    return "the envelope of Theorem 15c stays above 2^-70 of the sum up to d = 2^16384"

@@ -24,7 +24,15 @@ from ..expression import (
     run_budgeted,
 )
 from ._base import DIRECT_MAX, Encoding, Verdict, check_lengths, nonneg, register
-from ._bias_tail import Unsupported, compile_bias, direct_sum_arb, float_tail_log, range_sum_arb
+from ._bias_tail import (
+    Unsupported,
+    _logsumexp,
+    compile_bias,
+    direct_sum_arb,
+    float_tail_log,
+    infinite_sum_arb,
+    range_sum_arb,
+)
 
 __all__ = ["Bias", "BiasMasses"]
 
@@ -33,12 +41,17 @@ _FLOAT_HEAD = 1 << 12  # float route: terms summed directly (numpy) before the t
 _EM_BITS = 55  # certified masses: relative radius at most 2^-55
 
 
+def _unit(e):
+    """A mass enclosure with its outward-rounded ends clipped to [0, 1] (a proved end beyond says nothing more)."""
+    return dataclasses.replace(e, lo=min(max(e.lo, 0.0), 1.0), hi=min(max(e.hi, 0.0), 1.0))
+
+
 class BiasMasses(NamedTuple):
     """Proved enclosures of a user bias's masses at one length (:meth:`Bias.mass_enclosures`)."""
 
     window_mass: Enclosure
     distant_mass: Enclosure
-    route: str  # "direct Arb sum" (every term) or "Euler-Maclaurin (Theorem 15)"
+    route: str  # "direct Arb sum" (every term), "Euler-Maclaurin (Theorem 15)" or "geometric closed form (Theorem 15b)"
     exact: bool  # True: every term summed (an enclosure of the exact finite sum either way)
 
 
@@ -49,6 +62,48 @@ def _compiled(b, d):
         return compile_bias(b, d)
     except Unsupported:
         return None
+
+
+@functools.lru_cache(maxsize=128)
+def _linear_bias(b, d):
+    """``beta`` as an exact fraction when ``b = alpha + beta d`` with numbers ``alpha``, ``beta``, else ``None``."""
+    from fractions import Fraction
+
+    sp = import_sympy()
+    try:
+        if not b.is_polynomial(d):
+            return None
+        poly = sp.Poly(b, d)
+    except Exception:  # sympy raises a variety of errors on expressions it cannot read as polynomials
+        return None
+    if poly.degree() > 1 or not all(c.is_Number for c in poly.all_coeffs()):
+        return None
+    beta = poly.coeff_monomial(d)
+    return Fraction(sp.Rational(beta).p, sp.Rational(beta).q)
+
+
+def _geometric_ratio(beta, window, n):
+    """``T / S_W`` for ``b = alpha + beta d`` as an Arb ball (Theorem 15b, ``proofs/closed_form_tails.md``):
+    :math:`\\sum_{k=W}^{n-1} e^{\\beta k} / \\sum_{k<W} e^{\\beta k} = e^{\\beta W}\\,\\mathrm{expm1}(\\beta(n - W))/\\mathrm{expm1}(\\beta W)`
+    (``(n - W)/W`` at ``beta = 0``). Call under :func:`arb_precision` with ``log2(|beta| n)`` bits to spare."""
+    import flint
+
+    if beta == 0:
+        return flint.arb(n - window) / window
+    bb = flint.arb(beta.numerator) / beta.denominator
+    return (bb * window).exp() * (bb * (n - window)).expm1() / (bb * window).expm1()
+
+
+@functools.lru_cache(maxsize=128)
+def _float_head(b, d):
+    """``b(0), ..., b(4095)`` as a read-only array (the float route's direct head: the bias does not depend
+    on ``n``, so it is formed once per expression), or ``None`` if one is not finite."""
+    with np.errstate(all="ignore"):
+        logw = np.asarray(_numpy_fns(b, d)[0](np.arange(_FLOAT_HEAD, dtype=float)), dtype=float) * np.ones(_FLOAT_HEAD)
+    if not np.all(np.isfinite(logw)):
+        return None
+    logw.flags.writeable = False
+    return logw
 
 
 @functools.lru_cache(maxsize=128)
@@ -360,6 +415,9 @@ class Bias(Encoding):
     Theorem 15 does not apply (an oscillating tail such as ``sin(d)`` without decay, a steeply
     growing bias), the direct head plus Theorem 13's monotone bracket, else direct summation up to
     ``n = 2**22`` (a ``DomainError`` naming ``n`` beyond). A callable bias keeps the cap ``n <= 2**22``.
+    A linear bias ``alpha + beta d`` is a geometric sum in closed form at every length and window
+    (Theorem 15b). The verdict's ``D_oo(W)`` is :meth:`limit_enclosure`'s midpoint (Theorem 15c: Theorem 15 up
+    to a cut-off and a proved envelope of the rest) where the bias's terms fit the envelope, else sampled.
     """
 
     name = "bias"
@@ -433,6 +491,9 @@ class Bias(Encoding):
         direct head plus Theorem 13's monotone tail; a callable bias sums directly (``n <= 2**22``)."""
         if n <= 1 << 16 or self._callable is not None:
             return super()._masses(window, n)
+        geometric = self._geometric_balls(window, n)
+        if geometric is not None:  # a linear bias: the closed form's midpoint (Theorem 15b)
+            return float(geometric[0].mid()), float(geometric[1].mid())
         fast = self._em_float(window, n)
         if fast is not None:
             return fast
@@ -448,11 +509,10 @@ class Bias(Encoding):
             return None
         fns = _numpy_fns(b, d)
         N = _FLOAT_HEAD
-        with np.errstate(all="ignore"):
-            logw = np.asarray(fns[0](np.arange(N, dtype=float)), dtype=float) * np.ones(N)
-        if not np.all(np.isfinite(logw)):
+        logw = _float_head(b, d)
+        if logw is None:
             return None
-        from scipy.special import logsumexp
+        logsumexp = _logsumexp
 
         if window > N:
             lh = logsumexp(logw)
@@ -474,17 +534,45 @@ class Bias(Encoding):
         D = 1.0 / (1.0 + math.exp(min(log_head - log_tail, 800.0)))
         return m, D
 
-    def _em_balls(self, window, n):
-        """``(m, D)`` as Arb balls of relative radius below ``2^-55`` (Theorem 15), or ``None``."""
+    def _geometric_balls(self, window, n):
+        """``(m, D)`` of a linear bias ``alpha + beta d`` in closed form (Theorem 15b), or ``None``."""
+        d, b = self._sym
+        beta = None if self._callable is not None else _linear_bias(b, d)
+        if beta is None:
+            return None
+        # the exponents beta W and beta n are formed to 2^-70 of themselves and of 1
+        extra = max(0, (abs(beta.numerator) * n).bit_length() - beta.denominator.bit_length() + 2) if beta else 0
+        with arb_precision(96 + extra):
+            r = _geometric_ratio(beta, window, n)
+            m, D = 1 / (1 + r), (r / (1 + r) if r == 0 else 1 / (1 + 1 / r))
+            if is_tight(m, _EM_BITS) and is_tight(D, _EM_BITS):
+                return m, D
+        return None
+
+    def _em_balls(self, window, n, why=None):
+        """``(m, D)`` as Arb balls of relative radius below ``2^-55`` (Theorem 15b for a linear bias,
+        else Theorem 15), or ``None``."""
         d, b = self._sym
         tree = _compiled(b, d)
         if tree is None or self._callable is not None:
             return None
+        geometric = self._geometric_balls(window, n)
+        if geometric is not None:
+            return geometric
+        why = [] if why is None else why
+        # b(W) is formed to 2^-70 of 1 (e^b to 2^-70 of itself) and a far window's ends resolved
+        try:
+            with np.errstate(all="ignore"):
+                bw = float(np.asarray(self.bias(np.array([float(window)])))[0])
+        except (ValueError, TypeError, OverflowError):  # complex or not a number there: the balls will say so
+            bw = math.nan
+        extra = int(math.log2(1.0 + abs(bw))) if math.isfinite(bw) else 0
+        prec = 96 + extra + (int(math.log2(window)) if window > 1 << 32 else 0)
         for N in _EM_HEADS:
-            with arb_precision(96):
+            with arb_precision(prec):
                 try:
-                    S_W = range_sum_arb(tree, 0, window - 1, N, 96)
-                    T = range_sum_arb(tree, window, n - 1, N, 96)
+                    S_W = range_sum_arb(tree, 0, window - 1, N, prec, why)
+                    T = range_sum_arb(tree, window, n - 1, N, prec, why)
                 except (ValueError, ZeroDivisionError, ArithmeticError):
                     return None
                 if S_W is None or T is None or not (S_W > 0) or not (T >= 0):
@@ -542,14 +630,17 @@ class Bias(Encoding):
                 m = 1 / (1 + T / S_W)
                 D = T / (S_W + T)
                 return masses(m, D, "direct Arb sum", True)
-        balls = self._em_balls(window, n)
+        why = []
+        balls = self._em_balls(window, n, why)
         if balls is None:
+            reason = f"; here {why[-1]}" if why else ""
             raise DomainError(
                 "n", n, f"a length whose tail Theorem 15 encloses to 2^-55 for exp({self.expression}) (lengths up to "
-                f"{_EM_HEADS[0]} are summed directly; beyond, the tail must be smooth enough for order 12)"
+                f"{_EM_HEADS[0]} are summed directly; beyond, the tail must be smooth enough for order 12){reason}"
             )
+        route = "geometric closed form (Theorem 15b)" if _linear_bias(b, d) is not None else "Euler-Maclaurin (Theorem 15)"
         with arb_precision(96):
-            return masses(balls[0], balls[1], "Euler-Maclaurin (Theorem 15)", False)
+            return masses(balls[0], balls[1], route, False)
 
     def _monotone_masses(self, window, n):
         """Direct head plus Theorem 13's monotone tail (the route before Theorem 15)."""
@@ -624,10 +715,65 @@ class Bias(Encoding):
             return Verdict(self, False, "diluting", reason, None)
         return Verdict(self, None, "undecided", reason)
 
+    def limit_enclosure(self, window) -> Enclosure:
+        """A proved enclosure of :math:`D_\\infty(W) = \\lim_n D_n(W)` for a summable expression bias.
+
+        :math:`D_\\infty = T_\\infty/(S_W + T_\\infty)` with :math:`S_W = \\sum_{d<W} e^{b(d)}` (Theorem 15 or direct
+        terms) and :math:`T_\\infty = \\sum_{d \\ge W} e^{b(d)}`: Theorem 15 up to ``C - 1`` and the envelope of
+        Theorem 15c (``proofs/closed_form_tails.md``) beyond, all in Arb; relative radius below ``2^-55``.
+        A linear bias ``alpha + beta d`` (``beta < 0``) is the geometric closed form ``e^{beta W}``.
+
+        Raises
+        ------
+        DomainError
+            (parameter ``expr``) naming why no enclosure is proved: a callable bias, a term outside
+            Theorem 15c's envelope (e.g. ``sin``, ``exp`` or a product), or a sum that is not summable.
+        """
+        from .._validation import check_int
+
+        window = check_int(window, "window", minimum=1)
+        d, b = self._sym
+        tree = None if self._callable is not None else _compiled(b, d)
+        if tree is None:
+            raise DomainError("expr", str(self.expression), "an expression bias in the grammar of Theorem 15 (not a callable, Abs, Min, Max)")
+        beta = _linear_bias(b, d)
+        if beta is not None:
+            if beta >= 0:
+                raise DomainError("expr", str(self.expression), "a summable bias (this linear one is not)")
+            import flint
+
+            with arb_precision(96 + max(0, (-beta.numerator * window).bit_length() - beta.denominator.bit_length() + 2)):
+                bb = flint.arb(beta.numerator) / beta.denominator
+                return _unit(enclosure_from_arb((bb * window).exp()))  # T/(S_W + T) = e^{beta W} (Theorem 15b)
+        why = "no enclosure"
+        for N in _EM_HEADS:
+            with arb_precision(96):
+                try:
+                    S_W = range_sum_arb(tree, 0, window - 1, N, 96)
+                    T = infinite_sum_arb(tree, window, N, 96)
+                except (ValueError, ZeroDivisionError, ArithmeticError):
+                    S_W, T = None, "an Arb evaluation failed"
+                if isinstance(T, str):
+                    why = T
+                    if T.startswith(("a ", "the linear", "no term", "the term")):
+                        break  # the envelope's form: no head changes it
+                    continue
+                if S_W is None or not (S_W > 0) or not (T > 0):
+                    continue
+                D = 1 / (1 + S_W / T)
+                if is_tight(D, _EM_BITS):
+                    return _unit(enclosure_from_arb(D))
+        raise DomainError("expr", str(self.expression), f"a bias whose D_oo(W) Theorems 15 and 15c enclose (here: {why})")
+
     def _bounded(self, reason):
         d, b = self._sym
 
         def limit(W):
+            if self._callable is None and _compiled(b, d) is not None:
+                try:
+                    return self.limit_enclosure(W).mid  # certified (Theorems 15-15c)
+                except DomainError:
+                    pass  # outside Theorem 15c's envelope: the sampled route below
             try:
                 values = run_budgeted(_tail_limit, self.bias, b, d, W, time_budget=self.time_budget, memory_budget=self.memory_budget)
             except BudgetExceeded as exc:

@@ -11,7 +11,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logsumexp
 
 from .._registry import param
 from .._validation import DomainError, check_int, real_array
@@ -22,6 +21,17 @@ __all__ = ["T5Buckets", "t5_bucket"]
 
 
 MAX_DISTANCE = 2**62
+
+
+def logsumexp(v):
+    """``log sum exp(v)`` of a short 1-d array in numpy alone (scipy's generic version costs ~0.1 ms a call)."""
+    v = np.asarray(v, dtype=float)
+    if v.size == 0:
+        return -math.inf
+    top = float(np.max(v))
+    if not math.isfinite(top):
+        return top
+    return top + math.log(float(np.sum(np.exp(v - top))))
 
 
 def _check_geometry(num_buckets, max_distance, bidirectional):
