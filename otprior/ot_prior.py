@@ -22,6 +22,7 @@ Two routes:
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 
@@ -1038,12 +1039,48 @@ def _bulk_lifetime_arb(c, n, r, D, W, log_sigma, big=()):
     out["surv"] = D + eJ * low + (sq - Sq) / (2 * q) - sum_y2 / 4
     out["death"] = D + eJ * up + z_max + a_tot / 2 + 1 + (J + a_tot).exp() * sigma * f(sigma) / (sq - 1)
     if big:
-        out["big"] = _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, out["surv"])
+        local = _local_drift(big, grid, i_sigma, J, S, q, r, j_min, k1, k2, D)
+        out["big"] = _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, out["surv"], local)
     return out
 
 
-def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv):
-    """Corollary 4.4: balls ``(lo, hi)`` around ``Phi_{n-W}(c) / c`` for windows ``W > D`` inside the bulk.
+def _local_drift(big, grid, i_sigma, J, S, q, r, j_min, k1, k2, D):
+    """Upper bounds of Lemma 4.3's ``A`` and ``B`` on a grid refined near each window's ``Psi_W``
+    (Corollary 4.5, proofs/ot_asymptotics.md): ``(grid, A, B)``.
+
+    Any break points give proved upper bounds of ``A`` and ``B`` at those points (the chord
+    bound of ``_chord_cumulative``); the points added here (where ``Psi_W`` is estimated in
+    doubles, and a little above) only make the bounds at ``Psi_W`` tighter. The main grid of
+    Lemma 4.3 is left as it is, so the bracket of ``c_n`` does not depend on the windows asked.
+    """
+    from scipy.special import gammainc, gammaincinv
+
+    qf = float(q.mid())
+    extra = []
+    try:
+        a_ = 1.0 / qf
+        jf = float(J.mid())
+        u_s = math.exp(qf * math.log(float(S.mid()))) / qf
+        p_s = float(gammainc(a_, u_s))
+        rate = math.exp(-jf - log_normaliser(qf))
+        for W in big:
+            p_w = p_s + (W - D) * rate
+            if not 0.0 < p_w < 1.0:
+                continue
+            u = float(gammaincinv(a_, p_w))
+            if math.isfinite(u) and u > 0.0:
+                lw = math.log(qf * u) / qf
+                extra += [lw + 1e-4 * max(1.0, abs(lw)), lw + 1e-2 * max(1.0, abs(lw))]
+    except (OverflowError, ValueError):
+        extra = []
+    pts = sorted({x for x in grid[:i_sigma] if math.isfinite(x)} | {x for x in extra if grid[0] < x < grid[i_sigma]})
+    pts = pts + list(grid[i_sigma:])
+    cum1, cum2 = _chord_cumulative(pts, q, r, j_min)
+    return pts, [k1 * x for x in cum1], [k2 * x for x in cum2]
+
+
+def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv, local=None):
+    """Corollaries 4.4 and 4.5: balls ``(lo, hi)`` around ``Phi_{n-W}(c) / c`` for windows ``W > D`` inside the bulk.
 
     With ``W <= I`` (ensured by ``surv >= W``), ``Phi_{n-W} = e^{J_W} f(Psi_W)`` with
     ``J_D - delta <= J_W <= J_D + A``. With ``L(s) = int_0^s f`` (a lower incomplete gamma,
@@ -1051,8 +1088,11 @@ def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv):
     gives ``L(Psi_W) <= L(Psi_D) + (W - D + (1 - y*) delta / 2) e^{-(J_D - delta)}`` and
     ``L(Psi_W) >= L(Psi_D) + (W - D - z_W - A/2) e^{-(J_D + A)}`` (``z_W`` the trapezoid
     term up to ``Psi_W``); ``L`` increases, so points ``s_+`` with ``L(s_+) >=`` the first and
-    ``s_-`` with ``L(s_-) <=`` the second bracket ``Psi_W``, and ``f`` decreases. Windows
-    where a bound cannot be proved are left out.
+    ``s_-`` with ``L(s_-) <=`` the second bracket ``Psi_W``, and ``f`` decreases.
+    Corollary 4.5: once ``Psi_W <= s_+`` is proved, the drift bounds ``delta`` and ``A`` (over
+    the whole bulk, dominated by its far end) are replaced by ``B(s_+)`` and ``A(s_+)`` read on
+    the refined grid ``local`` at its first point at or above ``s_+``, and ``s_+``, ``s_-`` are
+    recomputed with them. Windows where a bound cannot be proved are left out.
     """
     import flint
     from scipy.special import gammainccinv, gammaincinv
@@ -1075,12 +1115,24 @@ def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv):
         if not (math.isfinite(u) and u > 0.0):
             return None
         log_s = math.log(qf * u) / qf  # s = (q u)^{1/q}, formed in logarithms (no underflow)
-        for nudge in (1e-12, 1e-9, 1e-6, 1e-3):
+        for nudge in (1e-15, 1e-13, 1e-12, 1e-9, 1e-6, 1e-3):
             s = flint.arb(log_s + (nudge if up else -nudge) * max(1.0, abs(log_s))).exp().mid()
             val = L(s)
             if (up and val >= G) or (not up and val <= G):
                 return s
         return None
+
+    def drift_at(s):  # (A(s), B(s)) upper bounds: the first refined grid point at or above s
+        if local is None:
+            return a_tot, delta
+        pts, A, B = local
+        ls = float(s.log().mid())
+        k = bisect.bisect_left(pts, ls)
+        while k < len(pts) and not flint.arb(pts[k]).exp() >= s:
+            k += 1
+        if k >= len(pts):
+            return a_tot, delta
+        return A[k], B[k]
 
     S = Sq ** (1 / q)
     L_S = L(S)
@@ -1091,11 +1143,21 @@ def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv):
         s_plus = point(L_S + (W - D + (1 - y_star) * delta / 2) * (-(J - delta)).exp(), True)
         if s_plus is None:
             continue
+        # Corollary 4.5: Psi_W <= s_+, so J_W >= J_D - B(s_+) and the count's y^2 terms are at most 2 (1 - y*) B(s_+)
+        _, beta = drift_at(s_plus)
+        beta = flint.arb(beta.upper()).union(0)
+        if beta < delta:
+            tighter = point(L_S + (W - D + (1 - y_star) * beta / 2) * (-(J - beta)).exp(), True)
+            if tighter is not None and tighter < s_plus:
+                s_plus = tighter
+        else:
+            beta = delta
+        alpha, _ = drift_at(s_plus)  # J_W <= J_D + A(Psi_W) <= J_D + A(s_+)
         z_w = (s_plus**q - Sq) / (2 * q)  # the trapezoid term of the count up to Psi_W <= s_+
-        gain = W - D - z_w - a_tot / 2
-        s_minus = point(L_S + gain * (-(J + a_tot)).exp(), False) if gain > 0 else None
-        lo = (J - delta - (s_plus**q) / q).exp() / c
-        hi = (J + a_tot - (s_minus**q) / q).exp() / c if s_minus is not None else flint.arb(1)
+        gain = W - D - z_w - alpha / 2
+        s_minus = point(L_S + gain * (-(J + alpha)).exp(), False) if gain > 0 else None
+        lo = (J - beta - (s_plus**q) / q).exp() / c
+        hi = (J + alpha - (s_minus**q) / q).exp() / c if s_minus is not None else flint.arb(1)
         out[W] = (lo, hi)
     return out
 
@@ -1203,7 +1265,12 @@ def _bulk_enclosure(n, rho, windows):
     # are mapped through W steps of the recurrence at the two proved ends afterwards (Lemma 4.2(b))
     D = _bulk_steps(n)
     windows = tuple(sorted(w for w in small if w <= D))
-    outer = tuple(sorted(small - set(windows)))
+    outer = small - set(windows)
+    if big:
+        # m_n(W) increases in W: every window above the exact steps is at least m_n(4096) >= f_4096(c_hi)
+        # (Lemma 4.2(b)), so the lower end cannot drop from W = 4096 to 4097 (Corollary 4.5's floor)
+        outer.add(_RECUR_W_MAX)
+    outer = tuple(sorted(outer))
     if n <= 4 * D:
         return None
     Wf, W = 0, windows
@@ -1332,8 +1399,6 @@ def _bulk_mass_float(W, n, rho):
     (short prefixes, windows above 4096, or ``Phi_D / c < e^{-40}``, where the doubles
     cancel): the caller then uses Theorem 4(ii)'s estimate.
     """
-    if W > _RECUR_W_MAX:
-        return None
     D = _bulk_steps(n)  # as in _bulk_enclosure: c from D exact steps, then W steps from it if W > D
     if n <= 4 * D:
         return None
@@ -1341,7 +1406,11 @@ def _bulk_mass_float(W, n, rho):
     est = None if x is None else _bulk_log_count_float(x, rho, D, min(W, D))
     if est is None:
         return None
-    if W > D:
+    if W > _RECUR_W_MAX:
+        est = (est[0], _continued_mass_float(x, rho, W))
+        if est[1] is None:
+            return None
+    elif W > D:
         st = _bulk_steps_float(x, rho, W, W)
         if st is None:  # the trajectory from the estimate dies within W steps
             return None
@@ -1352,6 +1421,43 @@ def _bulk_mass_float(W, n, rho):
     lower = W / n if n < 1 << 1000 else math.exp(math.log(W) - math.log(n))
     upper = power_sum(1, W, rho) * math.exp(-(1.0 - rho) * math.log(n))
     return min(max(est[1], lower), min(1.0, upper))
+
+def _continued_mass_float(log_c, rho, W, K=_RECUR_W_MAX):
+    """Estimate of ``f_W(c)`` for ``W > K``: ``K`` double steps of the recurrence from ``c``, then
+    the continuum count of Lemma 4.3 from step ``K`` (Corollary 4.5's estimate, proofs/ot_asymptotics.md).
+
+    With ``J_K = log Phi_K + Psi_K^q / q`` held fixed, ``k - K = e^{J_K}(L(Psi_k) - L(Psi_K)) +
+    (Psi_k^q - Psi_K^q) / (2q)`` (the count of Lemma 4.3 without its error terms), solved for
+    ``u_W = Psi_W^q / q`` through the regularised incomplete gamma ``P(1/q, u)``, and
+    ``Phi_W / c = (Phi_K / c) e^{u_K - u_W}``. It continues the ``K`` exact steps, so it
+    agrees with them at ``W = K`` (no jump at the crossover). ``None`` where the count runs
+    past the trajectory's lifetime or the doubles fail.
+    """
+    from scipy.special import gammainc, gammaincc, gammainccinv, gammaincinv
+
+    st = _bulk_steps_float(log_c, rho, K, K)
+    if st is None:
+        return None
+    log_p, log_s, _, log_ratio = st
+    q = 1.0 - rho
+    a_ = 1.0 / q
+    u_k = math.exp(q * log_s) / q
+    try:
+        rate = math.exp(-(log_p + u_k) - log_normaliser(q))  # e^{-J_K} / Z_q
+    except OverflowError:
+        return None
+    lower_k, upper_k = float(gammainc(a_, u_k)), float(gammaincc(a_, u_k))
+    u_w = u_k
+    for _ in range(3):  # the trapezoid term (u_W - u_K)/2 steps, solved by substitution
+        steps = (W - K) - 0.5 * (u_w - u_k)
+        gain = steps * rate
+        if not (math.isfinite(gain) and gain < upper_k):
+            return None
+        u_w = float(gammaincinv(a_, lower_k + gain)) if lower_k + gain < 0.5 else float(gammainccinv(a_, upper_k - gain))
+        if not (math.isfinite(u_w) and u_w >= u_k):
+            return None
+    return -math.expm1(log_ratio + u_k - u_w)
+
 
 def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False):
     """Proved enclosure of ``m_n(W; rho)`` at any ``n`` from bounds on ``c_n`` (route ``"bounds"``).
@@ -1393,6 +1499,8 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False):
             at_hi = bulk_res[2].get(("big", W))
             at_lo = bulk_res[3].get(("big", W)) if bulk_res[3] is not None else None
             lo_end = max(lo_end, enclosure_from_arb(bulk_res[2]["D"]).lo)  # m_n(W) >= m_n(D) >= f_D(c_hi)
+            if _RECUR_W_MAX in bulk_res[2]:  # m_n(W) >= m_n(4096) >= f_4096(c_hi): monotone across the crossover
+                lo_end = max(lo_end, enclosure_from_arb(bulk_res[2][_RECUR_W_MAX]).lo)
             if at_hi is not None:
                 lo_end = max(lo_end, enclosure_from_arb(1 - at_hi[1]).lo)
             if at_lo is not None:
@@ -1505,7 +1613,9 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     up to about ``1/(1-rho)``); the enclosure is always intersected with ``[W/n, H_W n^{rho-1}]``. The float value on this
     route is ``f_W`` at Lemma 4.3's estimate of ``c_n`` (its count without the error terms);
     its error is at most the certified enclosure's width plus the rounding of its double
-    steps, about ``(W + D + log c) eps m`` (measured on a sweep; ``D = min(512, n/8)``); where that estimate is not available, Theorem 4(ii)'s
+    steps, about ``(W + D + log c) eps m`` (measured on a sweep; ``D = min(512, n/8)``); for ``W > 4096``
+    the 4096 double steps are continued by Lemma 4.3's count (Corollary 4.5's estimate), and the
+    certified lower end is at least that of ``W = 4096`` (the mass increases in ``W``); where that estimate is not available, Theorem 4(ii)'s
     ``f_W(n / Z_q)`` (a formal limit, not a bound), clipped into the proved enclosure.
 
     Examples
