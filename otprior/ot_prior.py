@@ -259,21 +259,27 @@ def _sweep(y: np.ndarray, rho: float, *, with_l1: bool = True):
     last, col = divmod(n - 1, b)
     m = X.max(axis=1)
     m = np.where(np.isfinite(m), m, 0.0)
+    # every pass below writes into the arrays it reads (X, then E): two n-sized allocations per
+    # sweep instead of eight (their first touch cost as much as the arithmetic at n = 1e6)
     with np.errstate(divide="ignore", under="ignore", invalid="ignore", over="ignore"):
-        inner = np.exp(X - m[:, None])
+        inner = np.subtract(X, m[:, None], out=X)
+        np.exp(inner, out=inner)
         np.cumsum(inner, axis=1, out=inner)
         totals = np.log(inner[:, -1]) + m
         before = np.concatenate([[-np.inf], np.logaddexp.accumulate(totals)[:-1]])
         weak = (inner[:, 0] < 1e-280) & (before < m - 600.0)
         weak[last + 1 :] = False
         c = np.maximum(before, m)
-        P = inner * np.exp(m - c)[:, None]
+        P = inner
+        P *= np.exp(m - c)[:, None]
         P += np.exp(before - c)[:, None]  # Phi_i / exp(c_k), nondecreasing in each block
-        first = P[:, 0]
+        first = P[:, 0].copy()
         s = -c - np.log(first)  # log of the largest term exp(-L1) of each block
         E = np.divide(first[:, None], P)
         E.reshape(-1)[n:] = 0.0
-        inner2 = np.cumsum(E[:, ::-1], axis=1)[:, ::-1]
+        rev = E[:, ::-1]
+        np.cumsum(rev, axis=1, out=rev)
+        inner2 = E  # reversed cumulative sums, in place
         totals2 = np.log(inner2[:, 0]) + s
         after = np.concatenate([np.logaddexp.accumulate(totals2[::-1])[::-1][1:], [-np.inf]])
         smallest2 = inner2[:, -1].copy()
@@ -285,17 +291,20 @@ def _sweep(y: np.ndarray, rho: float, *, with_l1: bool = True):
             L2 = _log_cumsum_exp(-L1[::-1])[::-1]
             return -rho * (L2 - L2[-1]), (L1 if with_l1 else None)
         c2 = np.maximum(after, s)
-        L2 = inner2 * np.exp(s - c2)[:, None]
+        L2 = inner2
+        L2 *= np.exp(s - c2)[:, None]
         L2 += np.exp(after - c2)[:, None]
         np.log(L2, out=L2)
         L2 += c2[:, None]
-        L2 = L2.ravel()[:n]
+        L2 = L2.reshape(-1)[:n]
         L1 = None
         if with_l1:
             L1 = np.log(P, out=P)
             L1 += c[:, None]
-            L1 = L1.ravel()[:n]
-    return -rho * (L2 - L2[-1]), L1
+            L1 = L1.reshape(-1)[:n]
+    L2 -= L2[-1]
+    L2 *= -rho
+    return L2, L1
 
 
 # from this length on the prior's single fixed-point problem is solved by _anderson_one (the
@@ -350,7 +359,7 @@ def _anderson_one(G, x0, threshold, floor, max_iter, m):
                 np.subtract(res, prev_res, out=DR[slot])
                 np.subtract(img, prev_img, out=DG[slot])
                 nst = min(count + 1, m)
-                col = DR[:nst] @ DR[slot]
+                col = np.einsum("ij,j->i", DR[:nst], DR[slot])
                 gram[slot, :nst] = col
                 gram[:nst, slot] = col
                 count += 1
@@ -369,7 +378,7 @@ def _anderson_one(G, x0, threshold, floor, max_iter, m):
             continue
         nst = min(count, m)
         if pause == 0 and nst > 0:
-            rhs = DR[:nst] @ res
+            rhs = np.einsum("ij,j->i", DR[:nst], res)
             g = np.zeros(m)
             g[:nst] = rhs
             gamma = _gamma(gram[None], g[None], np.array([nst]))[0][:nst]
@@ -377,7 +386,7 @@ def _anderson_one(G, x0, threshold, floor, max_iter, m):
                 # einsum, not gamma @ DG: the BLAS product of a short row by a wide matrix spins
                 # its threads (about 10x the CPU time of one pass, measured on two busy cores)
                 cand = img - np.einsum("i,ij->j", gamma, DG[:nst])
-            if np.isfinite(cand).all():
+            if math.isfinite(float(np.add.reduce(cand))):  # a non-finite entry makes the sum non-finite
                 x, trial = cand, True
                 continue
         if pause > 0:
