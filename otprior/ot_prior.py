@@ -829,7 +829,14 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
     floor of a sweep, ``4 (sqrt(n) + 3) eps (1 + max|y|)``, exceeds ``dual_tol (1 - rho)``;
     ``log_error_bound`` reports what was certified either way; an answer whose bound
     exceeds ``max(1e-6, dual_tol)`` is never returned: the certified recurrence (17
-    digits) replaces it, or the call is refused.
+    digits) replaces it, or the call is refused. The route is decided from ``(n, rho)``
+    before any work: for ``1 - rho < 1e-4`` and ``n <= 4096`` the certified recurrence is
+    used directly (the sweep contracts by ``rho`` per sweep and ended unvouched there), its
+    precision raised to the conditioning ``log10(Phi_n/Phi_1)`` measured on its own balls
+    at a point proved above the root (a lower bound, Lemma 2.1) until the balls decide; the
+    same inputs take the same steps, and the work cap bounds the time. From ``n = 2**17``
+    the sweep's Anderson mixing runs as a one-problem loop (same safeguards, memory 4 for
+    ``0.5 <= rho < 0.995``).
     Certified route: the backward recurrence in Arb at ``64 + 3.33 (dps + log10 cond)``
     bits, the root bracketed by exact dyadics proved below/above it by Lemma 2.1 and
     narrowed by bisection, then the recurrence run on the bracket as one ball.

@@ -73,3 +73,24 @@ def test_near_one_rule_skips_the_double_sweep(monkeypatch):
     res = otprior.ot_prior(20, 1 - 1e-6)
     assert res.certified and np.isclose(res.prior.sum(), 1.0)
     assert _ot._certified_first(20, 1 - 1e-6) and not _ot._certified_first(20, 0.999)
+
+
+def test_one_problem_anderson_matches_the_batched_solver():
+    """From n = 2**17 (here lowered to 4096) the prior's fixed point is solved by the one-problem Anderson loop; the
+    batched solver (otprior._anderson, another implementation) gives the same prior within
+    the sum of the two certificates (Theorem 1), and the sweep leaves its input untouched."""
+    n, rho = 5000, 0.9
+    limit = _ot._LEAN_MIN_N
+    try:
+        _ot._LEAN_MIN_N = 1 << 12  # the one-problem loop at a cheap length
+        lean = otprior.ot_prior(n, rho)
+    finally:
+        _ot._LEAN_MIN_N = limit
+    batched = otprior.ot_prior(n, rho)
+    assert limit > n
+    gap = float(np.max(np.abs(lean.log_prior - batched.log_prior)))
+    assert gap <= lean.log_error_bound + batched.log_error_bound, (gap, lean.log_error_bound)
+    y = np.random.default_rng(1).normal(size=1000)
+    before = y.copy()
+    first = _ot._sweep(y, rho)[0].copy()
+    assert np.array_equal(y, before) and np.array_equal(_ot._sweep(y, rho)[0], first)
