@@ -1306,15 +1306,10 @@ def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv, local=Non
             return a_tot, delta
         return A[k], B[k]
 
-    S = Sq ** (1 / q)
-    L_S = L(S)
-    out = {}
-    for W in big:
-        if not surv >= W:
-            continue
+    def bounds_at(W):
         s_plus = point(L_S + (W - D + (1 - y_star) * delta / 2) * (-(J - delta)).exp(), True)
         if s_plus is None:
-            continue
+            return None
         # Corollary 4.5: Psi_W <= s_+, so J_W >= J_D - B(s_+) and the count's y^2 terms are at most 2 (1 - y*) B(s_+)
         _, beta = drift_at(s_plus)
         beta = flint.arb(beta.upper()).union(0)
@@ -1330,7 +1325,27 @@ def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv, local=Non
         s_minus = point(L_S + gain * (-(J + alpha)).exp(), False) if gain > 0 else None
         lo = (J - beta - (s_plus**q) / q).exp() / c
         hi = (J + alpha - (s_minus**q) / q).exp() / c if s_minus is not None else flint.arb(1)
-        out[W] = (lo, hi)
+        return lo, hi
+
+    S = Sq ** (1 / q)
+    L_S = L(S)
+    out = {}
+    # the largest window whose count stays below L(infinity) = Z_q (beyond it s_+ does not exist)
+    try:
+        room = float(((Z - L_S) * (J - delta).exp() - (1 - y_star) * delta / 2).mid())
+        w_max = int(min(float(surv.lower()), D + room * (1 - 1e-9))) - 1 if math.isfinite(room) else 0
+    except (OverflowError, ValueError):
+        w_max = 0
+    for W in big:
+        res = bounds_at(W) if surv >= W else None
+        if res is None and D < w_max < W:
+            # m_n(W) >= m_n(w_max) (the mass increases in W, Corollary 4.5): the lower end of the
+            # window mass from w_max, the upper end trivial (before: W/n, which fell below the
+            # lower ends of smaller windows, e.g. 0.999 at W = 999000 after 0.9999977 at 900000)
+            inner = bounds_at(w_max)
+            res = None if inner is None else (flint.arb(0), inner[1])
+        if res is not None:
+            out[W] = res
     return out
 
 

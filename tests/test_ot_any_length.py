@@ -341,6 +341,10 @@ def test_no_cliff_where_the_exact_steps_end():
     e = otprior.ot_window_mass(np.array([4096, 4097, 5000]), 10**6, 0.3, certified=True)
     assert np.all(np.diff(e.lo) >= 0), e
     assert np.all(e.hi - e.lo <= 1e-3 * e.hi), e
+    # beyond the count's reach (W close to n) the lower end is that of the largest window it
+    # reaches, not W/n (before: 0.999 at W = 999000 after 0.9999977 at W = 900000)
+    e = otprior.ot_window_mass(np.array([900000, 999000]), 10**6, 0.9, certified=True)
+    assert e.lo[1] >= e.lo[0] >= 0.99999, e
 
 
 def test_float_beyond_the_exact_steps_against_the_exact_route():
