@@ -358,3 +358,17 @@ def test_float_beyond_the_exact_steps_against_the_exact_route():
     f = otprior.ot_window_mass(windows, n, rho)
     assert np.all(np.abs(f - exact) <= 1e-4 * exact), (f, exact)
     assert np.all(np.diff(f) > 0), f
+
+
+def test_float_beyond_the_exact_steps_at_1e300_against_the_power_sums():
+    """At n = 1e300 every Phi_k of the first 1e5 steps is c (1 - O(1e-148)), so Psi_k = k/c and
+    m_n(W) = c^(rho-1) H_W^(rho) to 1e-148: m(W)/m(64) = H_W/H_64 (mpmath, private context).
+    The continued estimate (Corollary 4.5's count with the Euler-Maclaurin drift of J) meets it to
+    1e-12; before it was 20 % off at W = 1e5 (log(Phi_K/c) rounded to 0), then 1.4e-5 (no drift)."""
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    windows = np.array([64, 4097, 10**4, 10**5])
+    f = otprior.ot_window_mass(windows, int(1e300), 0.5)
+    H = [ctx.fsum(ctx.power(k, -0.5) for k in range(1, int(W) + 1)) for W in windows]
+    for W, fw, hw in zip(windows[1:], f[1:], H[1:], strict=True):
+        assert abs(float(ctx.mpf(fw) / f[0] / (hw / H[0])) - 1) <= 1e-12, (W, fw)
