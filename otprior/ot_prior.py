@@ -1825,7 +1825,8 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     bounds route (O(n) against O(512)) and is narrower where it runs: ``method="exact"``
     asks for it.
 
-    Bounds route (any ``n``, O(W + min(512, n/8)) time, ``W`` capped at 4096 steps): ``m = f_W(c_n)``
+    Bounds route (any ``n``, O(min(W, 4096) + min(512, n/8)) time; windows above 4096 by
+    Corollaries 4.4-4.5): ``m = f_W(c_n)``
     with ``f_W(c) = 1 - Phi_{n-W}(c)/c`` given by ``W`` steps of Theorem 2's backward
     recurrence (they do not involve ``n``) and decreasing in ``c`` (Lemma 4.2), so any
     proved ``c_lo <= c_n <= c_hi`` gives the enclosure ``[f_W(c_hi), f_W(c_lo)]``. The
