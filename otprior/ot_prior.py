@@ -1057,12 +1057,11 @@ def _bulk_solve_float(n, rho, D, W):
         r = _bulk_log_count_float(x, rho, D, W)
         return -math.inf if r is None else r[0] - target
 
+    # the ends are evaluated only if the iteration needs them (two of the 7..12 evaluations
+    # at rho <= 0.99): g(lo) < 0 and g(hi) >= 0 are what Theorem 4(iii) and Lemma 4.1 say of the
+    # root; the estimate's own count is checked at hi before answering if no point reached g >= 0
     a, b = lo, hi
-    ga, gb = g(a), g(b)
-    if not gb >= 0.0:
-        return None
-    if ga >= 0.0:
-        return a
+    ga = gb = None
     x = min(max(lo - log_normaliser(q), lo), hi)  # Theorem 4(ii)'s c ~ n / Z_q as the first guess
     x_prev = g_prev = None
     dead = 0
@@ -1076,9 +1075,11 @@ def _bulk_solve_float(n, rho, D, W):
         if gx == 0.0 or b - a <= tol:
             break
         xn = None
-        if x_prev is not None and math.isfinite(gx) and math.isfinite(g_prev) and gx != g_prev:
+        if x_prev is None and math.isfinite(gx):
+            xn = x - gx  # Newton with the slope 1 of log(count) in log c for large n (count ~ c Z_q)
+        elif x_prev is not None and math.isfinite(gx) and math.isfinite(g_prev) and gx != g_prev:
             xn = x - gx * (x - x_prev) / (gx - g_prev)  # secant through the last two points
-        elif math.isfinite(ga) and gb != ga:
+        elif ga is not None and gb is not None and math.isfinite(ga) and gb != ga:
             xn = a - ga * (b - a) / (gb - ga)  # regula falsi on the bracket
         if gx == -math.inf:
             # the trajectory died within the D steps: the root is above x, at a distance the dead
@@ -1092,6 +1093,8 @@ def _bulk_solve_float(n, rho, D, W):
             # converged to the rounding of x: step just across, so that the bracket closes
             xn = min(max(xn + (0.5 * tol if gx < 0.0 else -0.5 * tol), a + 0.25 * tol), b - 0.25 * tol)
         x_prev, g_prev, x = x, gx, xn
+    if gb is None and not g(b) >= 0.0:  # no point reached the count n, not even Lemma 4.1's end
+        return None
     return b  # the end with g >= 0
 
 
