@@ -1500,7 +1500,11 @@ def _bulk_enclosure(n, rho, windows):
                 found = None
                 for _ in range(4):
                     c = flint.arb(x + sign * shift).exp().mid()
-                    rc = _bulk_lifetime_arb(c, n, r, D, W, ls, big)
+                    # sigma placed for this c (J moves with c; near rho = 1 the estimate's sigma left
+                    # Lemma 4.3's hypotheses unverified at the lower end, and a second mu was tried)
+                    est_c = _bulk_log_count_float(x + sign * shift, rho, D, 0)
+                    ls_c = _bulk_sigma(est_c[2], q, mu) if est_c is not None else None
+                    rc = _bulk_lifetime_arb(c, n, r, D, W, ls if ls_c is None else ls_c, big)
                     if rc is None or rc["dead"]:
                         break  # undecided, or dead within the exact steps: no f_W there
                     if key in rc:
