@@ -1053,8 +1053,12 @@ def _bulk_solve_float(n, rho, D, W):
         return None
     hi += 1e-9 * (1.0 + abs(hi))
 
+    lost = [0.0]  # log(c / Phi_D) at the last point: the doubles' count is noise below eps c/Phi_D
+
     def g(x):
         r = _bulk_log_count_float(x, rho, D, W)
+        if r is not None:
+            lost[0] = max(0.0, -r[3])
         return -math.inf if r is None else r[0] - target
 
     # the ends are evaluated only if the iteration needs them (two of the 7..12 evaluations
@@ -1072,7 +1076,10 @@ def _bulk_solve_float(n, rho, D, W):
         else:
             b, gb = x, gx
         tol = 4e-16 * max(1.0, abs(b))
-        if gx == 0.0 or b - a <= tol:
+        # near rho = 1 (Phi_D ~ e^-500 c) the count's sign flips at random below its noise and the
+        # bracket closed one bit per evaluation (18 evaluations for nothing): stop at the noise
+        noise = 4e-16 * math.exp(min(lost[0], 700.0))
+        if gx == 0.0 or b - a <= max(tol, noise):
             break
         xn = None
         if x_prev is None and math.isfinite(gx):
