@@ -22,6 +22,7 @@ Two routes:
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 
@@ -251,42 +252,152 @@ def _sweep(y: np.ndarray, rho: float, *, with_l1: bool = True):
     X = np.full(b * b, -np.inf)
     X[:n] = y
     X = X.reshape(b, b)
-    valid = np.isfinite(X)
+    # padding (-inf) only after entry n: rows 0..last hold entries, row `last` up to column `col`
+    # (y is finite: its entries come from logarithms of positive sums); a row's scaled partial
+    # sums increase along it (the reversed ones decrease), so the smallest one of the entries is
+    # its first (last) one: the underflow tests read one column instead of the whole array
+    last, col = divmod(n - 1, b)
     m = X.max(axis=1)
     m = np.where(np.isfinite(m), m, 0.0)
+    # every pass below writes into the arrays it reads (X, then E): two n-sized allocations per
+    # sweep instead of eight (their first touch cost as much as the arithmetic at n = 1e6)
     with np.errstate(divide="ignore", under="ignore", invalid="ignore", over="ignore"):
-        inner = np.exp(X - m[:, None])
+        inner = np.subtract(X, m[:, None], out=X)
+        np.exp(inner, out=inner)
         np.cumsum(inner, axis=1, out=inner)
         totals = np.log(inner[:, -1]) + m
         before = np.concatenate([[-np.inf], np.logaddexp.accumulate(totals)[:-1]])
-        weak = np.any((inner < 1e-280) & valid, axis=1) & (before < m - 600.0)
+        weak = (inner[:, 0] < 1e-280) & (before < m - 600.0)
+        weak[last + 1 :] = False
         c = np.maximum(before, m)
-        P = inner * np.exp(m - c)[:, None]
+        P = inner
+        P *= np.exp(m - c)[:, None]
         P += np.exp(before - c)[:, None]  # Phi_i / exp(c_k), nondecreasing in each block
-        first = P[:, 0]
+        first = P[:, 0].copy()
         s = -c - np.log(first)  # log of the largest term exp(-L1) of each block
         E = np.divide(first[:, None], P)
-        E *= valid
-        inner2 = np.cumsum(E[:, ::-1], axis=1)[:, ::-1]
+        E.reshape(-1)[n:] = 0.0
+        rev = E[:, ::-1]
+        np.cumsum(rev, axis=1, out=rev)
+        inner2 = E  # reversed cumulative sums, in place
         totals2 = np.log(inner2[:, 0]) + s
         after = np.concatenate([np.logaddexp.accumulate(totals2[::-1])[::-1][1:], [-np.inf]])
-        weak2 = np.any((inner2 < 1e-280) & valid, axis=1) & (after < s - 600.0)
+        smallest2 = inner2[:, -1].copy()
+        smallest2[last] = inner2[last, col]
+        weak2 = (smallest2 < 1e-280) & (after < s - 600.0)
+        weak2[last + 1 :] = False
         if weak.any() or weak2.any() or not np.all(np.isfinite(totals2[:1])):
             L1 = _log_cumsum_exp(y)
             L2 = _log_cumsum_exp(-L1[::-1])[::-1]
             return -rho * (L2 - L2[-1]), (L1 if with_l1 else None)
         c2 = np.maximum(after, s)
-        L2 = inner2 * np.exp(s - c2)[:, None]
+        L2 = inner2
+        L2 *= np.exp(s - c2)[:, None]
         L2 += np.exp(after - c2)[:, None]
         np.log(L2, out=L2)
         L2 += c2[:, None]
-        L2 = L2.ravel()[:n]
+        L2 = L2.reshape(-1)[:n]
         L1 = None
         if with_l1:
             L1 = np.log(P, out=P)
             L1 += c[:, None]
-            L1 = L1.ravel()[:n]
-    return -rho * (L2 - L2[-1]), L1
+            L1 = L1.reshape(-1)[:n]
+    L2 -= L2[-1]
+    L2 *= -rho
+    return L2, L1
+
+
+# from this length on the prior's single fixed-point problem is solved by _anderson_one (the
+# batched solver's per-sweep bookkeeping on (1, m, n) arrays cost as much as the sweep itself)
+_LEAN_MIN_N = 1 << 17
+
+
+def _anderson_one(G, x0, threshold, floor, max_iter, m):
+    """Safeguarded Anderson mixing (type II) for one problem ``x = G(x)`` in the oscillation seminorm.
+
+    The same rules as :func:`otprior._anderson.anderson_solve` for a batch of one: the
+    candidate ``G(x_k) - dG gamma`` (``gamma`` from the scaled, regularised ``m x m`` normal
+    equations of the stored residual differences) is accepted when its residual is at most
+    10 times the best; a rejected candidate, or ``2 m`` accepted points without improvement,
+    restarts the memory from the plain step of the last accepted point, with Anderson paused
+    for ``2, 4, ..., 32`` plain steps after successive rejections. The stored differences
+    are rows of C-ordered ``(m, n)`` arrays, so the Gram row, the right-hand side and the
+    candidate are three matrix-vector products. Mixing only chooses the points at which
+    ``G`` is evaluated: the answer is ``G`` at the last accepted point and the residual
+    returned is that point's, so the certificate of :func:`_float_prior` (Theorem 1) is
+    unchanged. Returns ``(G(x), {"iterations": [k], "residual": [r]})``; raises
+    ``ConvergenceError`` (``partial`` the best image, shape ``(1, n)``) when the
+    threshold is not reached in ``max_iter`` evaluations or an accepted image is not finite.
+    """
+    from ._anderson import _gamma
+
+    n = x0.size
+    DR = np.zeros((m, n))
+    DG = np.zeros((m, n))
+    gram = np.zeros((m, m))
+    count = 0
+    x = x0
+    prev_img = prev_res = None
+    best_rn, best_img = math.inf, None
+    trial, pause, rejections, stale = False, 0, 0, 0
+    for k in range(1, max_iter + 1):
+        img = G(x)
+        res = img - x
+        rn = float(res.max() - res.min())
+        if not math.isfinite(rn):
+            if not trial:
+                raise ConvergenceError(f"the sweep produced non-finite values (sweep {k})", partial=None)
+            reject = True
+        else:
+            reject = trial and not rn <= 10.0 * best_rn
+        if not reject:
+            amax = max(float(img.max()), -float(img.min()))
+            if rn <= max(threshold, floor(amax)):
+                return img, {"iterations": [k], "residual": [rn]}
+            if prev_res is not None:
+                slot = count % m
+                np.subtract(res, prev_res, out=DR[slot])
+                np.subtract(img, prev_img, out=DG[slot])
+                nst = min(count + 1, m)
+                col = np.einsum("ij,j->i", DR[:nst], DR[slot])
+                gram[slot, :nst] = col
+                gram[:nst, slot] = col
+                count += 1
+            prev_img, prev_res = img, res
+            if rn < best_rn:
+                best_rn, best_img, stale = rn, img, 0
+            else:
+                stale += 1
+                if stale > 2 * m:
+                    reject, stale = True, 0
+        if reject:
+            rejections += 1
+            pause = min(2 ** min(rejections, 5), 32)
+            count = 0
+            x, trial = prev_img, False
+            continue
+        nst = min(count, m)
+        if pause == 0 and nst > 0:
+            rhs = np.einsum("ij,j->i", DR[:nst], res)
+            g = np.zeros(m)
+            g[:nst] = rhs
+            gamma = _gamma(gram[None], g[None], np.array([nst]))[0][:nst]
+            with np.errstate(invalid="ignore", over="ignore"):
+                # einsum, not gamma @ DG: the BLAS product of a short row by a wide matrix spins
+                # its threads (about 10x the CPU time of one pass, measured on two busy cores)
+                cand = img - np.einsum("i,ij->j", gamma, DG[:nst])
+            if math.isfinite(float(np.add.reduce(cand))):  # a non-finite entry makes the sum non-finite
+                x, trial = cand, True
+                continue
+        if pause > 0:
+            pause -= 1
+        x, trial = img, False
+    err = ConvergenceError(
+        f"the sweep did not reach the tolerance (threshold {threshold:.3e}) after max_iter={max_iter} sweeps "
+        f"(residual reached {best_rn:.3e})",
+        partial=None if best_img is None else best_img[None, :],
+    )
+    raise err
 
 
 def _float_prior(n: int, rho: float, dual_tol: float, max_iter: int):
@@ -307,16 +418,23 @@ def _float_prior(n: int, rho: float, dual_tol: float, max_iter: int):
     x0 = np.zeros((1, n))
     # stopping threshold on the residual's oscillation; the rounding floor grows with |y|
     threshold = max(dual_tol * (1.0 - rho), 0.0)
-    x, info = anderson_solve(
-        G,
-        x0,
-        threshold,
-        max_iter=max_iter,
-        memory=anderson_memory(rho),
-        seminorm="osc",
-        floor=lambda amax: rounding * (1.0 + amax),
-    )
-    y = x[0]
+    if n >= _LEAN_MIN_N:
+        # memory 4 for 0.5 <= rho < 0.995 (measured at n = 1e6: 13 sweeps at rho = 0.5 and 103 at 0.99,
+        # against 13 and 77 with the batched solver's 6 and 10, for 0.7x and 0.7x the CPU time)
+        memory = 4 if 0.5 <= rho < 0.995 else anderson_memory(rho)
+        y, info = _anderson_one(lambda v: _sweep(v, rho, with_l1=False)[0], x0[0], threshold,
+                                lambda amax: rounding * (1.0 + amax), max_iter, memory)
+    else:
+        x, info = anderson_solve(
+            G,
+            x0,
+            threshold,
+            max_iter=max_iter,
+            memory=anderson_memory(rho),
+            seminorm="osc",
+            floor=lambda amax: rounding * (1.0 + amax),
+        )
+        y = x[0]
     _, L1 = _sweep(y, rho)
     log_prior = (y - L1[-1])[::-1]
     log_c = float(L1[-1] / (1.0 - rho))  # x_t = rho log c and log c = x_t + L1[t]
@@ -509,8 +627,15 @@ def _certified_prior(n, rho, log_c_guess, log10_condition, digits, work=None):
                 worst = max(float((e.rad() / e.mid()).upper()) for e in entries)
                 if worst <= 10.0 ** (-digits - 1):
                     return entries, ratios, flint.arb(a).union(flint.arb(b)), bits
-        target_bits += 32
-        bits += 64
+        # the conditioning measured on the balls at b > c: Phi_1(b)/b >= Phi_1(c)/c (Lemma 2.1),
+        # so this is a lower bound of log10(Phi_n/Phi_1); the target jumps to it at once (it rose
+        # by 32 bits per round before: hundreds of rounds where the start assumed no conditioning)
+        measured = 0.0
+        with arb_precision(bits):
+            if phi_b[1] is not None and phi_b[1] > 0:
+                measured = max(0.0, -float((phi_b[1] / b).log().mid()) / math.log(10.0))
+        target_bits = max(target_bits + 32, int(3.33 * (digits + 2 + measured)) + 8)
+        bits = max(bits + 64, target_bits + 64 + int(2 * math.log2(n + 1)))
         if bits > _MAX_BITS:
             raise PrecisionError(f"certifying ot_prior(n={n}, rho={rho!r}) to {digits} digits needs more than {_MAX_BITS} bits")
 
@@ -561,6 +686,19 @@ def _certified_result(n, rho, dps, float_res, log10_condition=None):
     )
 
 
+def _certified_first(n, rho):
+    """The rule, from ``(n, rho)`` alone, of when ``ot_prior`` skips the double route.
+
+    For ``1 - rho < 1e-4`` the double sweep contracts by ``rho`` per sweep (Theorem 1): it
+    spent its 2000 sweeps (seconds) and ended unvouched at every ``n`` tried near
+    ``rho = 1 - 1e-6`` (``n = 10 .. 1000``), after which the certified recurrence answered
+    anyway. There, up to ``n = 4096`` (where a certified pass of Theorem 2's recurrence costs
+    ``n * bits``, bits of the order of the conditioning), the certified recurrence is used
+    directly.
+    """
+    return 0.0 < 1.0 - rho < _EXACT_MIN_Q and n <= _EXACT_CERT_MAX
+
+
 def _solve_or_recur(n, rho, dual_tol, max_iter):
     """The double route where its own error bound vouches for it, else the certified recurrence.
 
@@ -573,6 +711,21 @@ def _solve_or_recur(n, rho, dual_tol, max_iter):
     """
     budget = max_iter if (1.0 - rho) > 1e-4 else min(max_iter, 2000)
     limit = max(_VOUCH_LOG_ERROR, float(dual_tol))
+    if _certified_first(n, rho):
+        # the rule of _certified_first, decided from (n, rho) alone: the sweeps contract by rho
+        # and would spend seconds to end unvouched; the certified recurrence answers directly
+        # (bits from the conditioning it measures on its own balls, a proved lower bound that
+        # it raises until the balls decide: the same inputs always take the same steps)
+        try:
+            return _certified_result(n, rho, 17, (None, math.log(n), 0, 0.0), log10_condition=0.0)
+        except PrecisionError as err:
+            raise DomainError(
+                "rho",
+                rho,
+                f"values where the OT prior at n={n} can be computed: 1 - rho = {1.0 - rho:.3g} < "
+                f"{_EXACT_MIN_Q:g} is beyond the double-precision sweep (contraction rho per sweep), and the "
+                f"certified recurrence exceeds its caps ({err})",
+            ) from None
     # decided before any work: the double route's stated error is at least its rounding
     # floor over 1 - rho (the residual cannot fall below one sweep's rounding); where that
     # exceeds the vouching level the certified recurrence is needed, and where even its
@@ -676,7 +829,14 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
     floor of a sweep, ``4 (sqrt(n) + 3) eps (1 + max|y|)``, exceeds ``dual_tol (1 - rho)``;
     ``log_error_bound`` reports what was certified either way; an answer whose bound
     exceeds ``max(1e-6, dual_tol)`` is never returned: the certified recurrence (17
-    digits) replaces it, or the call is refused.
+    digits) replaces it, or the call is refused. The route is decided from ``(n, rho)``
+    before any work: for ``1 - rho < 1e-4`` and ``n <= 4096`` the certified recurrence is
+    used directly (the sweep contracts by ``rho`` per sweep and ended unvouched there), its
+    precision raised to the conditioning ``log10(Phi_n/Phi_1)`` measured on its own balls
+    at a point proved above the root (a lower bound, Lemma 2.1) until the balls decide; the
+    same inputs take the same steps, and the work cap bounds the time. From ``n = 2**17``
+    the sweep's Anderson mixing runs as a one-problem loop (same safeguards, memory 4 for
+    ``0.5 <= rho < 0.995``).
     Certified route: the backward recurrence in Arb at ``64 + 3.33 (dps + log10 cond)``
     bits, the root bracketed by exact dyadics proved below/above it by Lemma 2.1 and
     narrowed by bisection, then the recurrence run on the bracket as one ball.
@@ -893,32 +1053,55 @@ def _bulk_solve_float(n, rho, D, W):
         return None
     hi += 1e-9 * (1.0 + abs(hi))
 
+    lost = [0.0]  # log(c / Phi_D) at the last point: the doubles' count is noise below eps c/Phi_D
+
     def g(x):
         r = _bulk_log_count_float(x, rho, D, W)
+        if r is not None:
+            lost[0] = max(0.0, -r[3])
         return -math.inf if r is None else r[0] - target
 
+    # the ends are evaluated only if the iteration needs them (two of the 7..12 evaluations
+    # at rho <= 0.99): g(lo) < 0 and g(hi) >= 0 are what Theorem 4(iii) and Lemma 4.1 say of the
+    # root; the estimate's own count is checked at hi before answering if no point reached g >= 0
     a, b = lo, hi
-    ga, gb = g(a), g(b)
-    if not gb >= 0.0:
-        return None
-    if ga >= 0.0:
-        return a
+    ga = gb = None
     x = min(max(lo - log_normaliser(q), lo), hi)  # Theorem 4(ii)'s c ~ n / Z_q as the first guess
+    x_prev = g_prev = None
+    dead = 0
     for _ in range(80):
         gx = g(x)
         if gx < 0.0:
             a, ga = x, gx
         else:
             b, gb = x, gx
-        if gx == 0.0 or b - a <= 4e-16 * max(1.0, abs(b)):
+        tol = 4e-16 * max(1.0, abs(b))
+        # near rho = 1 (Phi_D ~ e^-500 c) the count's sign flips at random below its noise and the
+        # bracket closed one bit per evaluation (18 evaluations for nothing): stop at the noise
+        noise = 4e-16 * math.exp(min(lost[0], 700.0))
+        if gx == 0.0 or b - a <= max(tol, noise):
             break
-        if math.isfinite(ga) and gb != ga:
+        xn = None
+        if x_prev is None and math.isfinite(gx):
+            xn = x - gx  # Newton with the slope 1 of log(count) in log c for large n (count ~ c Z_q)
+        elif x_prev is not None and math.isfinite(gx) and math.isfinite(g_prev) and gx != g_prev:
+            xn = x - gx * (x - x_prev) / (gx - g_prev)  # secant through the last two points
+        elif ga is not None and gb is not None and math.isfinite(ga) and gb != ga:
             xn = a - ga * (b - a) / (gb - ga)  # regula falsi on the bracket
-            # Illinois-like safeguard: never step to within 1 % of an end
-            xn = min(max(xn, a + 0.01 * (b - a)), b - 0.01 * (b - a)) if b - a > 1e-6 else xn
-        else:
+        if gx == -math.inf:
+            # the trajectory died within the D steps: the root is above x, at a distance the dead
+            # points say nothing about; grow the step geometrically from x (the Lemma 4.1 end b
+            # can be 1e6 away near rho = 1, where halving took ~35 evaluations)
+            dead = dead + 1 if x_prev is not None and g_prev == -math.inf else 0
+            xn = min(x + 2.0**dead, 0.5 * (a + b)) if b - a > 2.0 else None
+        if xn is None or not (a < xn < b):
             xn = 0.5 * (a + b)
-        x = xn
+        elif abs(xn - x) <= 0.5 * tol:
+            # converged to the rounding of x: step just across, so that the bracket closes
+            xn = min(max(xn + (0.5 * tol if gx < 0.0 else -0.5 * tol), a + 0.25 * tol), b - 0.25 * tol)
+        x_prev, g_prev, x = x, gx, xn
+    if gb is None and not g(b) >= 0.0:  # no point reached the count n, not even Lemma 4.1's end
+        return None
     return b  # the end with g >= 0
 
 
@@ -1038,12 +1221,48 @@ def _bulk_lifetime_arb(c, n, r, D, W, log_sigma, big=()):
     out["surv"] = D + eJ * low + (sq - Sq) / (2 * q) - sum_y2 / 4
     out["death"] = D + eJ * up + z_max + a_tot / 2 + 1 + (J + a_tot).exp() * sigma * f(sigma) / (sq - 1)
     if big:
-        out["big"] = _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, out["surv"])
+        local = _local_drift(big, grid, i_sigma, J, S, q, r, j_min, k1, k2, D)
+        out["big"] = _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, out["surv"], local)
     return out
 
 
-def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv):
-    """Corollary 4.4: balls ``(lo, hi)`` around ``Phi_{n-W}(c) / c`` for windows ``W > D`` inside the bulk.
+def _local_drift(big, grid, i_sigma, J, S, q, r, j_min, k1, k2, D):
+    """Upper bounds of Lemma 4.3's ``A`` and ``B`` on a grid refined near each window's ``Psi_W``
+    (Corollary 4.5, proofs/ot_asymptotics.md): ``(grid, A, B)``.
+
+    Any break points give proved upper bounds of ``A`` and ``B`` at those points (the chord
+    bound of ``_chord_cumulative``); the points added here (where ``Psi_W`` is estimated in
+    doubles, and a little above) only make the bounds at ``Psi_W`` tighter. The main grid of
+    Lemma 4.3 is left as it is, so the bracket of ``c_n`` does not depend on the windows asked.
+    """
+    from scipy.special import gammainc, gammaincinv
+
+    qf = float(q.mid())
+    extra = []
+    try:
+        a_ = 1.0 / qf
+        jf = float(J.mid())
+        u_s = math.exp(qf * math.log(float(S.mid()))) / qf
+        p_s = float(gammainc(a_, u_s))
+        rate = math.exp(-jf - log_normaliser(qf))
+        for W in big:
+            p_w = p_s + (W - D) * rate
+            if not 0.0 < p_w < 1.0:
+                continue
+            u = float(gammaincinv(a_, p_w))
+            if math.isfinite(u) and u > 0.0:
+                lw = math.log(qf * u) / qf
+                extra += [lw + 1e-4 * max(1.0, abs(lw)), lw + 1e-2 * max(1.0, abs(lw))]
+    except (OverflowError, ValueError):
+        extra = []
+    pts = sorted({x for x in grid[:i_sigma] if math.isfinite(x)} | {x for x in extra if grid[0] < x < grid[i_sigma]})
+    pts = pts + list(grid[i_sigma:])
+    cum1, cum2 = _chord_cumulative(pts, q, r, j_min)
+    return pts, [k1 * x for x in cum1], [k2 * x for x in cum2]
+
+
+def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv, local=None):
+    """Corollaries 4.4 and 4.5: balls ``(lo, hi)`` around ``Phi_{n-W}(c) / c`` for windows ``W > D`` inside the bulk.
 
     With ``W <= I`` (ensured by ``surv >= W``), ``Phi_{n-W} = e^{J_W} f(Psi_W)`` with
     ``J_D - delta <= J_W <= J_D + A``. With ``L(s) = int_0^s f`` (a lower incomplete gamma,
@@ -1051,8 +1270,11 @@ def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv):
     gives ``L(Psi_W) <= L(Psi_D) + (W - D + (1 - y*) delta / 2) e^{-(J_D - delta)}`` and
     ``L(Psi_W) >= L(Psi_D) + (W - D - z_W - A/2) e^{-(J_D + A)}`` (``z_W`` the trapezoid
     term up to ``Psi_W``); ``L`` increases, so points ``s_+`` with ``L(s_+) >=`` the first and
-    ``s_-`` with ``L(s_-) <=`` the second bracket ``Psi_W``, and ``f`` decreases. Windows
-    where a bound cannot be proved are left out.
+    ``s_-`` with ``L(s_-) <=`` the second bracket ``Psi_W``, and ``f`` decreases.
+    Corollary 4.5: once ``Psi_W <= s_+`` is proved, the drift bounds ``delta`` and ``A`` (over
+    the whole bulk, dominated by its far end) are replaced by ``B(s_+)`` and ``A(s_+)`` read on
+    the refined grid ``local`` at its first point at or above ``s_+``, and ``s_+``, ``s_-`` are
+    recomputed with them. Windows where a bound cannot be proved are left out.
     """
     import flint
     from scipy.special import gammainccinv, gammaincinv
@@ -1075,28 +1297,65 @@ def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv):
         if not (math.isfinite(u) and u > 0.0):
             return None
         log_s = math.log(qf * u) / qf  # s = (q u)^{1/q}, formed in logarithms (no underflow)
-        for nudge in (1e-12, 1e-9, 1e-6, 1e-3):
+        for nudge in (1e-15, 1e-13, 1e-12, 1e-9, 1e-6, 1e-3):
             s = flint.arb(log_s + (nudge if up else -nudge) * max(1.0, abs(log_s))).exp().mid()
             val = L(s)
             if (up and val >= G) or (not up and val <= G):
                 return s
         return None
 
+    def drift_at(s):  # (A(s), B(s)) upper bounds: the first refined grid point at or above s
+        if local is None:
+            return a_tot, delta
+        pts, A, B = local
+        ls = float(s.log().mid())
+        k = bisect.bisect_left(pts, ls)
+        while k < len(pts) and not flint.arb(pts[k]).exp() >= s:
+            k += 1
+        if k >= len(pts):
+            return a_tot, delta
+        return A[k], B[k]
+
+    def bounds_at(W):
+        s_plus = point(L_S + (W - D + (1 - y_star) * delta / 2) * (-(J - delta)).exp(), True)
+        if s_plus is None:
+            return None
+        # Corollary 4.5: Psi_W <= s_+, so J_W >= J_D - B(s_+) and the count's y^2 terms are at most 2 (1 - y*) B(s_+)
+        _, beta = drift_at(s_plus)
+        beta = flint.arb(beta.upper()).union(0)
+        if beta < delta:
+            tighter = point(L_S + (W - D + (1 - y_star) * beta / 2) * (-(J - beta)).exp(), True)
+            if tighter is not None and tighter < s_plus:
+                s_plus = tighter
+        else:
+            beta = delta
+        alpha, _ = drift_at(s_plus)  # J_W <= J_D + A(Psi_W) <= J_D + A(s_+)
+        z_w = (s_plus**q - Sq) / (2 * q)  # the trapezoid term of the count up to Psi_W <= s_+
+        gain = W - D - z_w - alpha / 2
+        s_minus = point(L_S + gain * (-(J + alpha)).exp(), False) if gain > 0 else None
+        lo = (J - beta - (s_plus**q) / q).exp() / c
+        hi = (J + alpha - (s_minus**q) / q).exp() / c if s_minus is not None else flint.arb(1)
+        return lo, hi
+
     S = Sq ** (1 / q)
     L_S = L(S)
     out = {}
+    # the largest window whose count stays below L(infinity) = Z_q (beyond it s_+ does not exist)
+    try:
+        room = float(((Z - L_S) * (J - delta).exp() - (1 - y_star) * delta / 2).mid())
+        w_max = int(min(float(surv.lower()), D + room * (1 - 1e-9))) - 1 if math.isfinite(room) else 0
+    except (OverflowError, ValueError):
+        w_max = 0
     for W in big:
-        if not surv >= W:
-            continue
-        s_plus = point(L_S + (W - D + (1 - y_star) * delta / 2) * (-(J - delta)).exp(), True)
-        if s_plus is None:
-            continue
-        z_w = (s_plus**q - Sq) / (2 * q)  # the trapezoid term of the count up to Psi_W <= s_+
-        gain = W - D - z_w - a_tot / 2
-        s_minus = point(L_S + gain * (-(J + a_tot)).exp(), False) if gain > 0 else None
-        lo = (J - delta - (s_plus**q) / q).exp() / c
-        hi = (J + a_tot - (s_minus**q) / q).exp() / c if s_minus is not None else flint.arb(1)
-        out[W] = (lo, hi)
+        res = bounds_at(W) if surv >= W else None
+        if res is None and D < w_max < W:
+            # m_n(W) >= m_n(w_max) (the mass increases in W, Corollary 4.5): the lower end of the
+            # window mass from w_max, the upper end trivial (before: W/n, which fell below the
+            # lower ends of smaller windows, e.g. 0.999 at W = 999000 after 0.9999977 at 900000)
+            inner = bounds_at(w_max)
+            res = None if inner is None else (flint.arb(0), inner[1])
+        if res is not None:
+            out[W] = res
     return out
 
 
@@ -1203,7 +1462,12 @@ def _bulk_enclosure(n, rho, windows):
     # are mapped through W steps of the recurrence at the two proved ends afterwards (Lemma 4.2(b))
     D = _bulk_steps(n)
     windows = tuple(sorted(w for w in small if w <= D))
-    outer = tuple(sorted(small - set(windows)))
+    outer = small - set(windows)
+    if big:
+        # m_n(W) increases in W: every window above the exact steps is at least m_n(4096) >= f_4096(c_hi)
+        # (Lemma 4.2(b)), so the lower end cannot drop from W = 4096 to 4097 (Corollary 4.5's floor)
+        outer.add(_RECUR_W_MAX)
+    outer = tuple(sorted(outer))
     if n <= 4 * D:
         return None
     Wf, W = 0, windows
@@ -1243,7 +1507,11 @@ def _bulk_enclosure(n, rho, windows):
                 found = None
                 for _ in range(4):
                     c = flint.arb(x + sign * shift).exp().mid()
-                    rc = _bulk_lifetime_arb(c, n, r, D, W, ls, big)
+                    # sigma placed for this c (J moves with c; near rho = 1 the estimate's sigma left
+                    # Lemma 4.3's hypotheses unverified at the lower end, and a second mu was tried)
+                    est_c = _bulk_log_count_float(x + sign * shift, rho, D, 0)
+                    ls_c = _bulk_sigma(est_c[2], q, mu) if est_c is not None else None
+                    rc = _bulk_lifetime_arb(c, n, r, D, W, ls if ls_c is None else ls_c, big)
                     if rc is None or rc["dead"]:
                         break  # undecided, or dead within the exact steps: no f_W there
                     if key in rc:
@@ -1332,8 +1600,6 @@ def _bulk_mass_float(W, n, rho):
     (short prefixes, windows above 4096, or ``Phi_D / c < e^{-40}``, where the doubles
     cancel): the caller then uses Theorem 4(ii)'s estimate.
     """
-    if W > _RECUR_W_MAX:
-        return None
     D = _bulk_steps(n)  # as in _bulk_enclosure: c from D exact steps, then W steps from it if W > D
     if n <= 4 * D:
         return None
@@ -1341,7 +1607,11 @@ def _bulk_mass_float(W, n, rho):
     est = None if x is None else _bulk_log_count_float(x, rho, D, min(W, D))
     if est is None:
         return None
-    if W > D:
+    if W > _RECUR_W_MAX:
+        est = (est[0], _continued_mass_float(x, rho, W))
+        if est[1] is None:
+            return None
+    elif W > D:
         st = _bulk_steps_float(x, rho, W, W)
         if st is None:  # the trajectory from the estimate dies within W steps
             return None
@@ -1352,6 +1622,85 @@ def _bulk_mass_float(W, n, rho):
     lower = W / n if n < 1 << 1000 else math.exp(math.log(W) - math.log(n))
     upper = power_sum(1, W, rho) * math.exp(-(1.0 - rho) * math.log(n))
     return min(max(est[1], lower), min(1.0, upper))
+
+def _continued_mass_float(log_c, rho, W, K=_RECUR_W_MAX):
+    """Estimate of ``f_W(c)`` for ``W > K``: ``K`` double steps of the recurrence from ``c``, then
+    the continuum count of Lemma 4.3 from step ``K`` (Corollary 4.5's estimate, proofs/ot_asymptotics.md).
+
+    With ``J_K = log Phi_K + Psi_K^q / q`` held fixed, ``k - K = e^{J_K}(L(Psi_k) - L(Psi_K)) +
+    (Psi_k^q - Psi_K^q) / (2q)`` (the count of Lemma 4.3 without its error terms), solved for
+    ``u_W = Psi_W^q / q`` through the regularised incomplete gamma ``P(1/q, u)``, and
+    ``Phi_W / c = (Phi_K / c) e^{u_K - u_W}``. It continues the ``K`` exact steps, so it
+    agrees with them at ``W = K`` (no jump at the crossover); the mass is formed as
+    ``m_K - (1 - m_K) expm1(u_K - u_W)`` (no cancellation when it is tiny). ``None`` where the count runs
+    past the trajectory's lifetime or the doubles fail.
+    """
+    from scipy.special import gammainc, gammaincc, gammainccinv, gammaincinv
+
+    st = _bulk_steps_float(log_c, rho, K, K)
+    if st is None:
+        return None
+    log_p, log_s, m_k, _ = st
+    q = 1.0 - rho
+    a_ = 1.0 / q
+    u_k = math.exp(q * log_s) / q
+    try:
+        rate = math.exp(-(log_p + u_k) - log_normaliser(q))  # e^{-J_K} / Z_q
+    except OverflowError:
+        return None
+    if u_k < 1e-3:
+        # small u: L(s) = s sum_j (-u)^j / (j! (1 + j q)), u = s^q / q (the series of the lower
+        # incomplete gamma, six terms: error below u^6 / 720), solved for log s in logarithms;
+        # scipy's inverse incomplete gamma lost up to 3e-5 relative at P ~ 1e-295 (n = 1e300)
+        def series(u):
+            return sum((-u) ** j / (math.factorial(j) * (1.0 + j * q)) for j in range(6))
+
+        log_lk = log_s + math.log(series(u_k))
+        j_k = log_p + u_k
+        u_w = u_k
+        for _ in range(8):
+            steps = (W - K) - 0.5 * (u_w - u_k)
+            if not steps > 0.0:
+                return None
+            log_target = np.logaddexp(log_lk, math.log(steps) - j_k)
+            u_new = math.exp(q * (log_target - math.log(series(u_w)))) / q
+            if abs(u_new - u_w) <= 1e-16 * u_new:
+                u_w = u_new
+                break
+            u_w = u_new
+        if u_w < 1e-3:
+            return m_k - (1.0 - m_k) * math.expm1(_drift_estimate(log_s, log_p, u_k, u_w, q) - (u_w - u_k))
+    lower_k, upper_k = float(gammainc(a_, u_k)), float(gammaincc(a_, u_k))
+    u_w = u_k
+    for _ in range(3):  # the trapezoid term (u_W - u_K)/2 steps, solved by substitution
+        steps = (W - K) - 0.5 * (u_w - u_k)
+        gain = steps * rate
+        if not (math.isfinite(gain) and gain < upper_k):
+            return None
+        u_w = float(gammaincinv(a_, lower_k + gain)) if lower_k + gain < 0.5 else float(gammainccinv(a_, upper_k - gain))
+        if not (math.isfinite(u_w) and u_w >= u_k):
+            return None
+    # 1 - (1 - m_K) e^{dJ - (u_W - u_K)}, from the K steps' own sum m_K (log(Phi_K / c) rounds to 0
+    # when m_K < eps: at n = 1e300, rho = 0.5, W = 1e5 that lost 20 % of m ~ 4e-148)
+    return m_k - (1.0 - m_k) * math.expm1(_drift_estimate(log_s, log_p, u_k, u_w, q) - (u_w - u_k))
+
+
+def _drift_estimate(log_s, log_p, u_k, u_w, q):
+    """The drift of ``J = log Phi + Psi^q/q`` from step ``K`` to ``W``, estimated as ``(y_K - y_W)/2``
+    with ``y = Psi^{-rho}/Phi`` (Lemma 4.3's one-step identities: ``J_{i+1} - J_i = (zeta_i - x_i) +
+    log(1 - x_i) + x_i`` and ``zeta_i - x_i`` is about ``(y_i - y_{i+1})/2``, the trapezoid error of
+    the step; the ``x^2`` terms are left out), plus the next Euler-Maclaurin term. Without it the continued estimate was off by the
+    Euler-Maclaurin term of the sum of the ``v_k`` (1.4e-5 relative at ``W = 10^4``, ``n = 1e300``)."""
+    rho = 1.0 - q
+    j_k = log_p + u_k
+    y_k = math.exp(-rho * log_s - log_p)
+    log_s_w = math.log(q * u_w) / q if u_w > 0.0 else log_s
+    y_w = math.exp(-rho * log_s_w - (j_k - u_w))
+    # the next Euler-Maclaurin term, (y'(W) - y'(K)) / 12 with y' = dy/dk = -rho Psi^{-1-rho} / Phi^2
+    d_k = math.exp(-(1.0 + rho) * log_s - 2.0 * log_p)
+    d_w = math.exp(-(1.0 + rho) * log_s_w - 2.0 * (j_k - u_w))
+    return 0.5 * (y_k - y_w) + rho * (d_w - d_k) / 12.0
+
 
 def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False):
     """Proved enclosure of ``m_n(W; rho)`` at any ``n`` from bounds on ``c_n`` (route ``"bounds"``).
@@ -1393,6 +1742,8 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False):
             at_hi = bulk_res[2].get(("big", W))
             at_lo = bulk_res[3].get(("big", W)) if bulk_res[3] is not None else None
             lo_end = max(lo_end, enclosure_from_arb(bulk_res[2]["D"]).lo)  # m_n(W) >= m_n(D) >= f_D(c_hi)
+            if _RECUR_W_MAX in bulk_res[2]:  # m_n(W) >= m_n(4096) >= f_4096(c_hi): monotone across the crossover
+                lo_end = max(lo_end, enclosure_from_arb(bulk_res[2][_RECUR_W_MAX]).lo)
             if at_hi is not None:
                 lo_end = max(lo_end, enclosure_from_arb(1 - at_hi[1]).lo)
             if at_lo is not None:
@@ -1488,7 +1839,8 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     bounds route (O(n) against O(512)) and is narrower where it runs: ``method="exact"``
     asks for it.
 
-    Bounds route (any ``n``, O(W + min(512, n/8)) time, ``W`` capped at 4096 steps): ``m = f_W(c_n)``
+    Bounds route (any ``n``, O(min(W, 4096) + min(512, n/8)) time; windows above 4096 by
+    Corollaries 4.4-4.5): ``m = f_W(c_n)``
     with ``f_W(c) = 1 - Phi_{n-W}(c)/c`` given by ``W`` steps of Theorem 2's backward
     recurrence (they do not involve ``n``) and decreasing in ``c`` (Lemma 4.2), so any
     proved ``c_lo <= c_n <= c_hi`` gives the enclosure ``[f_W(c_hi), f_W(c_lo)]``. The
@@ -1505,7 +1857,9 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     up to about ``1/(1-rho)``); the enclosure is always intersected with ``[W/n, H_W n^{rho-1}]``. The float value on this
     route is ``f_W`` at Lemma 4.3's estimate of ``c_n`` (its count without the error terms);
     its error is at most the certified enclosure's width plus the rounding of its double
-    steps, about ``(W + D + log c) eps m`` (measured on a sweep; ``D = min(512, n/8)``); where that estimate is not available, Theorem 4(ii)'s
+    steps, about ``(W + D + log c) eps m`` (measured on a sweep; ``D = min(512, n/8)``); for ``W > 4096``
+    the 4096 double steps are continued by Lemma 4.3's count (Corollary 4.5's estimate), and the
+    certified lower end is at least that of ``W = 4096`` (the mass increases in ``W``); where that estimate is not available, Theorem 4(ii)'s
     ``f_W(n / Z_q)`` (a formal limit, not a bound), clipped into the proved enclosure.
 
     Examples

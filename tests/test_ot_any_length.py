@@ -331,3 +331,44 @@ def test_float_value_is_exact_where_the_exact_route_is_cheap(n, rho):
     assert abs(est - m) <= e.hi - e.lo
     with pytest.raises(otprior.DomainError, match="masked"):
         otprior.ot_window_mass(np.ma.masked_array([4, 5], mask=[0, 1]), n, rho)
+
+
+def test_no_cliff_where_the_exact_steps_end():
+    """Corollary 4.5 (proofs/ot_asymptotics.md): beyond W = 4096 the lower end is at least
+    f_4096(c_hi) (m_n increases in W) and the drift bounds are those up to Psi_W, not over the
+    whole bulk. Before: the lower end fell from 0.025034 (W = 4096) to 0.024620 (W = 4097) and
+    the enclosure at 4097 was 2 % wide."""
+    e = otprior.ot_window_mass(np.array([4096, 4097, 5000]), 10**6, 0.3, certified=True)
+    assert np.all(np.diff(e.lo) >= 0), e
+    assert np.all(e.hi - e.lo <= 1e-3 * e.hi), e
+    # beyond the count's reach (W close to n) the lower end is that of the largest window it
+    # reaches, not W/n (before: 0.999 at W = 999000 after 0.9999977 at W = 900000)
+    e = otprior.ot_window_mass(np.array([900000, 999000]), 10**6, 0.9, certified=True)
+    assert e.lo[1] >= e.lo[0] >= 0.99999, e
+
+
+def test_float_beyond_the_exact_steps_against_the_exact_route():
+    """The float value for W > 4096 continues the 4096 double steps by the continuum count
+    (Corollary 4.5's estimate), not the upper end of the enclosure (before: 1.5 % off at
+    W = 4097, n = 70000, rho = 0.5, against 2.6e-5 at W = 4096). Reference: the exact double
+    route (Theorem 2's fixed point solved by sweeps, another algorithm)."""
+    n, rho = 70000, 0.5
+    windows = np.array([4096, 4097, 5000, 30000])
+    exact = otprior.ot_window_mass(windows, n, rho, method="exact")
+    f = otprior.ot_window_mass(windows, n, rho)
+    assert np.all(np.abs(f - exact) <= 1e-4 * exact), (f, exact)
+    assert np.all(np.diff(f) > 0), f
+
+
+def test_float_beyond_the_exact_steps_at_1e300_against_the_power_sums():
+    """At n = 1e300 every Phi_k of the first 1e5 steps is c (1 - O(1e-148)), so Psi_k = k/c and
+    m_n(W) = c^(rho-1) H_W^(rho) to 1e-148: m(W)/m(64) = H_W/H_64 (mpmath, private context).
+    The continued estimate (Corollary 4.5's count with the Euler-Maclaurin drift of J) meets it to
+    1e-12; before it was 20 % off at W = 1e5 (log(Phi_K/c) rounded to 0), then 1.4e-5 (no drift)."""
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    windows = np.array([64, 4097, 10**4, 10**5])
+    f = otprior.ot_window_mass(windows, int(1e300), 0.5)
+    H = [ctx.zeta(0.5) - ctx.zeta(0.5, int(W) + 1) for W in windows]  # H_W^(1/2), Hurwitz zeta
+    for W, fw, hw in zip(windows[1:], f[1:], H[1:], strict=True):
+        assert abs(float(ctx.mpf(fw) / f[0] / (hw / H[0])) - 1) <= 1e-12, (W, fw)

@@ -1,0 +1,285 @@
+"""The OT prior at any length: the sweep of ``ot_window_mass`` / ``ot_dilution_bound`` over n and rho.
+
+For n = 10^k (k = 3..18) and 1e300, rho in {0.1, 0.5, 0.9, 0.99, 0.999, 1 - 1e-6} and windows
+W = 64 (every point), 4096 and 10^5 (rho in {0.5, 0.99}), each point records:
+
+* the route of the float and of the certified value (``exact`` or ``bounds``);
+* CPU time (``time.process_time``) and wall time of the float call, the certified call and
+  ``ot_dilution_bound(W, n, rho, 1.0)``: medians over repetitions run interleaved (float,
+  certified, dilution, float, ...), so the three see the same machine load;
+* the certified enclosure's relative width;
+* an independent reference where one can be computed: Theorem 2's root bisected by the sign
+  test of Lemma 2.1 in mpmath (private context, ``n = 1000``), or the exact certified route
+  (``method="exact"``, Arb, ``n <= 1e5``, rho <= 0.9); ``contains`` says whether the
+  certified enclosure holds it;
+* the float's error in units of its documented bound: ``|float - ref| / (width + (W + D + ln n /
+  (1 - rho)) eps m)`` with ``ref`` the reference (or, where there is none, the distance of the
+  float outside the certified enclosure), ``D = min(512, n/8)`` (``ot_window_mass``'s Notes).
+
+``--baseline`` (full mode) also times the exact OT prior at n = 1e6 (rho = 0.5 and 0.99) and the
+float window mass there against the code of commit 393fb4b (before the any-length work),
+loaded from git into a temporary package in this same process, interleaved.
+
+Run: ``python bench/bench_ot_sweep.py --quick`` (seconds; a few points) or
+``python bench/bench_ot_sweep.py [--baseline]`` (writes ``bench/results/ot_sweep.json`` and
+``bench/results/ot_sweep.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import otprior
+
+RHOS = (0.1, 0.5, 0.9, 0.99, 0.999, 1 - 1e-6)
+EPS = 2.0**-52
+BASELINE_COMMIT = "393fb4b"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load():
+    try:
+        return os.getloadavg()
+    except OSError:
+        return None
+
+
+def _timed(funcs, reps):
+    """CPU and wall seconds (medians) of each callable, run interleaved ``reps`` times."""
+    out = {name: f() for name, f in funcs.items()}  # warm, and the values
+    cpu = {name: [] for name in funcs}
+    wall = {name: [] for name in funcs}
+    for _ in range(reps):
+        for name, f in funcs.items():
+            c0, w0 = time.process_time(), time.perf_counter()
+            f()
+            cpu[name].append(time.process_time() - c0)
+            wall[name].append(time.perf_counter() - w0)
+    return out, {k: statistics.median(v) for k, v in cpu.items()}, {k: statistics.median(v) for k, v in wall.items()}
+
+
+def mp_window_mass(W, n, rho, dps):
+    """m_n(W) from Theorem 2's root bisected by the sign test of Lemma 2.1 (mpmath, private context)."""
+    import mpmath
+
+    ctx = mpmath.MPContext()
+    ctx.dps = dps
+    r = ctx.mpf(rho)
+
+    def run(c):
+        phi, psi, phis = c, ctx.mpf(0), {}
+        for k in range(n, 0, -1):
+            psi += 1 / phi
+            phi -= psi ** (-r)
+            phis[k - 1] = phi
+            if k > 1 and phi <= 0:
+                return False, phis
+        return phi > 0, phis
+
+    lo, hi = ctx.mpf(n), ctx.mpf(n)
+    while not run(hi)[0]:
+        lo, hi = hi, hi * 2
+    for _ in range(int(3.33 * dps) - 20):
+        mid = (lo + hi) / 2
+        if run(mid)[0]:
+            hi = mid
+        else:
+            lo = mid
+    _, phis = run(hi)
+    return 1 - phis[n - W] / hi
+
+
+def _reference(W, n, rho, quick):
+    if n == 1000 and rho <= (0.5 if quick else 0.999):
+        # the recurrence loses log10(Phi_n/Phi_1) digits; 40 more than the certified route measures
+        cond = otprior.ot_prior(n, rho).log10_condition
+        return float(mp_window_mass(W, n, rho, int(40 + 1.2 * cond))), "mpmath"
+    if not quick and n <= 10**5 and rho <= 0.9:
+        e = otprior.ot_window_mass(W, n, rho, certified=True, method="exact")
+        return (e.lo, e.hi), "exact-certified"
+    return None, None
+
+
+def sweep_point(W, n, rho, reps, quick):
+    funcs = {
+        "float": lambda: otprior.ot_window_mass(W, n, rho, return_route=True),
+        "cert": lambda: otprior.ot_window_mass(W, n, rho, certified=True, return_route=True),
+        "dilution": lambda: otprior.ot_dilution_bound(W, n, rho, 1.0),
+    }
+    out, cpu, wall = _timed(funcs, reps)
+    (f, froute), (e, croute) = out["float"], out["cert"]
+    ref, ref_kind = _reference(W, n, rho, quick)
+    D = max(64, min(512, n // 8))
+    rounding = (W + D + math.log(n) / (1 - rho)) * EPS * max(f, 0.0)
+    width = e.hi - e.lo
+    unit = width + rounding
+    if ref is None:
+        err = max(0.0, e.lo - f, f - e.hi)
+        contains = None
+    elif isinstance(ref, tuple):
+        err = max(0.0, ref[0] - f, f - ref[1])  # distance of the float from the exact route's enclosure
+        contains = bool(e.lo <= ref[0] and ref[1] <= e.hi)
+    else:
+        err = abs(f - ref)
+        contains = bool(e.lo <= ref <= e.hi)
+    return {
+        "W": W,
+        "n": n if n < 10**19 else "1e300",
+        "rho": rho,
+        "route_float": froute,
+        "route_cert": croute,
+        "float": f,
+        "lo": e.lo,
+        "hi": e.hi,
+        "rel_width": width / e.hi if e.hi > 0 else 0.0,
+        "cpu_float_ms": 1e3 * cpu["float"],
+        "cpu_cert_ms": 1e3 * cpu["cert"],
+        "cpu_dilution_ms": 1e3 * cpu["dilution"],
+        "wall_float_ms": 1e3 * wall["float"],
+        "wall_cert_ms": 1e3 * wall["cert"],
+        "wall_dilution_ms": 1e3 * wall["dilution"],
+        "reference": ref_kind,
+        "contains": contains,
+        "float_error_units": err / unit if unit > 0 else (0.0 if err == 0 else math.inf),
+    }
+
+
+def _baseline_module():
+    """otprior.ot_prior as of BASELINE_COMMIT, as a temporary package ``otprior_base`` in this process."""
+    tmp = tempfile.mkdtemp(prefix="otprior_base_")
+    root = os.path.dirname(HERE)
+    archive = subprocess.run(["git", "-C", root, "archive", BASELINE_COMMIT, "otprior"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+    os.rename(os.path.join(tmp, "otprior"), os.path.join(tmp, "otprior_base"))
+    sys.path.insert(0, tmp)
+    return importlib.import_module("otprior_base.ot_prior")
+
+
+def baseline(reps):
+    base = _baseline_module()
+    now = importlib.import_module("otprior.ot_prior")
+    rows = []
+    n = 10**6
+    for rho in (0.5, 0.99):
+        for what, call in (
+            ("ot_prior", lambda mod, rho=rho: mod.ot_prior(n, rho)),
+            ("ot_window_mass float W=64", lambda mod, rho=rho: mod.ot_window_mass(64, n, rho)),
+        ):
+            funcs = {"base": lambda call=call: call(base), "now": lambda call=call: call(now)}
+            cpu = {k: [] for k in funcs}
+            wall = {k: [] for k in funcs}
+            for _ in range(reps):
+                for k, f in funcs.items():
+                    c0, w0 = time.process_time(), time.perf_counter()
+                    f()
+                    cpu[k].append(time.process_time() - c0)
+                    wall[k].append(time.perf_counter() - w0)
+            med = {k: statistics.median(v) for k, v in cpu.items()}
+            medw = {k: statistics.median(v) for k, v in wall.items()}
+            rows.append(
+                {
+                    "what": what,
+                    "n": n,
+                    "rho": rho,
+                    "cpu_base_s": med["base"],
+                    "cpu_now_s": med["now"],
+                    "cpu_ratio": med["base"] / med["now"],
+                    "wall_base_s": medw["base"],
+                    "wall_now_s": medw["now"],
+                    "wall_ratio": medw["base"] / medw["now"],
+                    "reps": reps,
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def _fmt_n(n):
+    return n if isinstance(n, str) else f"1e{round(math.log10(n))}"
+
+
+def markdown(points, base_rows, load_before, load_after):
+    lines = [
+        "# OT prior sweep (bench/bench_ot_sweep.py)",
+        "",
+        f"Load average (1, 5, 15 min) before: {load_before}, after: {load_after}. CPU times are "
+        "`time.process_time` medians, interleaved; wall times in the JSON.",
+        "",
+        "| W | n | rho | route (float/cert) | float ms | cert ms | dilution ms | rel. width | reference | contains | "
+        "float err / bound |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in points:
+        lines.append(
+            f"| {p['W']} | {_fmt_n(p['n'])} | {p['rho']:.6g} | {p['route_float']}/{p['route_cert']} | "
+            f"{p['cpu_float_ms']:.2f} | {p['cpu_cert_ms']:.1f} | {p['cpu_dilution_ms']:.1f} | {p['rel_width']:.2e} | "
+            f"{p['reference'] or '-'} | {'-' if p['contains'] is None else p['contains']} | {p['float_error_units']:.3g} |"
+        )
+    big = [p for p in points if p["n"] == "1e300" or p["n"] >= 10**6]
+    if big:
+        lines += [
+            "",
+            f"n >= 1e6: worst float CPU {max(p['cpu_float_ms'] for p in big):.2f} ms, worst certified CPU "
+            f"{max(p['cpu_cert_ms'] for p in big):.1f} ms, worst dilution CPU {max(p['cpu_dilution_ms'] for p in big):.1f} ms "
+            f"(W = 64: {max(p['cpu_cert_ms'] for p in big if p['W'] == 64):.1f} ms certified).",
+            f"Worst float error in units of its documented bound: {max(p['float_error_units'] for p in points):.3g}; "
+            f"references contained: {sum(p['contains'] is True for p in points)} of "
+            f"{sum(p['contains'] is not None for p in points)}.",
+        ]
+    if base_rows:
+        lines += ["", f"Against commit {BASELINE_COMMIT} (same process, interleaved, CPU seconds):", ""]
+        lines += ["| what | n | rho | base s | now s | ratio (CPU) | ratio (wall) |", "|---|---|---|---|---|---|---|"]
+        for r in base_rows:
+            lines.append(
+                f"| {r['what']} | 1e6 | {r['rho']} | {r['cpu_base_s']:.3f} | {r['cpu_now_s']:.3f} | "
+                f"{r['cpu_ratio']:.1f}x | {r['wall_ratio']:.1f}x |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a few points, one repetition (seconds)")
+    ap.add_argument("--baseline", action="store_true", help="also time n = 1e6 against commit " + BASELINE_COMMIT)
+    ap.add_argument("--reps", type=int, default=None)
+    args = ap.parse_args(argv)
+    load_before = _load()
+    if args.quick:
+        ns = [10**3, 10**6, 10**18, int(1e300)]
+        grid = [(64, n, rho) for n in ns for rho in (0.5, 0.99, 1 - 1e-6)]
+        reps = args.reps or 1
+    else:
+        ns = [10**k for k in range(3, 19)] + [int(1e300)]
+        grid = [(64, n, rho) for n in ns for rho in RHOS]
+        grid += [(W, n, rho) for W in (4096, 10**5) for n in ns for rho in (0.5, 0.99) if W < n]
+        reps = args.reps or 3
+    points = []
+    for W, n, rho in grid:
+        p = sweep_point(W, n, rho, reps, args.quick)
+        points.append(p)
+        print(json.dumps(p), flush=True)
+    base_rows = baseline(max(1, min(reps, 2))) if args.baseline and not args.quick else []
+    load_after = _load()
+    text = markdown(points, base_rows, load_before, load_after)
+    print(text)
+    if not args.quick:
+        os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+        with open(os.path.join(HERE, "results", "ot_sweep.json"), "w") as fh:
+            json.dump({"load_before": load_before, "load_after": load_after, "points": points, "baseline": base_rows}, fh, indent=1)
+        with open(os.path.join(HERE, "results", "ot_sweep.md"), "w") as fh:
+            fh.write(text)
+    bad = [p for p in points if p["contains"] is False]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
