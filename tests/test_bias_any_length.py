@@ -325,3 +325,26 @@ def test_super_exponential_decays_at_any_length():
         out = Bias(text).mass_enclosures(8, int(1e300))
         assert out.window_mass.lo <= float(m_ref) <= out.window_mass.hi
         assert out.distant_mass.lo <= float(D_ref) <= out.distant_mass.hi
+
+
+@pytest.mark.parametrize("constant", ["1e16", "1e300", "-1e300", "1e20"])
+def test_an_additive_constant_changes_no_mass(constant):
+    """Attention ignores an additive constant; a large one once erased the dependence on d in
+    double (1e16 - 1.5 log(1+d) rounds to 1e16: window mass 1.0 where it is 0.501) and in the
+    fixed-precision balls. References: direct sums and Hurwitz zeta at 40 digits."""
+    from otprior.encodings import Bias
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+    B = Bias(f"{constant} - 1.5*log(1+d)")
+    for W, n in ((1, 10), (3, 100), (3, 100_000), (64, 10**12)):
+        head = ctx.zeta(1.5, 1) - ctx.zeta(1.5, W + 1)  # sum_{d < W} (1 + d)^-1.5
+        total = ctx.zeta(1.5, 1) - ctx.zeta(1.5, n + 1)
+        ref = float(head / total)
+        assert B.window_mass(W, n) == pytest.approx(ref, rel=1e-13), (W, n)
+        enc = B.mass_enclosures(W, n).window_mass
+        assert enc.lo <= ref <= enc.hi and enc.hi - enc.lo <= 1e-15 * ref, (W, n)
+    lim = B.limit_enclosure(3)
+    ref = float(ctx.zeta(1.5, 4) / ctx.zeta(1.5, 1))  # D_oo(3): the distant share of the limit
+    assert lim.lo <= ref <= lim.hi
+    assert Bias(f"{constant} + 0*d").window_mass(1, 100) == pytest.approx(0.01, rel=1e-14)
