@@ -604,10 +604,28 @@ def test_prior_takes_every_length_the_library_takes(capsys):
     code, out, _ = run(capsys, "prior", "--rho", "0.5", "--n", "1e300", "--json")
     assert code == 0
     payload = json.loads(out)
-    assert payload["prior_formed"] is False and payload["n"] == int(1e300)
+    assert payload["prior_formed"] is False and payload["n"] == 10**300  # the integer typed, exactly
     for row in payload["windows"]:
-        assert row["mass"] == float(otprior.ot_window_mass(row["window"], int(1e300), 0.5))
+        assert row["mass"] == float(otprior.ot_window_mass(row["window"], 10**300, 0.5))
     code, _, err = run(capsys, "prior", "--rho", "0.5", "--n", "1e301")
     assert code == 2 and "--n" in err
     code, _, err = run(capsys, "prior", "--rho", "0.5", "--n", "1e300", "--full")
     assert code == 2 and "--n" in err and err.count("\n") == 1
+
+
+def test_integer_flags_are_read_exactly_and_only_as_ascii():
+    """An exponent form names its integer exactly (no rounding through a double), a value of
+    thousands of digits is refused by the flag's own range (one line, cut), and padding other
+    than ASCII white space is refused."""
+    import argparse
+
+    from otprior.cli._common import int_type
+
+    parse = int_type(1, 10**300)
+    assert parse("9007199254740993e0") == 2**53 + 1
+    assert parse("1.5e1") == 15 and parse("0" * 5000 + "5") == 5 and parse(" 12\t") == 12
+    assert parse("1e300") == 10**300
+    for bad in ("1.0000000000000000000001e300", "9" * 5000, "1e999999999999", "1.25e1", "\u00a05", "5\x1c", "1_0"):
+        with pytest.raises(argparse.ArgumentTypeError) as err:
+            parse(bad)
+        assert len(str(err.value)) < 300

@@ -167,28 +167,52 @@ def text_of(text) -> str:
 #: ``2.5E6`` (read as the double it names). Python's own ``int`` and ``float`` also take ``1_0``,
 #: non-ASCII digits and ``4096.0``; none of those is an integer as written.
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-_EXPONENT = re.compile(r"[+-]?[0-9]+(\.[0-9]+)?[eE][+]?[0-9]+")
+_EXPONENT = re.compile(r"([+-]?)([0-9]+)(?:\.([0-9]+))?[eE][+]?([0-9]+)")
+_ASCII_SPACE = " \t\r\n"
+
+
+def _exact_integer(text, limit_digits):
+    """The integer a digit string or an exponent form names, exactly (no rounding through a
+    double: ``9007199254740993e0`` is 2^53 + 1); ``None`` if it is not an integer; ``math.inf``
+    (with its sign) if it has more than ``limit_digits`` digits, before any big integer is made."""
+    m = _INTEGER.fullmatch(text)
+    if m:
+        sign, digits, frac, exp = ("-" if text[0] == "-" else ""), text.lstrip("+-"), "", 0
+    else:
+        m = _EXPONENT.fullmatch(text)
+        sign, digits, frac, exp = m.group(1) == "-" and "-" or "", m.group(2), m.group(3) or "", m.group(4)
+        exp = int(exp) if len(exp) <= 6 else 10**6
+    frac = frac.rstrip("0")
+    digits = (digits + frac).lstrip("0")
+    shift = exp - len(frac)
+    if not digits:
+        return 0
+    if shift < 0:
+        if digits[len(digits) + shift:].strip("0"):
+            return None  # a fraction
+        digits, shift = digits[:len(digits) + shift], 0
+    if len(digits) + shift > limit_digits:
+        return -math.inf if sign else math.inf
+    return int(sign + digits) * 10**shift
 
 
 def int_type(minimum=1, maximum=MAX_LENGTH):
     """Integers as ``4096`` or ``1e12`` (plain ASCII digits, optionally one exponent); refuses fractions,
     underscores, other digits, non-finite values and the out-of-range."""
 
+    limit = max(len(str(abs(minimum))), len(str(maximum)) if maximum is not None else 400) + 1
+
     def parse(text):
-        text = text_of(text).strip()
+        text = text_of(text).strip(_ASCII_SPACE)
         if not text:
             raise argparse.ArgumentTypeError("an empty value is not an integer")
-        if _INTEGER.fullmatch(text):
-            value = int(text, 10)
-        elif _EXPONENT.fullmatch(text):
-            number = float(text)
-            if not math.isfinite(number):
-                raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a finite integer") from None
-            if not number.is_integer():
-                raise argparse.ArgumentTypeError(f"{text[:80]!r} is not an integer") from None
-            value = int(number)
-        else:
+        if not (_INTEGER.fullmatch(text) or _EXPONENT.fullmatch(text)):
             raise argparse.ArgumentTypeError(f"{text[:80]!r} is not an integer (decimal digits, or an exponent form such as 1e12)")
+        value = _exact_integer(text, limit)
+        if value is None:
+            raise argparse.ArgumentTypeError(f"{text[:80]!r} is not an integer") from None
+        if isinstance(value, float) and maximum is None:
+            raise argparse.ArgumentTypeError(f"{text[:80]!r} is outside the valid domain: an integer of at most {limit} digits")
         if value < minimum or (maximum is not None and value > maximum):
             upper = "" if maximum is None else f", at most {maximum:.3g}" if maximum >= 10**6 else f", at most {maximum}"
             raise argparse.ArgumentTypeError(f"{text[:80]!r} is outside the valid domain: an integer at least {minimum}{upper}")
