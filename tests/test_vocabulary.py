@@ -97,7 +97,7 @@ def test_cli_refuses_what_the_api_refuses_with_its_domain(capsys, argv, flag, do
         (["--tol", "5e-324"], "tol", 5e-324),  # the smallest positive double: in TOL, so the command line takes it
         (["--offset", "1e300"], "offset", OFFSET.high),
         (["--score-bound", "350"], "score_bound", BAND_SCORE_BOUND.high),
-        (["--lengths", "512", "1e300"], "lengths", [512, int(1e300)]),  # margin_for takes lengths up to 1e300
+        (["--lengths", "512", "1e300"], "lengths", [512, 10**300]),  # margin_for takes lengths up to 1e300, read exactly
     ],
 )
 def test_margin_flags_take_the_whole_api_domain(argv, attr, expected):
