@@ -268,7 +268,8 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what):
     pause = torch.zeros(lead, dtype=torch.int64, device=dev)
     rejections = torch.zeros(lead, dtype=torch.int64, device=dev)
     stale = torch.zeros(lead, dtype=torch.int64, device=dev)
-    d_res = torch.zeros(*lead, m, x.shape[-1], dtype=dtype, device=dev)
+    w = x.shape[-1]
+    d_res = torch.zeros(*lead, m, w, dtype=dtype, device=dev)
     d_img = torch.zeros_like(d_res)
     gram = torch.zeros(*lead, m, m, dtype=dtype, device=dev)
     eye = torch.eye(m, dtype=dtype, device=dev)
@@ -289,10 +290,19 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what):
         # memory: every problem writes slot k % m; problems without a new pair write zeros
         slot = k % m
         upd = go & have_prev
-        dr = sel(upd, res - prev_res, torch.zeros_like(res))
-        d_res[..., slot, :] = dr
-        d_img[..., slot, :] = sel(upd, img - prev_img, torch.zeros_like(img))
-        col = (d_res * dr[..., None, :]).sum(-1)
+        # differences written in place into the history (no temporaries of the history's size)
+        dr, di = d_res[..., slot, :], d_img[..., slot, :]
+        torch.sub(res, prev_res, out=dr)
+        torch.sub(img, prev_img, out=di)
+        if not (host and bool(upd.all())):
+            keep = upd[..., None].to(dtype)
+            dr.mul_(keep)
+            di.mul_(keep)
+        # the new Gram column and the right-hand side: dot products with the history as row-vector
+        # products (1, w) x (w, m), no temporary of the history's size (a broadcast multiply and sum,
+        # or a (m, w) x (w, 1) product, is several times slower on the CPU)
+        hist_t = d_res.view(-1, m, w).transpose(1, 2)
+        col = torch.bmm(dr.reshape(-1, 1, w), hist_t).view(*lead, m)
         gram[..., slot, :] = col
         gram[..., :, slot] = col
         prev_img = sel(go, img, prev_img)
@@ -310,9 +320,9 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what):
         inv = torch.where(valid, torch.rsqrt(torch.where(valid, diag, 1.0)), 0.0)
         A = gram * inv[..., :, None] * inv[..., None, :]
         A = A + torch.where(valid, ridge, 1.0)[..., None] * eye
-        rhs = (d_res * res[..., None, :]).sum(-1) * inv
+        rhs = torch.bmm(res.reshape(-1, 1, w), hist_t).view(*lead, m) * inv
         gamma = torch.linalg.solve_ex(A, rhs[..., None])[0][..., 0] * inv
-        cand = img - torch.bmm(gamma.reshape(-1, 1, m), d_img.reshape(-1, m, x.shape[-1])).reshape(x.shape)
+        cand = img - torch.bmm(gamma.reshape(-1, 1, m), d_img.view(-1, m, w)).view(x.shape)
         use = go & ~reject & (pause == 0) & valid.any(-1) & torch.isfinite(cand.sum(-1))
         pause = torch.where(go & ~use & (pause > 0), pause - 1, pause)
         x = sel(use, cand, sel(reject, prev_img, img))  # a rejection resumes the plain trajectory
@@ -349,7 +359,7 @@ def _solve(s, rho, tol, chunk):
     A = torch.zeros_like(s)
     gstar = torch.zeros_like(s)
     ar = torch.arange(T, device=s.device)
-    warm = None
+    warm = prev = None
     sweeps = 0
     for p0, p1 in _blocks(T, N, chunk):
         w = p1
@@ -359,7 +369,20 @@ def _solve(s, rho, tol, chunk):
         maskf = mask.to(dtype)
         offf = 1.0 - maskf
         x = torch.zeros(N, p1 - p0, w, dtype=dtype, device=s.device)
-        if warm is not None:
+        memory = _memory(rho, w)
+        if prev is not None and memory > 0:
+            # accelerated blocks: the previous block's solutions translated by its size c, prefix
+            # p starting from prefix p - c shifted c columns to the right (column j of prefix p is
+            # reached by the same number of rows, p - j + 1, as column j - c of prefix p - c, so
+            # the profile of the duals near the anchor carries over; the first c columns repeat
+            # its first dual), normalised like them (last dual 0). Any start converges (Theorem 1,
+            # proofs/contraction.md); this one saves about one sweep in ten at rho = 0.9 against
+            # the last prefix repeated, which the plain path keeps (its rounding is unchanged)
+            sh = prev.shape[1]  # blocks after the first are no wider than it (_blocks)
+            x[:, :, sh:] = prev[:, : p1 - p0, : p1 - sh]
+            x[:, :, :sh] = prev[:, : p1 - p0, :1]
+            x = x * maskf
+        elif warm is not None:
             # warm start: the last solved prefix (normalised, its last dual 0), repeated on the
             # new columns (so every new prefix starts normalised too)
             k = warm.shape[-1]
@@ -372,7 +395,7 @@ def _solve(s, rho, tol, chunk):
                 x,
                 lambda img, rn: thr * img.abs().amax(-1).clamp(min=1.0),
                 max_iter=max_iter,
-                memory=_memory(rho, w),
+                memory=memory,
                 norm="osc",
                 what=f"prefixes {p0}..{p1 - 1}",
             )
@@ -386,6 +409,7 @@ def _solve(s, rho, tol, chunk):
         A[:, p0:p1, :w] = row / row.sum(-1, keepdim=True)
         gstar[:, p0:p1, :w] = x
         warm = x[:, -1, :]
+        prev = x
     return A, gstar, K, sweeps
 
 
