@@ -1747,7 +1747,7 @@ def _drift_estimate(log_s, log_p, u_k, u_w, q):
     return 0.5 * (y_k - y_w) + rho * (d_w - d_k) / 12.0
 
 
-def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False, floor_res=False):
+def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False, floor=None):
     """Proved enclosure of ``m_n(W; rho)`` at any ``n`` from bounds on ``c_n`` (route ``"bounds"``).
 
     Lemma 4.2 (proofs/ot_asymptotics.md): ``m = 1 - N_{n-W}(c_n)`` is decreasing in ``c``
@@ -1756,16 +1756,18 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False, floor_res=False):
     (the prior decreases in ``d``; Theorem 4(iii)). Returns ``(lo, hi)`` as floats rounded outward.
 
     For ``W > 4096`` the lower end is at least that of ``W = 4096`` on every path (``m_n`` increases
-    in ``W``; Corollary 4.5's floor), ``floor_res`` being the bracket used for ``W = 4096`` (``False``:
-    computed here).
+    in ``W``; Corollary 4.5's floor): ``floor``, that lower end when the caller has it (one per
+    ``n`` for a list), else computed here from the same bracket.
     """
     import flint
 
     if W >= n:
         return 1.0, 1.0
-    floor = 0.0
-    if W > _RECUR_W_MAX:  # Corollary 4.5: m_n(W) >= m_n(4096) >= the proved lower end at 4096
-        floor = _bounds_mass_arb(_RECUR_W_MAX, n, rho, bulk, floor_res)[0]
+    if W > _RECUR_W_MAX and floor is None:  # Corollary 4.5: m_n(W) >= m_n(4096) >= the proved lower end at 4096
+        if bulk_res is False:
+            bulk_res = _bulk_enclosure(n, rho, (W,)) if bulk else None
+        floor = _bounds_mass_arb(_RECUR_W_MAX, n, rho, bulk, bulk_res)[0]
+    floor = 0.0 if floor is None else floor
     with arb_precision(128):
         r = arb_from_float(rho)
         c_lo, c_hi = _c_bounds_arb(n, r)
@@ -1979,13 +1981,16 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
             # on the windows asked (only which f_W are read at them), and each large window's drift
             # bounds are refined for it alone (Corollary 4.5)
             shared = _bulk_enclosure(nk, rho, [w for w in ws if w < nk])
+        floor = None
         for k, wk in zip(sel, ws, strict=True):
             if not certified and wk < nk:
                 est = _bulk_mass_float(wk, nk, rho)
                 if est is not None:
                     out[k] = est
                     continue
-            a, b = _bounds_mass_arb(wk, nk, rho, bulk_res=shared, floor_res=shared)
+            if floor is None and _RECUR_W_MAX < wk < nk and shared is not False:
+                floor = _bounds_mass_arb(_RECUR_W_MAX, nk, rho, bulk_res=shared)[0]  # one per n
+            a, b = _bounds_mass_arb(wk, nk, rho, bulk_res=shared, floor=floor)
             if certified:
                 lo[k], hi[k] = a, b
                 mid[k] = 0.5 * (a + b)
