@@ -63,7 +63,8 @@ _MAX_WORK = 4e9
 # Total work of one certified computation, counted as the sum over recurrence passes of
 # n * bits (about 25 ns per unit on one core at high precision, more at low precision:
 # the cap is of the order of ten seconds); checked before each pass, and before starting
-# against the smallest number of passes a route needs.
+# against the smallest number of passes a route needs (at 64 bits: the bits actually needed are
+# measured on the way, so a refusal can come after part of the work, never past the cap).
 _MAX_TOTAL_WORK = 4e8
 # the two-pass window-mass route makes at most 12 passes whatever rho: a larger cap
 # there serves large n (n = 1e6 at rho = 0.9 needs about 4e8)
@@ -834,7 +835,11 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
     used directly (the sweep contracts by ``rho`` per sweep and ended unvouched there), its
     precision raised to the conditioning ``log10(Phi_n/Phi_1)`` measured on its own balls
     at a point proved above the root (a lower bound, Lemma 2.1) until the balls decide; the
-    same inputs take the same steps, and the work cap bounds the time. From ``n = 2**17``
+    same inputs take the same steps, and the work cap bounds the time. The cap is checked before
+    each pass, and before starting only against the fewest passes at 64 bits: the precision a
+    certified answer needs is measured on the way (no cheap proved lower bound of the conditioning
+    is used beforehand), so a refusal near ``rho = 1`` can come after seconds of work (``n = 1000``,
+    ``rho = 1 - 1e-6``: about 8 s on one core), never later than the cap allows. From ``n = 2**17``
     the sweep's Anderson mixing runs as a one-problem loop (same safeguards, memory 4 for
     ``0.5 <= rho < 0.995``).
     Certified route: the backward recurrence in Arb at ``64 + 3.33 (dps + log10 cond)``
@@ -1221,7 +1226,11 @@ def _bulk_lifetime_arb(c, n, r, D, W, log_sigma, big=()):
     out["surv"] = D + eJ * low + (sq - Sq) / (2 * q) - sum_y2 / 4
     out["death"] = D + eJ * up + z_max + a_tot / 2 + 1 + (J + a_tot).exp() * sigma * f(sigma) / (sq - 1)
     if big:
-        local = _local_drift(big, grid, i_sigma, J, S, q, r, j_min, k1, k2, D)
+        # each window's drift bounds are refined for it alone, so that its enclosure does not depend
+        # on the other windows asked (one refinement for all of them moved the 7th digit)
+        def local(w):
+            return _local_drift((w,), grid, i_sigma, J, S, q, r, j_min, k1, k2, D)
+
         out["big"] = _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, out["surv"], local)
     return out
 
@@ -1273,8 +1282,10 @@ def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv, local=Non
     ``s_-`` with ``L(s_-) <=`` the second bracket ``Psi_W``, and ``f`` decreases.
     Corollary 4.5: once ``Psi_W <= s_+`` is proved, the drift bounds ``delta`` and ``A`` (over
     the whole bulk, dominated by its far end) are replaced by ``B(s_+)`` and ``A(s_+)`` read on
-    the refined grid ``local`` at its first point at or above ``s_+``, and ``s_+``, ``s_-`` are
-    recomputed with them. Windows where a bound cannot be proved are left out.
+    the refined grid ``local(W)`` (refined for ``W`` alone) at its first point at or above ``s_+``,
+    and ``s_+``, ``s_-`` are recomputed with them. Windows where a bound cannot be proved take the
+    lower end of the largest proved window below ``w_max`` (the mass increases in ``W``), else are
+    left out.
     """
     import flint
     from scipy.special import gammainccinv, gammaincinv
@@ -1304,10 +1315,10 @@ def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv, local=Non
                 return s
         return None
 
-    def drift_at(s):  # (A(s), B(s)) upper bounds: the first refined grid point at or above s
-        if local is None:
+    def drift_at(s, grid_w):  # (A(s), B(s)) upper bounds: the first refined grid point at or above s
+        if grid_w is None:
             return a_tot, delta
-        pts, A, B = local
+        pts, A, B = grid_w
         ls = float(s.log().mid())
         k = bisect.bisect_left(pts, ls)
         while k < len(pts) and not flint.arb(pts[k]).exp() >= s:
@@ -1317,11 +1328,12 @@ def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv, local=Non
         return A[k], B[k]
 
     def bounds_at(W):
+        grid_w = None if local is None else local(W)
         s_plus = point(L_S + (W - D + (1 - y_star) * delta / 2) * (-(J - delta)).exp(), True)
         if s_plus is None:
             return None
         # Corollary 4.5: Psi_W <= s_+, so J_W >= J_D - B(s_+) and the count's y^2 terms are at most 2 (1 - y*) B(s_+)
-        _, beta = drift_at(s_plus)
+        _, beta = drift_at(s_plus, grid_w)
         beta = flint.arb(beta.upper()).union(0)
         if beta < delta:
             tighter = point(L_S + (W - D + (1 - y_star) * beta / 2) * (-(J - beta)).exp(), True)
@@ -1329,7 +1341,7 @@ def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv, local=Non
                 s_plus = tighter
         else:
             beta = delta
-        alpha, _ = drift_at(s_plus)  # J_W <= J_D + A(Psi_W) <= J_D + A(s_+)
+        alpha, _ = drift_at(s_plus, grid_w)  # J_W <= J_D + A(Psi_W) <= J_D + A(s_+)
         z_w = (s_plus**q - Sq) / (2 * q)  # the trapezoid term of the count up to Psi_W <= s_+
         gain = W - D - z_w - alpha / 2
         s_minus = point(L_S + gain * (-(J + alpha)).exp(), False) if gain > 0 else None
@@ -1346,14 +1358,39 @@ def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv, local=Non
         w_max = int(min(float(surv.lower()), D + room * (1 - 1e-9))) - 1 if math.isfinite(room) else 0
     except (OverflowError, ValueError):
         w_max = 0
+    reach = []
+
+    def reached():
+        # the largest window w <= w_max whose bounds are proved: near w_max the count sits next to
+        # L(infinity) and s_+ is often not found (then the floor at 4096 was used, and the lower end
+        # fell from 0.99999999999 at W = 10566 to 0.999999999 at 12765, n = 7e4, rho = 0.99); any
+        # proved w serves (m_n(W) >= m_n(w) for w <= W), the bisection only seeks a large one
+        if not reach:
+            found, a, b = None, D, w_max  # bounds_at fails at b or beyond; a < any proved candidate
+            res = bounds_at(b) if b > D else None
+            if res is not None:
+                found = (b, res)
+            else:
+                for _ in range(40):
+                    if b - a <= max(1, b >> 20):
+                        break
+                    m = (a + b) // 2
+                    res = bounds_at(m)
+                    if res is None:
+                        b = m
+                    else:
+                        a, found = m, (m, res)
+            reach.append(found)
+        return reach[0]
+
     for W in big:
         res = bounds_at(W) if surv >= W else None
-        if res is None and D < w_max < W:
-            # m_n(W) >= m_n(w_max) (the mass increases in W, Corollary 4.5): the lower end of the
-            # window mass from w_max, the upper end trivial (before: W/n, which fell below the
-            # lower ends of smaller windows, e.g. 0.999 at W = 999000 after 0.9999977 at 900000)
-            inner = bounds_at(w_max)
-            res = None if inner is None else (flint.arb(0), inner[1])
+        if res is None and D < w_max:
+            # m_n(W) >= m_n(w) for the largest proved w <= w_max (the mass increases in W,
+            # Corollary 4.5): the lower end of the window mass from w, the upper end trivial
+            # (before: W/n, which fell below the lower ends of smaller windows)
+            inner = reached()
+            res = None if inner is None or inner[0] >= W else (flint.arb(0), inner[1][1])
         if res is not None:
             out[W] = res
     return out
@@ -1608,7 +1645,11 @@ def _bulk_mass_float(W, n, rho):
     if est is None:
         return None
     if W > _RECUR_W_MAX:
-        est = (est[0], _continued_mass_float(x, rho, W))
+        try:
+            cont = _continued_mass_float(x, rho, W)
+        except (ValueError, OverflowError, ZeroDivisionError):  # doubles out of range: Theorem 4(ii) answers
+            cont = None
+        est = (est[0], cont)
         if est[1] is None:
             return None
     elif W > D:
@@ -1663,6 +1704,10 @@ def _continued_mass_float(log_c, rho, W, K=_RECUR_W_MAX):
             if not steps > 0.0:
                 return None
             log_target = np.logaddexp(log_lk, math.log(steps) - j_k)
+            if u_w >= 1e-3 or not series(u_w) > 0.0:
+                # the count left the series' range (windows near n): the incomplete gamma below
+                # takes over; the six-term series turned negative there and math.log raised
+                break
             u_new = math.exp(q * (log_target - math.log(series(u_w)))) / q
             if abs(u_new - u_w) <= 1e-16 * u_new:
                 u_w = u_new
@@ -1702,18 +1747,27 @@ def _drift_estimate(log_s, log_p, u_k, u_w, q):
     return 0.5 * (y_k - y_w) + rho * (d_w - d_k) / 12.0
 
 
-def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False):
+def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False, floor=None):
     """Proved enclosure of ``m_n(W; rho)`` at any ``n`` from bounds on ``c_n`` (route ``"bounds"``).
 
     Lemma 4.2 (proofs/ot_asymptotics.md): ``m = 1 - N_{n-W}(c_n)`` is decreasing in ``c``
     (Lemma 2.1), so ``[f_W(c_hi), f_W(c_lo)]`` with ``f_W`` the W-step recurrence; for large
     windows Theorem 4(i)'s closed forms at both ends; always ``W/n <= m <= H_W n^{rho-1}``
     (the prior decreases in ``d``; Theorem 4(iii)). Returns ``(lo, hi)`` as floats rounded outward.
+
+    For ``W > 4096`` the lower end is at least that of ``W = 4096`` on every path (``m_n`` increases
+    in ``W``; Corollary 4.5's floor): ``floor``, that lower end when the caller has it (one per
+    ``n`` for a list), else computed here from the same bracket.
     """
     import flint
 
     if W >= n:
         return 1.0, 1.0
+    if W > _RECUR_W_MAX and floor is None:  # Corollary 4.5: m_n(W) >= m_n(4096) >= the proved lower end at 4096
+        if bulk_res is False:
+            bulk_res = _bulk_enclosure(n, rho, (W,)) if bulk else None
+        floor = _bounds_mass_arb(_RECUR_W_MAX, n, rho, bulk, bulk_res)[0]
+    floor = 0.0 if floor is None else floor
     with arb_precision(128):
         r = arb_from_float(rho)
         c_lo, c_hi = _c_bounds_arb(n, r)
@@ -1765,7 +1819,7 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False):
                 lows.append(H * x * base**r if base > 0 else flint.arb(0))
             lo_end = max(lo_end, min(enclosure_from_arb(v).lo for v in lows))
             hi_end = min(hi_end, enclosure_from_arb(H * c_lo ** (r - 1)).hi)
-    return max(0.0, lo_end), min(1.0, hi_end)
+    return max(0.0, lo_end, floor), min(1.0, hi_end)
 
 
 def _asymptotic_mass_float(W, n, rho, lo, hi):
@@ -1824,8 +1878,10 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     Notes
     -----
     Exact route: :math:`m = -\\mathrm{expm1}(L1_{n-W} - L1_n)`, i.e. ``1 - Phi_{n-W}/Phi_n``
-    from the log cumulative sums of the solved scalings, which keeps full relative
-    accuracy as ``m -> 1`` and as ``m -> 0``. One solve per distinct ``n``; O(n) time.
+    from the log cumulative sums of the solved scalings where ``m >= 1/2`` (full relative
+    accuracy as ``m -> 1``), and the sum of the prior's first ``W`` values, formed from their
+    logarithms, where ``m < 1/2`` (full relative accuracy as ``m -> 0``: ``1 - Phi_{n-W}/Phi_n``
+    rounded to ``eps / m`` relative there). One solve per distinct ``n``; O(n) time.
 
     It is used, by a rule decided before any work, when ``n <= 256``, or when
     ``n <= 4096``, ``rho <= 0.9`` and the double route's rounding floor
@@ -1921,15 +1977,20 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
             continue
         routes[sel] = "bounds"
         shared = False
-        if certified:  # one bracket of c_n (Lemma 4.3) for every window of this n
+        if certified:  # one bracket of c_n (Lemma 4.3) for every window of this n: its ends do not depend
+            # on the windows asked (only which f_W are read at them), and each large window's drift
+            # bounds are refined for it alone (Corollary 4.5)
             shared = _bulk_enclosure(nk, rho, [w for w in ws if w < nk])
+        floor = None
         for k, wk in zip(sel, ws, strict=True):
             if not certified and wk < nk:
                 est = _bulk_mass_float(wk, nk, rho)
                 if est is not None:
                     out[k] = est
                     continue
-            a, b = _bounds_mass_arb(wk, nk, rho, bulk_res=shared)
+            if floor is None and _RECUR_W_MAX < wk < nk and shared is not False:
+                floor = _bounds_mass_arb(_RECUR_W_MAX, nk, rho, bulk_res=shared)[0]  # one per n
+            a, b = _bounds_mass_arb(wk, nk, rho, bulk_res=shared, floor=floor)
             if certified:
                 lo[k], hi[k] = a, b
                 mid[k] = 0.5 * (a + b)
@@ -1960,7 +2021,12 @@ def _float_masses(n, rho, windows):
     # m = 1 - Phi_{n-W} / Phi_n ; Phi_0 = 0
     idx = n - windows  # number of keys outside the window
     ratio_log = np.where(idx > 0, L[np.maximum(idx - 1, 0)] - L[-1], -np.inf)
-    return -np.expm1(ratio_log)
+    # below one half the mass is summed directly from the prior's own log values, m = Phi-sum of
+    # v_n .. v_{n-W+1} over Phi_n: 1 - e^{ratio} lost the relative accuracy as m -> 0 (1/65536 at
+    # rho = 1e-300 came out 8.7e-13 low, outside its own certified enclosure)
+    Lf = _log_cumsum_exp(log_prior)  # log(v_n + ... + v_{n-k+1}) - log Phi_n, k = 1..n
+    direct = np.exp(Lf[np.minimum(windows, n) - 1] - Lf[-1])
+    return np.where(direct < 0.5, direct, -np.expm1(ratio_log))
 
 
 def _certified_masses(n, rho, windows):
