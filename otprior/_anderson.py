@@ -27,7 +27,9 @@ safe range left) or when the sweep budget runs out. Every accepted residual is a
 
 The least-squares problem ``min_gamma ||r_k - dR gamma||`` is solved in the small
 ``m x m`` space: the Gram matrix ``dR^T dR`` of the stored residual differences is kept
-up to date (one new row per sweep, ``m`` inner products), scaled by its diagonal
+up to date (one new row per sweep, ``m`` inner products ``d_j . (r_k - r_{k-1})``, formed as
+``d_j . r_k - d_j . r_{k-1}``: the first are the new right-hand side and the second the last
+one, so one pass over the stored differences serves both), scaled by its diagonal
 (unit-normalised differences, without forming them) with a relative Tikhonov term
 ``1e-10``, and the candidate is ``G(x_k) - dG gamma``.
 """
