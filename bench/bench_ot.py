@@ -15,7 +15,7 @@ alike. Sections (each writes its rows to ``bench/results/ot.json``):
   of a convex cost, which if anything underestimates POT). Each row records the CPU time of
   every timed prefix and whether their second differences are all >= 0 (convex on the sample).
 - ``pot_check``: the midpoint sum against POT timed on every prefix (every 8th at rho = 0.99)
-  at n = 1024, from the same per-prefix times: ``estimate_over_total <= 1`` means the
+  at n = 1024, from the same per-prefix times: ``estimate_over_total_strata_k <= 1`` means the
   sampled POT totals, hence the ratios, are conservative.
 - ``prior``: ``ot_prior(10**6, rho)`` in seconds (targets: <= 1 s at rho = 0.5, <= 5 s at
   rho = 0.99), with the time of a fixed numpy workload (``np.exp`` of ``10**6`` doubles ten times, into one buffer)
@@ -133,20 +133,21 @@ def bench_pot_check(n, rhos, strata, every=1, tol=1e-10):
     """
     rows = []
     S = np.random.default_rng(n).normal(size=(n, n))
-    step = n // strata
-    sample = [step * k + step // 2 + 1 for k in range(strata)]
+    # the midpoint sums with strata and with twice as many, from the same per-prefix times
+    samples = {k: [(n // k) * j + (n // k) // 2 + 1 for j in range(k)] for k in (strata, 2 * strata)}
     for rho in rhos:
         grid = range(2, n + 1, every)
-        lengths = sorted(set(grid) | set(sample))
+        lengths = sorted(set(grid).union(*samples.values()))
         c = {}
         for t in lengths:
             start = time.process_time()
             pot_prefix_row(S, rho, t, tol * (1 - rho))
             c[t] = time.process_time() - start
         total = every * sum(c[t] for t in grid)
-        estimate = step * sum(c[t] for t in sample)
-        row = {"n": n, "rho": rho, "strata": strata, "every": every, "pot_total_s": total,
-               "midpoint_estimate_s": estimate, "estimate_over_total": estimate / total}
+        row = {"n": n, "rho": rho, "every": every, "pot_total_s": total}
+        for k, sample in samples.items():
+            estimate = (n // k) * sum(c[t] for t in sample)
+            row[f"estimate_over_total_strata_{k}"] = estimate / total
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
