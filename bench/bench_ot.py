@@ -12,7 +12,11 @@ alike. Sections (each writes its rows to ``bench/results/ot.json``):
   Riemann sum ``(n / strata) * sum``: timing all ``n`` prefixes of POT takes hours at
   ``n = 2048``. Targets: >= 40x at n = 1024, >= 100x at n = 4096 (4096 is run by
   ``--pot-sizes 1024 4096 --strata 8``: POT timed on one prefix in 512 there, the midpoint sum
-  of a convex cost, which if anything underestimates POT).
+  of a convex cost, which if anything underestimates POT). Each row records the CPU time of
+  every timed prefix and whether their second differences are all >= 0 (convex on the sample).
+- ``pot_check``: the midpoint sum against POT timed on every prefix (every 8th at rho = 0.99)
+  at n = 1024, from the same per-prefix times: ``estimate_over_total_strata_k <= 1`` means the
+  sampled POT totals, hence the ratios, are conservative.
 - ``prior``: ``ot_prior(10**6, rho)`` in seconds (targets: <= 1 s at rho = 0.5, <= 5 s at
   rho = 0.99), with the time of a fixed numpy workload (``np.exp`` of ``10**6`` doubles ten times, into one buffer)
   in the same process, so that runs on other machines can be compared.
@@ -37,6 +41,7 @@ if __name__ == "__main__":
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -47,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' shar
 from _timing import interleaved  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "ot.json"
-SECTIONS = ("pot", "prior", "spread", "certified", "design")
+SECTIONS = ("pot", "pot_check", "prior", "spread", "certified", "design")
 
 
 
@@ -75,10 +80,17 @@ def bench_pot(sizes, rhos, strata, reps, tol=1e-10):
             def ours(rho=rho, S=S):
                 return otprior.causal_ot_attention(S, rho, dual_tol=tol)
 
-            def pot(rho=rho, S=S, sample=sample):
+            per_prefix = {}
+
+            def pot(rho=rho, S=S, sample=sample, per_prefix=per_prefix):
                 # the same stopping rule as the operator's: the change of the scalings per
                 # iteration below tol (1 - rho) certifies tol for a rho-contraction
-                return [pot_prefix_row(S, rho, t, tol * (1 - rho)) for t in sample]
+                rows = []
+                for t in sample:
+                    start = time.process_time()
+                    rows.append(pot_prefix_row(S, rho, t, tol * (1 - rho)))
+                    per_prefix[t] = time.process_time() - start
+                return rows
 
             med, out = interleaved({"ours": ours, "pot": pot}, reps)
             err_ours = max(float(np.max(np.abs(out["ours"][t - 1, :t] - ref[t - 1, :t]))) for t in sample)
@@ -94,9 +106,50 @@ def bench_pot(sizes, rhos, strata, reps, tol=1e-10):
                 "ratio": pot_total / med["ours"],
                 "max_error_ours": err_ours,
                 "max_error_pot": err_pot,
+                # CPU seconds of each timed prefix in the last run (t: seconds), for the
+                # convexity check of the midpoint sum (second differences >= 0)
+                "pot_prefix_s": {str(t): per_prefix[t] for t in sample},
+                "pot_second_differences_nonnegative": _convex(per_prefix, sample),
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
+    return rows
+
+
+def _convex(per_prefix, sample):
+    c = [per_prefix[t] for t in sample]
+    return bool(all(c[k - 1] - 2 * c[k] + c[k + 1] >= 0 for k in range(1, len(c) - 1)))
+
+
+def bench_pot_check(n, rhos, strata, every=1, tol=1e-10):
+    """The midpoint sum of ``strata`` timed prefixes against the sum over all prefixes.
+
+    POT is timed on every ``every``-th prefix length from 2 (every one with ``every = 1``), one
+    CPU time each; the full total is the sum (times ``every``), and the estimate is the midpoint
+    sum ``(n / strata) * sum c(t_k)`` built from the same per-prefix times, as ``bench_pot``
+    forms it. A ratio ``estimate / total`` below one means the POT ratios quoted are
+    conservative. The prefix of length 1 is left out of both: POT runs its 10**6 iterations
+    there (about 3 s), which the midpoint sum never samples either.
+    """
+    rows = []
+    S = np.random.default_rng(n).normal(size=(n, n))
+    # the midpoint sums with strata and with twice as many, from the same per-prefix times
+    samples = {k: [(n // k) * j + (n // k) // 2 + 1 for j in range(k)] for k in (strata, 2 * strata)}
+    for rho in rhos:
+        grid = range(2, n + 1, every)
+        lengths = sorted(set(grid).union(*samples.values()))
+        c = {}
+        for t in lengths:
+            start = time.process_time()
+            pot_prefix_row(S, rho, t, tol * (1 - rho))
+            c[t] = time.process_time() - start
+        total = every * sum(c[t] for t in grid)
+        row = {"n": n, "rho": rho, "every": every, "pot_total_s": total}
+        for k, sample in samples.items():
+            estimate = (n // k) * sum(c[t] for t in sample)
+            row[f"estimate_over_total_strata_{k}"] = estimate / total
+        rows.append(row)
+        print(json.dumps(row), flush=True)
     return rows
 
 
@@ -239,6 +292,9 @@ def main(argv=None, *, sizes=None):
         "spread_n": 64 if a.quick else 256,
         "certified": [(64, 0.5)] if a.quick else [(256, 0.5), (1024, 0.99), (64, 0.9999)],
         "design": (128, 64) if a.quick else (1024, 512),
+        "pot_check_n": 64 if a.quick else 1024,
+        # (rho, every): every prefix at 0.5 and 0.9, every 8th at 0.99 (all would take minutes)
+        "pot_check_rhos": [(0.5, 1)] if a.quick else [(0.5, 1), (0.9, 1), (0.99, 8)],
         "reps": 1 if a.quick else 3,
         "ref_size": 10**6,
     }
@@ -256,6 +312,10 @@ def main(argv=None, *, sizes=None):
     if "pot" in a.sections:
         print("== causal_ot_attention vs POT per prefix (matched accuracy 1e-10)")
         out["pot"] = bench_pot(cfg["pot_sizes"], cfg["pot_rhos"], cfg["strata"], max(1, reps - 2))
+    if "pot_check" in a.sections:
+        print("== the midpoint sum of POT's per-prefix times against all prefixes")
+        out["pot_check"] = [row for rho, every in cfg["pot_check_rhos"]
+                            for row in bench_pot_check(cfg["pot_check_n"], [rho], cfg["strata"], every)]
     if "prior" in a.sections:
         print("== ot_prior")
         out["prior"] = bench_prior(cfg["prior_n"], (0.5, 0.9, 0.99), reps, cfg["ref_size"])

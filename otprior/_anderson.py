@@ -27,7 +27,9 @@ safe range left) or when the sweep budget runs out. Every accepted residual is a
 
 The least-squares problem ``min_gamma ||r_k - dR gamma||`` is solved in the small
 ``m x m`` space: the Gram matrix ``dR^T dR`` of the stored residual differences is kept
-up to date (one new row per sweep, ``m`` inner products), scaled by its diagonal
+up to date (one new row per sweep, ``m`` inner products ``d_j . (r_k - r_{k-1})``, formed as
+``d_j . r_k - d_j . r_{k-1}``: the first are the new right-hand side and the second the last
+one, so one pass over the stored differences serves both), scaled by its diagonal
 (unit-normalised differences, without forming them) with a relative Tikhonov term
 ``1e-10``, and the candidate is ``G(x_k) - dG gamma``.
 """
@@ -82,6 +84,15 @@ def _gamma(gram, rhs, nstored):
     A += np.where(valid, 1e-10, 1.0)[:, :, None] * np.eye(m)[None]
     y = np.linalg.solve(A, (np.where(valid, rhs * inv, 0.0))[..., None])[..., 0]
     return y * inv
+
+
+def _drop(a, holes, movers, size):
+    """The first ``size`` rows of ``a`` after the rows ``movers`` are copied onto the rows
+    ``holes`` (``holes < size <= movers``): only the moved rows are copied. Applying it twice
+    to one array (aliases) gives the same result, since the rows ``movers`` are not written."""
+    if holes.size:
+        a[holes] = a[movers]
+    return a[:size]
 
 
 def anderson_solve(
@@ -159,7 +170,10 @@ def anderson_solve(
     rows = np.arange(batch)
     m = max(1, int(memory))
     accelerate = bool(accelerate)
-    # state of the active problems (compacted as problems finish)
+    osc = seminorm == "osc"
+    # state of the active problems, one row each; when problems finish, the rows of the
+    # last active problems move into their places (``_drop``), so the state stays compact
+    # and only as many rows are copied as problems finish
     trial = np.zeros(batch, dtype=bool)  # x is an Anderson candidate awaiting acceptance
     have_prev = np.zeros(batch, dtype=bool)
     prev_img = np.zeros((batch, width))
@@ -169,34 +183,47 @@ def anderson_solve(
     stale = np.zeros(batch, dtype=int)
     pause = np.zeros(batch, dtype=int)
     rejections = np.zeros(batch, dtype=int)
+    thresholds = threshold.copy()
     if accelerate:
         d_res = np.zeros((batch, m, width))
         d_img = np.zeros((batch, m, width))
         gram = np.zeros((batch, m, m))
         count = np.zeros(batch, dtype=int)  # differences stored since the last restart
+        rhs_prev = np.zeros((batch, m))  # d_res . res at the last sweep, where rhs_ok
+        rhs_ok = np.zeros(batch, dtype=bool)
     for k in range(1, max_iter + 1):
         b = rows.size
-        idx = np.arange(b)
         img = G(x, rows)
         res = img - x
         with np.errstate(invalid="ignore", over="ignore"):
             hi, lo = res.max(axis=1), res.min(axis=1)
-            rn = hi - lo if seminorm == "osc" else np.maximum(hi, -lo)
+            rn = hi - lo if osc else np.maximum(hi, -lo)
             # x is always finite (x0, checked candidates, accepted images): rn is finite
             # exactly when the image is
             finite = np.isfinite(rn)
-            rn = np.where(finite, rn, np.inf)
+            all_finite = bool(finite.all())
+            if not all_finite:
+                rn = np.where(finite, rn, np.inf)
             amax = np.maximum(img.max(axis=1), -img.min(axis=1)) if (floor is not None or bound is not None) else None
         iterations[rows] = k
         # --- acceptance of the Anderson candidates (the safeguard) ---
-        reject = trial & ~(rn <= _ACCEPT * best_rn)
-        accepted = ~reject
+        if trial.any():
+            reject = trial & ~(rn <= _ACCEPT * best_rn)
+            accepted = ~reject
+            any_reject = bool(reject.any())
+        else:
+            reject = np.zeros(b, dtype=bool)
+            accepted = ~reject
+            any_reject = False
         if history and b and accepted[0]:
             trace.append(float(rn[0]))
-        thr = threshold[rows]
+        thr = thresholds
         if floor is not None:
             with np.errstate(invalid="ignore", over="ignore"):
-                thr = np.maximum(thr, np.where(finite, floor(np.where(finite, amax, 0.0)), 0.0))
+                if all_finite:
+                    thr = np.maximum(thr, floor(amax))
+                else:
+                    thr = np.maximum(thr, np.where(finite, floor(np.where(finite, amax, 0.0)), 0.0))
         done = accepted & finite & (rn <= thr)
         bad = accepted & ~finite
         if bound is not None:
@@ -204,64 +231,95 @@ def anderson_solve(
                 outside = accepted & finite & ~done & ~(amax <= bound)
         else:
             outside = np.zeros(b, dtype=bool)
-        residual[rows[accepted]] = rn[accepted]
-        if done.any():
+        if any_reject:
+            residual[rows[accepted]] = rn[accepted]
+        else:
+            residual[rows] = rn
+        any_done = bool(done.any())
+        if any_done:
             out[rows[done]] = img[done]
-        for mask, name in ((bad, "non-finite"), (outside, "range")):
-            if mask.any():
-                kind[rows[mask]] = name
-                at_sweep[rows[mask]] = k
-                out[rows[mask]] = x[mask]
-        go = accepted & ~done & ~bad & ~outside  # accepted points that continue
-        all_go = bool(go.all())
+        stop = done | bad | outside
+        any_stop = any_done or bool(stop.any())
+        if any_stop:
+            for mask, name in ((bad, "non-finite"), (outside, "range")):
+                if mask.any():
+                    kind[rows[mask]] = name
+                    at_sweep[rows[mask]] = k
+                    out[rows[mask]] = x[mask]
+        go = accepted & ~stop  # accepted points that continue
+        all_go = not (any_reject or any_stop)
         # --- memory update at the accepted points ---
         if accelerate:
             upd = go & have_prev
-            if upd.any():
-                slot = count[rows] % m
-                ui, us = idx[upd], slot[upd]
+            ui = np.flatnonzero(upd)
+            q = None
+            if ui.size:
+                us = count[ui] % m
                 dr = res - prev_res
-                d_res[ui, us] = dr[upd]
-                d_img[ui, us] = (img - prev_img)[upd]
-                # the new row of the Gram matrix (m inner products per problem)
-                col = np.matmul(d_res, dr[:, :, None])[:, :, 0]
-                gram[ui, us, :] = col[upd]
-                gram[ui, :, us] = col[upd]
-                count[rows[upd]] += 1
+                if ui.size == b and not (us - us[0]).any():
+                    # every problem writes the same slot: one strided copy per array
+                    s = int(us[0])
+                    d_res[:, s] = dr
+                    np.subtract(img, prev_img, out=d_img[:, s])
+                else:
+                    d_res[ui, us] = dr[ui]
+                    d_img[ui, us] = img[ui] - prev_img[ui]
+                # the new row of the Gram matrix: d_j . dr = d_j . res - d_j . prev_res, where
+                # d_j . res is the next right-hand side (one pass over the memory serves both)
+                # and d_j . prev_res was the last one (the other slots are unchanged since)
+                if rhs_ok[ui].all():
+                    q = np.matmul(d_res, res[:, :, None])[:, :, 0]
+                    col = q - rhs_prev
+                    col[ui, us] = np.einsum("ij,ij->i", dr[ui], dr[ui])
+                else:
+                    col = np.matmul(d_res, dr[:, :, None])[:, :, 0]
+                gram[ui, us, :] = col[ui]
+                gram[ui, :, us] = col[ui]
+                count[ui] += 1
         # (arrays are rebound, never written in place: img and res may be shared)
         if all_go:
             prev_img, prev_res = img, res
+            have_prev = np.ones(b, dtype=bool)
         else:
             prev_img = np.where(go[:, None], img, prev_img)
             prev_res = np.where(go[:, None], res, prev_res)
-        have_prev |= go
+            have_prev = have_prev | go
         improved = go & (rn < best_rn)
         if improved.all():
             best_img = img
-        elif improved.any():
-            best_img = np.where(improved[:, None], img, best_img)
-        best_rn = np.where(improved, rn, best_rn)
-        stale = np.where(improved, 0, np.where(go, stale + 1, stale))
+            best_rn = rn
+            stale = np.zeros(b, dtype=int)
+        else:
+            if improved.any():
+                best_img = np.where(improved[:, None], img, best_img)
+            best_rn = np.where(improved, rn, best_rn)
+            stale = np.where(improved, 0, np.where(go, stale + 1, stale))
         if accelerate:
             # a problem whose best residual has not improved for 2 m accepted points restarts
-            reject |= go & (stale > 2 * m)
-            stale[reject] = 0
+            restart = go & (stale > 2 * m)
+            if restart.any():
+                reject = reject | restart
+                any_reject = True
+            if any_reject:
+                stale = np.where(reject, 0, stale)
         # --- rejections: resume with the plain step of the last accepted point (for a
         # restart, the current one): the plain trajectory goes on, as it would without mixing
         x_next = img
-        if reject.any():
+        if any_reject:
             x_next = np.where(reject[:, None], prev_img, img)
-            rejected_total[rows[reject]] += 1
-            rejections[rows[reject]] += 1
-            pause[rows[reject]] = np.minimum(2 ** np.minimum(rejections[rows[reject]], 5), _MAX_PAUSE)
+            ri = np.flatnonzero(reject)
+            rejected_total[rows[ri]] += 1
+            rejections[ri] += 1
+            pause[ri] = np.minimum(2 ** np.minimum(rejections[ri], 5), _MAX_PAUSE)
             if accelerate:
-                count[rows[reject]] = 0
+                count[ri] = 0
         new_trial = np.zeros(b, dtype=bool)
         if accelerate:
-            nstored = np.minimum(count[rows], m)
-            want = go & ~reject & (pause[rows] == 0) & (nstored > 0)
+            nstored = np.minimum(count, m)
+            want = go & ~reject & (pause == 0) & (nstored > 0)
             if want.any():
-                rhs = np.matmul(d_res, res[:, :, None])[:, :, 0]
+                rhs = q if q is not None else np.matmul(d_res, res[:, :, None])[:, :, 0]
+                rhs_prev = rhs
                 gamma = _gamma(gram, rhs, nstored)
                 with np.errstate(invalid="ignore", over="ignore"):
                     cand = img - np.matmul(gamma[:, None, :], d_img)[:, 0, :]
@@ -271,20 +329,27 @@ def anderson_solve(
                         ok &= camax <= bound
                 x_next = cand if ok.all() else np.where(ok[:, None], cand, x_next)
                 new_trial = ok
-            step = go & ~new_trial & (pause[rows] > 0)
-            pause[rows[step]] -= 1
+            rhs_ok = want
+            step = go & ~new_trial & (pause > 0)
+            if step.any():
+                pause[step] -= 1
         trial = new_trial
         x = x_next
         # --- drop the problems that finished or failed ---
-        keep = ~(done | bad | outside)
-        if not keep.all():
-            sel = np.flatnonzero(keep)
-            rows = rows[sel]
-            x, trial, have_prev = x[sel], trial[sel], have_prev[sel]
-            prev_img, prev_res = prev_img[sel], prev_res[sel]
-            best_img, best_rn, stale = best_img[sel], best_rn[sel], stale[sel]
+        if any_stop:
+            keep = ~stop
+            b_new = int(keep.sum())
+            holes = np.flatnonzero(~keep[:b_new])
+            movers = b_new + np.flatnonzero(keep[b_new:])
+            rows, thresholds = _drop(rows, holes, movers, b_new), _drop(thresholds, holes, movers, b_new)
+            x, trial, have_prev = (_drop(a, holes, movers, b_new) for a in (x, trial, have_prev))
+            prev_img, prev_res = _drop(prev_img, holes, movers, b_new), _drop(prev_res, holes, movers, b_new)
+            best_img, best_rn = _drop(best_img, holes, movers, b_new), _drop(best_rn, holes, movers, b_new)
+            stale, pause, rejections = (_drop(a, holes, movers, b_new) for a in (stale, pause, rejections))
             if accelerate:
-                d_res, d_img, gram = d_res[sel], d_img[sel], gram[sel]
+                d_res, d_img = _drop(d_res, holes, movers, b_new), _drop(d_img, holes, movers, b_new)
+                gram, count = _drop(gram, holes, movers, b_new), _drop(count, holes, movers, b_new)
+                rhs_prev, rhs_ok = _drop(rhs_prev, holes, movers, b_new), _drop(rhs_ok, holes, movers, b_new)
         if not rows.size:
             break
     if rows.size:

@@ -88,3 +88,35 @@ def test_errors_say_which_condition_failed():
         anderson_solve(lambda x, rows: np.where(x > 5, np.nan, 0.5 * x - 1), np.array([[10.0], [0.0]]), 1e-12, max_iter=50)
     with pytest.raises(ConvergenceError, match=r"left the safe range \|x\| <= 10 \(first at sweep 1\)"):
         anderson_solve(lambda x, rows: 0.5 * x + 30.0, np.zeros((1, 2)), 1e-12, max_iter=50, bound=10.0)
+
+
+def test_batched_solve_matches_each_problem_solved_alone():
+    # problems with contraction rates 0.2..0.95 finish at different sweeps (the rows of the
+    # last active problems then move into their places): every answer must be the problem's
+    # own fixed point, found by a plain loop written here, and the sweeps those of the problem
+    # solved alone
+    rng = np.random.default_rng(5)
+    B, m = 9, 20
+    rates = np.linspace(0.2, 0.95, B)[[0, 8, 2, 6, 4, 1, 7, 3, 5]]  # holes in the middle
+    W = rng.normal(size=(B, m, m))
+    W /= np.abs(W).sum(axis=2).max(axis=1)[:, None, None]  # sup-norm 1
+    c = rng.normal(size=(B, m)) * 3
+
+    def G(x, rows):
+        # a rate-contraction in the sup norm (tanh is 1-Lipschitz)
+        return rates[rows, None] * np.tanh(np.einsum("bij,bj->bi", W[rows], x)) + c[rows]
+
+    fixed = np.zeros((B, m))
+    for _ in range(2000):
+        fixed = G(fixed, np.arange(B))
+    tol = 1e-12
+    out, info = anderson_solve(G, np.zeros((B, m)), tol * (1 - rates), max_iter=500, memory=5)
+    assert len(set(info["iterations"].tolist())) > 3  # the problems finish at different sweeps
+    np.testing.assert_allclose(out, fixed, rtol=0, atol=2 * tol)
+    for b in range(B):
+        alone, one = anderson_solve(
+            lambda x, rows, b=b: G(x, np.full(rows.size, b)), np.zeros((1, m)), tol * (1 - rates[b]),
+            max_iter=500, memory=5,
+        )
+        np.testing.assert_allclose(out[b], alone[0], rtol=0, atol=2 * tol)
+        assert abs(int(info["iterations"][b]) - int(one["iterations"][0])) <= 1

@@ -19,13 +19,15 @@ def _load(name):
 def test_bench_ot_quick(tmp_path):
     out = tmp_path / "ot.json"
     sizes = {"pot_sizes": [16], "strata": 2, "prior_n": 1000, "spread_n": 12, "certified": [(8, 0.5)],
-             "design": (16, 8), "ref_size": 1000}
+             "design": (16, 8), "ref_size": 1000, "pot_check_n": 16}
     _load("bench_ot").main(["--quick", "--out", str(out)], sizes=sizes)
     res = json.loads(out.read_text())
     assert {row["rho"] for row in res["pot"]} == {0.5, 0.9, 0.99}
     for row in res["pot"]:
         # both routes certify 1e-10; the operator's rows agree with its own 1e-13 answer
         assert row["max_error_ours"] <= 1e-9 and row["max_error_pot"] <= 1e-8 and row["ratio"] > 0
+    assert all(len(row["pot_prefix_s"]) == row["pot_prefixes_timed"] for row in res["pot"])
+    assert all(row["pot_total_s"] > 0 and row["estimate_over_total_strata_2"] > 0 for row in res["pot_check"])
     assert all(row["log_error_bound"] <= 1e-6 and row["seconds"] > 0 for row in res["prior"])
     assert all(row["max_diff_accelerated_vs_plain"] <= 1e-10 for row in res["spread"])
     assert all(row["max_diff"] <= 1e-10 for row in res["design"])
