@@ -278,12 +278,15 @@ def bench_design(n_blocks, n_paths, reps):
 def main(argv=None, *, sizes=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (seconds)")
-    ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--out", default=None, help="where to write the JSON (default: the committed results file; a "
+                    "--quick run writes nothing unless told, so it never replaces the figures the README quotes)")
     ap.add_argument("--pot-sizes", type=int, nargs="+", help="n for the POT comparison (default 1024 2048)")
     ap.add_argument("--strata", type=int, help="POT prefixes timed per n (default 16)")
     ap.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
                     help="run these sections only; the others are kept from the existing output file")
     a = ap.parse_args(argv)
+    if a.out is None and not a.quick:
+        a.out = str(RESULTS)
     cfg = {
         "pot_sizes": [64] if a.quick else [1024, 2048],
         "pot_rhos": [0.5, 0.9, 0.99],
@@ -305,7 +308,7 @@ def main(argv=None, *, sizes=None):
         cfg["strata"] = a.strata
     reps = cfg["reps"]
     out = {}
-    if set(a.sections) != set(SECTIONS) and Path(a.out).exists():
+    if set(a.sections) != set(SECTIONS) and a.out is not None and Path(a.out).exists():
         out = json.loads(Path(a.out).read_text())
     out.update({"quick": a.quick, "threads": 1, "clock": "process_time (CPU), median of interleaved warm runs",
                 "python": sys.version.split()[0], "numpy": np.__version__})
@@ -328,6 +331,9 @@ def main(argv=None, *, sizes=None):
     if "design" in a.sections:
         print("== design choices")
         out["design"] = bench_design(*cfg["design"], reps)
+    if a.out is None:
+        print("quick run: nothing written (--out PATH keeps it)")
+        return out
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
     return out

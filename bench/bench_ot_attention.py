@@ -163,9 +163,12 @@ def main(argv=None, *, sizes=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (seconds)")
     ap.add_argument("--max-length", type=int, default=2048)
-    ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--out", default=None, help="where to write the JSON (default: the committed results file; a "
+                    "--quick run writes nothing unless told, so it never replaces the figures the README quotes)")
     ap.add_argument("--child", nargs=3)
     a = ap.parse_args(argv)
+    if a.out is None and not a.quick:
+        a.out = str(RESULTS)
     if a.child:
         child(a.child[0], int(a.child[1]), float(a.child[2]))
         return None
@@ -187,6 +190,9 @@ def main(argv=None, *, sizes=None):
     out["against_numpy"] = against_numpy(cfg["numpy_lengths"], cfg["reps"])
     print("== one layer, forward + backward, against causal SDPA")
     out["against_sdpa"] = against_sdpa(cfg["sdpa_lengths"], cfg["rhos"], cfg["reps"], cfg["memory"])
+    if a.out is None:
+        print("quick run: nothing written (--out PATH keeps it)")
+        return out
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
     return out

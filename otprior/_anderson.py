@@ -95,7 +95,18 @@ def _drop(a, holes, movers, size):
     return a[:size]
 
 
-def anderson_solve(
+def anderson_solve(G, x0, threshold, *, max_iter, memory=6, accelerate=True, history=False, seminorm="sup",
+                   floor=None, bound=None):
+    """:func:`_anderson_solve` with overflow and invalid operations of the mixing's products
+    silent: a candidate whose products overflow is rejected by the safeguard (non-finite),
+    exactly as the plain step would be, so the warning would report nothing the result does
+    not already say (the plain iteration issues none)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _anderson_solve(G, x0, threshold, max_iter=max_iter, memory=memory, accelerate=accelerate,
+                               history=history, seminorm=seminorm, floor=floor, bound=bound)
+
+
+def _anderson_solve(
     G,
     x0,
     threshold,

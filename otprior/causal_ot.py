@@ -405,6 +405,9 @@ def _lse_rows(a):
 
 
 _SAFE = 1e-280
+# a prefix of a log-domain block whose duals are this many times smaller than the block's largest
+# is solved alone (the shared stabiliser would cost it eps times the largest, see _log_block)
+_ALONE_RATIO = 1024.0
 # sparse log-sum-exp of the entries whose scaled product underflows: the terms within
 # _MARGIN of the largest are kept (at most _KMAX of them), and reused while the duals of
 # the prefix move by at most _DRIFT in oscillation from where they were found
@@ -566,6 +569,24 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
 
     check_allocation(8 * P.size * w, "scores", f"array of shape ({w}, {w})")
     x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w)
+    if P.size > 1:
+        # The shared stabiliser h cancels exactly, but each term is formed with absolute rounding
+        # eps |h|: a prefix whose own duals are far smaller than the block's largest (one huge score
+        # in a later row drives that prefix's duals to ~1e10) would inherit eps |h| instead of
+        # eps |x_p|. Such prefixes are solved again alone, where h is their own.
+        scale = np.maximum(1.0, np.max(np.where(mask, np.abs(x), 0.0), axis=1))
+        alone = np.nonzero(scale * _ALONE_RATIO < scale.max())[0]
+        if alone.size:
+            rows = _log_block(sm, P[np.setdiff1d(np.arange(P.size), alone)], rho, dual_tol, max_iter, accelerate,
+                              full) if alone.size < P.size else None
+            out = np.zeros((P.size, w))
+            keep = np.setdiff1d(np.arange(P.size), alone)
+            if keep.size:
+                out[keep, : rows.shape[1]] = rows
+            for k in alone:
+                r = _log_block(sm, P[k : k + 1], rho, dual_tol, max_iter, accelerate, full)
+                out[k, : r.shape[1]] = r[0]
+            return out
     if full:
         xr = x[0]
         f = -_lse_rows(S + xr[None, :])

@@ -49,3 +49,12 @@ def test_bench_checkpoint_quick(tmp_path):
     _load("bench_checkpoint").main(["--quick", "--out", str(out)], sizes={"layers": 1, "d": 16, "vocab": 32})
     res = json.loads(out.read_text())
     assert res["tensors_read"] == 2 and res["fraction_read"] < 0.5
+
+
+@pytest.mark.slow
+def test_a_quick_run_never_replaces_the_committed_figures(tmp_path):
+    """Without --out a --quick run writes nothing (it used to overwrite the JSON the README quotes)."""
+    module = _load("bench_checkpoint")
+    module.RESULTS = tmp_path / "committed.json"
+    module.main(["--quick"], sizes={"layers": 1, "d": 16, "vocab": 32})
+    assert not module.RESULTS.exists()
