@@ -574,8 +574,11 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
         # eps |h|: a prefix whose own duals are far smaller than the block's largest (one huge score
         # in a later row drives that prefix's duals to ~1e10) would inherit eps |h| instead of
         # eps |x_p|. Such prefixes are solved again alone, where h is their own.
+        # (only where that rounding, eps |h|, exceeds the tolerance: below it the shared stabiliser
+        # costs less than the stopping rule allows)
         scale = np.maximum(1.0, np.max(np.where(mask, np.abs(x), 0.0), axis=1))
-        alone = np.nonzero(scale * _ALONE_RATIO < scale.max())[0]
+        top = scale.max()
+        alone = np.nonzero((scale * _ALONE_RATIO < top) & (_EPS * top > dual_tol))[0]
         if alone.size:
             rows = _log_block(sm, P[np.setdiff1d(np.arange(P.size), alone)], rho, dual_tol, max_iter, accelerate,
                               full) if alone.size < P.size else None
