@@ -573,22 +573,16 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
         # The shared stabiliser h cancels exactly, but each term is formed with absolute rounding
         # eps |h|: a prefix whose own duals are far smaller than the block's largest (one huge score
         # in a later row drives that prefix's duals to ~1e10) would inherit eps |h| instead of
-        # eps |x_p|. Such prefixes are solved again alone, where h is their own.
-        # (only where that rounding, eps |h|, exceeds the tolerance: below it the shared stabiliser
-        # costs less than the stopping rule allows)
+        # eps |x_p|, where that exceeds the tolerance. Such prefixes are solved again alone, where h
+        # is their own; the rest (never empty: it holds the largest) again as a block.
         scale = np.maximum(1.0, np.max(np.where(mask, np.abs(x), 0.0), axis=1))
         top = scale.max()
-        alone = np.nonzero((scale * _ALONE_RATIO < top) & (_EPS * top > dual_tol))[0]
-        if alone.size:
-            rows = _log_block(sm, P[np.setdiff1d(np.arange(P.size), alone)], rho, dual_tol, max_iter, accelerate,
-                              full) if alone.size < P.size else None
+        alone = (scale * _ALONE_RATIO < top) & (_EPS * top > dual_tol)
+        if alone.any():
             out = np.zeros((P.size, w))
-            keep = np.setdiff1d(np.arange(P.size), alone)
-            if keep.size:
-                out[keep, : rows.shape[1]] = rows
-            for k in alone:
-                r = _log_block(sm, P[k : k + 1], rho, dual_tol, max_iter, accelerate, full)
-                out[k, : r.shape[1]] = r[0]
+            for idx in [np.nonzero(~alone)[0]] + [[k] for k in np.nonzero(alone)[0]]:
+                r = _log_block(sm, P[idx], rho, dual_tol, max_iter, accelerate, full)
+                out[idx, : r.shape[1]] = r
             return out
     if full:
         xr = x[0]

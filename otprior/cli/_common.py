@@ -175,12 +175,12 @@ def _exact_integer(text, limit_digits):
     """The integer a digit string or an exponent form names, exactly (no rounding through a
     double: ``9007199254740993e0`` is 2^53 + 1); ``None`` if it is not an integer; ``math.inf``
     (with its sign) if it has more than ``limit_digits`` digits, before any big integer is made."""
-    m = _INTEGER.fullmatch(text)
-    if m:
-        sign, digits, frac, exp = ("-" if text[0] == "-" else ""), text.lstrip("+-"), "", 0
+    sign = "-" if text[0] == "-" else ""
+    m = _EXPONENT.fullmatch(text)
+    if m is None:  # plain digits
+        digits, frac, exp = text.lstrip("+-"), "", 0
     else:
-        m = _EXPONENT.fullmatch(text)
-        sign, digits, frac, exp = m.group(1) == "-" and "-" or "", m.group(2), m.group(3) or "", m.group(4)
+        digits, frac, exp = m.group(2), m.group(3) or "", m.group(4)
         exp = int(exp) if len(exp) <= 6 else 10**6
     frac = frac.rstrip("0")
     digits = (digits + frac).lstrip("0")
