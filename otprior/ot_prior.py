@@ -652,7 +652,7 @@ def _certified_result(n, rho, dps, float_res, log10_condition=None, bits=None):
     with arb_precision(bits):
         # the conditioning as measured on the proved balls: log10(Phi_n / Phi_1)
         if n >= 1 and ratios[1] > 0:
-            log10_condition = -float(ratios[1].log().mid()) / math.log(10.0)
+            log10_condition = max(0.0, -float(ratios[1].log().mid()) / math.log(10.0))  # Phi_n >= Phi_1
     import mpmath
 
     ctx = mpmath.MPContext()
