@@ -935,6 +935,12 @@ def _certified_first(n, rho):
     return 0.0 < 1.0 - rho < _EXACT_MIN_Q
 
 
+def _newton_applies(n, rho):
+    """Lemma 4.6's domain rule: ``1 - rho >= 1e-11`` and ``eps B / (1 - rho) <= 4`` (``B`` of Lemma 4.7)."""
+    q = 1.0 - rho
+    return q >= _NEWTON_MIN_Q and _EPS * _recurrence_condition_bound(n, rho) / q <= _NEWTON_MAX_KAPPA
+
+
 def _near_one(n, rho, digits):
     """The certified prior for ``1 - rho < 1e-4``: one rule, decided from ``(n, rho, digits)`` first.
 
@@ -948,8 +954,7 @@ def _near_one(n, rho, digits):
 
     The same inputs always take the same steps, so they give the same answer or the same refusal.
     """
-    q = 1.0 - rho
-    newton = q >= _NEWTON_MIN_Q and _EPS * _recurrence_condition_bound(n, rho) / q <= _NEWTON_MAX_KAPPA
+    newton = _newton_applies(n, rho)
     if newton:
         bits = _newton_bits(n, rho, digits)
         passes = _newton_steps(rho, digits) + 1
@@ -2181,6 +2186,11 @@ def _exact_affordable(n, rho, certified):
         return False
     if n <= _EXACT_NEAR_ONE_MAX:
         return True  # the double route, or the certified recurrence within its caps
+    if n <= _EXACT_CERT_MAX and _certified_first(n, rho) and _newton_applies(n, rho):
+        # near rho = 1 Lemma 4.6 gives the whole prior, certified, in O(n) per pass (0.3 s at n = 4096):
+        # Lemma 4.3's bracket is loose there (only its upper end of c is proved: the float at n = 257,
+        # rho = 1 - 1e-6, W = 1 was 0.9725 for an exact 0.99948)
+        return True
     if rho > _EXACT_MAX_RHO:
         return False  # the exact route's sweeps grow like 1/(1-rho): Lemma 4.3 answers in O(n/8)
     # the double route's rounding floor 4 (sqrt(n) + 3) eps (1 + |y|) / (1 - rho) with |y| >= log n
@@ -2222,8 +2232,11 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
 
     It is used, by a rule decided before any work, when ``n <= 256``, or when
     ``n <= 4096``, ``rho <= 0.9`` and the double route's rounding floor
-    ``4 (sqrt(n) + 3) eps (1 + log n) / (1 - rho)`` is at most ``1e-6``; where the exact
-    route still refuses, the bounds route answers instead. The double value (not
+    ``4 (sqrt(n) + 3) eps (1 + log n) / (1 - rho)`` is at most ``1e-6``, or when ``n <= 4096``
+    and ``1 - rho < 1e-4`` within Lemma 4.6's domain (``ot_prior``'s certified Newton route near
+    ``rho = 1``: the whole prior in balls, the masses summed from their ends, 0.2 s at
+    ``n = 4096``, where Lemma 4.3's bracket is loose); where the exact route still refuses,
+    the bounds route answers instead. The double value (not
     ``certified``) also takes the exact route for ``4096 < n <= 65536`` while
     ``n <= 2^18 (1 - rho)`` (about 20 ms on one core at ``n = 65536``, ``rho = 0.5``):
     there the bounds route's estimate is off by up
@@ -2384,6 +2397,8 @@ def _certified_masses(n, rho, windows):
                 out.append(enclosure_from_arb(flint.arb(int(w)) / int(n)))
         return out
     res = _solve_or_recur(n, rho, 1e-13, 20_000)
+    if isinstance(res, OTPrior) and res.certified:
+        return _masses_from_entries(res, windows)
     if isinstance(res, OTPrior):
         log_prior, log_c = res.log_prior, res.log_c
     else:
@@ -2423,6 +2438,27 @@ def _certified_masses(n, rho, windows):
     _, ratios, _, bits = _certified_prior(n, rho, log_c, log10_condition, 17)
     with arb_precision(bits):
         return [enclosure_from_arb(1 - ratios[n - int(w)]) for w in windows]
+
+
+def _masses_from_entries(res, windows):
+    """Enclosures of ``m = sum_{d<W} pi(d)`` from a certified prior's proved ends ``lo <= pi(d) <= hi``.
+
+    ``m`` lies in ``[sum_{d<W} lo, sum_{d<W} hi]`` and, as the entries sum to one, in
+    ``[1 - sum_{d>=W} hi, 1 - sum_{d>=W} lo]``; each sum of doubles is ``math.fsum`` (correctly
+    rounded), moved one ulp outward; the intersection is returned.
+    """
+    lo, hi = res.lo, res.hi
+    out = []
+    for w in windows:
+        w = int(w)
+        a = math.nextafter(math.fsum(lo[:w]), -math.inf)
+        b = math.nextafter(math.fsum(hi[:w]), math.inf)
+        a2 = math.nextafter(math.fsum([1.0, *(-hi[w:])]), -math.inf)
+        b2 = math.nextafter(math.fsum([1.0, *(-lo[w:])]), math.inf)
+        a, b = max(a, a2, 0.0), min(b, b2, 1.0)
+        mid = 0.5 * a + 0.5 * b
+        out.append(Enclosure(lo=a, hi=b, mid=mid, rad=math.nextafter(max(mid - a, b - mid), math.inf)))
+    return out
 
 
 def ot_window_law(window, n, rho):

@@ -215,3 +215,32 @@ def test_inputs_near_one_and_at_the_edges():
     for bad in (1.0, 1.0 + 1e-12, float("nan")):
         with pytest.raises(DomainError):
             otprior.ot_prior(4, bad)
+
+
+@pytest.mark.parametrize("n", [257, 1000])
+def test_window_masses_near_one_take_lemma_4_6_up_to_4096(n):
+    """For 1 - rho < 1e-4 and 256 < n <= 4096 the window mass takes the exact route (Lemma 4.6's certified
+    prior): its enclosure meets the bounds route's (Lemma 4.3, another theorem; both hold the exact value)
+    and is a few ulps wide, the float inside it; at n = 257, W = 1 the bounds route's float was 0.9725 for
+    an exact 0.99948."""
+    rho = 1 - 1e-6
+    ws = np.array([1, 2, 64, n - 1, n])
+    e, route = otprior.ot_window_mass(ws, n, rho, certified=True, return_route=True)
+    f = otprior.ot_window_mass(ws, n, rho)
+    b = otprior.ot_window_mass(ws, n, rho, certified=True, method="bounds")
+    assert list(route) == ["exact"] * len(ws)
+    assert np.all(np.maximum(b.lo, e.lo) <= np.minimum(b.hi, e.hi))
+    assert np.all(e.lo <= f) and np.all(f <= e.hi)
+    assert np.all(e.hi - e.lo <= 4e-16)
+    assert otprior.ot_window_mass(1, 4097, rho, return_route=True)[1] == "bounds"
+
+
+@pytest.mark.slow
+def test_window_mass_on_the_lemma_4_6_route_against_mpmath():
+    """n = 300, rho = 1 - 9e-5 (exact route by Lemma 4.6): W = 1, 10, 100 inside the bisected reference's sums."""
+    n, rho = 300, 1 - 9e-5
+    e = otprior.ot_window_mass(np.array([1, 10, 100]), n, rho, certified=True)
+    ref, ctx, _ = _reference(n, rho, 170)
+    for k, w in enumerate((1, 10, 100)):
+        m = ctx.fsum(ref[:w])
+        assert ctx.mpf(e.lo[k]) <= m <= ctx.mpf(e.hi[k]), (w, e.lo[k], m, e.hi[k])
