@@ -10,7 +10,8 @@ W = 64 (every point), 4096 and 10^5 (rho in {0.5, 0.99}), each point records:
 * the certified enclosure's relative width;
 * an independent reference where one can be computed: Theorem 2's root bisected by the sign
   test of Lemma 2.1 in mpmath (private context, ``n = 1000``), or the exact certified route
-  (``method="exact"``, Arb, ``n <= 1e5``, rho <= 0.9); ``contains`` says whether the
+  (``method="exact"``, Arb, ``n <= 1e5``, rho <= 0.9; near rho = 1, ``4096 < n <= 1e5``, the exact
+  route is Lemma 4.6's certified prior, another theorem than Lemma 4.3); ``contains`` says whether the
   certified enclosure holds it;
 * the float's error in units of its documented bound: ``|float - ref| / (width + (W + D + ln n /
   (1 - rho)) eps m)`` with ``ref`` the reference (or, where there is none, the distance of the
@@ -112,6 +113,11 @@ def _reference(W, n, rho, quick):
     if not quick and n <= 10**5 and rho <= 0.9:
         e = otprior.ot_window_mass(W, n, rho, certified=True, method="exact")
         return (e.lo, e.hi), "exact-certified"
+    if not quick and 4096 < n <= 10**5 and 1 - rho < 1e-4:
+        # near rho = 1 the exact route is Lemma 4.6's certified prior (another theorem than the
+        # bounds route's Lemma 4.3); up to n = 4096 it is the route itself
+        e = otprior.ot_window_mass(W, n, rho, certified=True, method="exact")
+        return (e.lo, e.hi), "lemma-4.6"
     return None, None
 
 
