@@ -10,11 +10,18 @@ W = 64 (every point), 4096 and 10^5 (rho in {0.5, 0.99}), each point records:
 * the certified enclosure's relative width;
 * an independent reference where one can be computed: Theorem 2's root bisected by the sign
   test of Lemma 2.1 in mpmath (private context, ``n = 1000``), or the exact certified route
-  (``method="exact"``, Arb, ``n <= 1e5``, rho <= 0.9); ``contains`` says whether the
+  (``method="exact"``, Arb, ``n <= 1e5``, rho <= 0.9; near rho = 1, ``4096 < n <= 1e5``, the exact
+  route is Lemma 4.6's certified prior, another theorem than Lemma 4.3); ``contains`` says whether the
   certified enclosure holds it;
 * the float's error in units of its documented bound: ``|float - ref| / (width + (W + D + ln n /
   (1 - rho)) eps m)`` with ``ref`` the reference (or, where there is none, the distance of the
   float outside the certified enclosure), ``D = min(512, n/8)`` (``ot_window_mass``'s Notes).
+
+Near rho = 1 (``near_one``): ``ot_prior`` at n = 10 .. 1e5 and 1 - rho in {1e-4 .. 1e-9, 1e-15}: the
+route (Lemma 4.6 or the recurrence at Lemma 4.7's precision), CPU time, the widest relative radius of
+its balls, the measured loss ``log10_condition`` against Lemma 4.7's bound, and, for n <= 30, whether
+every ball contains Theorem 2's root bisected in mpmath (private context) at more digits than the
+recurrence loses; refusals are timed too (they are decided before any work).
 
 ``--baseline`` (full mode) also times the exact OT prior at n = 1e6 (rho = 0.5 and 0.99) and the
 float window mass there against the code of commit 393fb4b (before the any-length work),
@@ -106,6 +113,11 @@ def _reference(W, n, rho, quick):
     if not quick and n <= 10**5 and rho <= 0.9:
         e = otprior.ot_window_mass(W, n, rho, certified=True, method="exact")
         return (e.lo, e.hi), "exact-certified"
+    if not quick and 4096 < n <= 10**5 and 1 - rho < 1e-4:
+        # near rho = 1 the exact route is Lemma 4.6's certified prior (another theorem than the
+        # bounds route's Lemma 4.3); up to n = 4096 it is the route itself
+        e = otprior.ot_window_mass(W, n, rho, certified=True, method="exact")
+        return (e.lo, e.hi), "lemma-4.6"
     return None, None
 
 
@@ -151,6 +163,81 @@ def sweep_point(W, n, rho, reps, quick):
         "contains": contains,
         "float_error_units": err / unit if unit > 0 else (0.0 if err == 0 else math.inf),
     }
+
+
+def _mp_prior(n, rho, dps):
+    """pi_n(d), d = 0..n-1, from the bisected root of Theorem 2 (mpmath, private context)."""
+    import mpmath
+
+    ctx = mpmath.MPContext()
+    ctx.dps = dps
+    r = ctx.mpf(rho)
+
+    def run(c):
+        phi, psi, vs = c, ctx.mpf(0), []
+        for k in range(n, 0, -1):
+            psi += 1 / phi
+            v = psi ** (-r)
+            vs.append(v)
+            phi -= v
+            if k > 1 and phi <= 0:
+                return False, vs
+        return phi > 0, vs
+
+    lo, hi = ctx.mpf(n), ctx.mpf(n)
+    while not run(hi)[0]:
+        lo, hi = hi, hi * 2
+    for _ in range(int(3.33 * dps) + 8):
+        mid = (lo + hi) / 2
+        if run(mid)[0]:
+            hi = mid
+        else:
+            lo = mid
+    _, vs = run(hi)
+    return [v / hi for v in vs], ctx
+
+
+NEAR_ONE = [(n, 1 - q) for q in (1e-4, 1e-6, 1e-9) for n in (10, 100, 1000, 10**4, 10**5)]
+NEAR_ONE += [(10, 1 - 1e-15), (20, 1 - 1e-15), (30, 1 - 1e-15), (10**6, 1 - 1e-6)]
+
+
+def near_one(reps, quick):
+    ot = importlib.import_module("otprior.ot_prior")
+    rows = []
+    pts = [(n, r) for n, r in NEAR_ONE if n <= 1000] if quick else NEAR_ONE
+    for n, rho in pts:
+        newton = 1 - rho >= ot._NEWTON_MIN_Q and EPS * ot._recurrence_condition_bound(n, rho) / (1 - rho) <= 4
+        times, res, refused = [], None, None
+        for _ in range(max(1, reps if n <= 10**4 else 1)):
+            c0 = time.process_time()
+            try:
+                res = otprior.ot_prior(n, rho)
+            except ValueError as err:
+                refused = str(err)
+            times.append(time.process_time() - c0)
+        row = {
+            "n": n,
+            "one_minus_rho": 1 - rho,
+            "route": "refused" if refused else ("lemma-4.6" if newton else "recurrence-lemma-4.7"),
+            "cpu_s": statistics.median(times),
+            "lemma_4_7_digits": ot._recurrence_condition_bound(n, rho) / math.log(10),
+        }
+        if refused:
+            row["refusal"] = refused[:160]
+        else:
+            row["log10_condition"] = res.log10_condition
+            normal = [(lo, h) for lo, h in zip(res.lo, res.hi, strict=True) if lo >= 2.2250738585072014e-308]
+            # entries below the smallest normal double (pi_n(n-1) ~ 1e-944 at n = 1000, 1 - rho = 1e-6) are
+            # carried by log_prior; their double enclosures [0, tiny] say nothing of the balls' width
+            row["max_rel_radius"] = float(max((h - lo) / (h + lo) for lo, h in normal))
+            row["underflowed"] = n - len(normal)
+            row["log_error_bound"] = res.log_error_bound
+            if n <= 30:
+                ref, ctx = _mp_prior(n, rho, int(40 + 1.2 * res.log10_condition))
+                row["contains"] = all(ctx.mpf(lo) <= x <= ctx.mpf(h) for lo, h, x in zip(res.lo, res.hi, ref, strict=True))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
 
 
 def _baseline_module():
@@ -207,7 +294,7 @@ def _fmt_n(n):
     return n if isinstance(n, str) else f"1e{round(math.log10(n))}"
 
 
-def markdown(points, base_rows, load_before, load_after):
+def markdown(points, base_rows, load_before, load_after, near=()):
     lines = [
         "# OT prior sweep (bench/bench_ot_sweep.py)",
         "",
@@ -235,6 +322,23 @@ def markdown(points, base_rows, load_before, load_after):
             f"references contained: {sum(p['contains'] is True for p in points)} of "
             f"{sum(p['contains'] is not None for p in points)}.",
         ]
+    if near:
+        lines += [
+            "",
+            "ot_prior near rho = 1 (CPU seconds; radius = widest relative radius of the enclosures of entries above "
+            "the smallest normal double, whose count is `below`; log err = the stated log_error_bound; digits lost by "
+            "the recurrence, measured / Lemma 4.7's bound; contains = every ball holds the mpmath bisection):",
+            "",
+            "| n | 1 - rho | route | CPU s | radius | below | log err | digits lost / bound | contains |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in near:
+            lost = f"{r['log10_condition']:.4g} / {r['lemma_4_7_digits']:.4g}" if "log10_condition" in r else f"- / {r['lemma_4_7_digits']:.4g}"
+            lines.append(
+                f"| {r['n']} | {r['one_minus_rho']:.3g} | {r['route']} | {r['cpu_s']:.3g} | "
+                f"{r.get('max_rel_radius', float('nan')):.2e} | {r.get('underflowed', '-')} | "
+                f"{r.get('log_error_bound', float('nan')):.2e} | {lost} | {r.get('contains', '-')} |"
+            )
     if base_rows:
         lines += ["", f"Against commit {BASELINE_COMMIT} (same process, interleaved, CPU seconds):", ""]
         lines += ["| what | n | rho | base s | now s | ratio (CPU) | ratio (wall) |", "|---|---|---|---|---|---|---|"]
@@ -267,17 +371,22 @@ def main(argv=None):
         p = sweep_point(W, n, rho, reps, args.quick)
         points.append(p)
         print(json.dumps(p), flush=True)
+    near = near_one(reps, args.quick)
     base_rows = baseline(max(1, min(reps, 2))) if args.baseline and not args.quick else []
     load_after = _load()
-    text = markdown(points, base_rows, load_before, load_after)
+    text = markdown(points, base_rows, load_before, load_after, near)
     print(text)
     if not args.quick:
         os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
         with open(os.path.join(HERE, "results", "ot_sweep.json"), "w") as fh:
-            json.dump({"load_before": load_before, "load_after": load_after, "points": points, "baseline": base_rows}, fh, indent=1)
+            json.dump(
+                {"load_before": load_before, "load_after": load_after, "points": points, "near_one": near, "baseline": base_rows},
+                fh,
+                indent=1,
+            )
         with open(os.path.join(HERE, "results", "ot_sweep.md"), "w") as fh:
             fh.write(text)
-    bad = [p for p in points if p["contains"] is False]
+    bad = [p for p in points if p["contains"] is False] + [r for r in near if r.get("contains") is False]
     return 1 if bad else 0
 
 

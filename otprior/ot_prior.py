@@ -592,7 +592,7 @@ def _certified_root(n, rho, log_c_guess, bits, target_bits, work=None):
         bits *= 2
 
 
-def _certified_prior(n, rho, log_c_guess, log10_condition, digits, work=None):
+def _certified_prior(n, rho, log_c_guess, log10_condition, digits, work=None, bits=None):
     """Balls for every entry ``pi_n(d)`` and every ``Phi_k / Phi_n`` (certified route).
 
     With the root bracketed, ``a < c < b``, Lemma 2.1 gives that ``Phi_k`` and ``v_k``
@@ -606,7 +606,7 @@ def _certified_prior(n, rho, log_c_guess, log10_condition, digits, work=None):
 
     # the recurrence amplifies a relative error in c by Phi_n / Phi_k <= cond (Theorem 2)
     target_bits = int(3.33 * (digits + 2 + max(log10_condition, 0.0))) + 8
-    bits = target_bits + 64 + int(2 * math.log2(n + 1))
+    bits = target_bits + 64 + int(2 * math.log2(n + 1)) if bits is None else int(bits)
     rho_a = arb_from_float(rho)
     work = _Work(n, rho) if work is None else work
     while True:
@@ -641,18 +641,18 @@ def _certified_prior(n, rho, log_c_guess, log10_condition, digits, work=None):
             raise PrecisionError(f"certifying ot_prior(n={n}, rho={rho!r}) to {digits} digits needs more than {_MAX_BITS} bits")
 
 
-def _certified_result(n, rho, dps, float_res, log10_condition=None):
+def _certified_result(n, rho, dps, float_res, log10_condition=None, bits=None):
     if isinstance(float_res, OTPrior):
         float_res = (float_res.log_prior, float_res.log_c, 0, 0.0)
     log_c0 = float_res[1]
     if log10_condition is None:
         log10_condition = -float(float_res[0][-1]) / math.log(10.0)
-    entries, ratios, cball, bits = _certified_prior(n, rho, log_c0, log10_condition, dps)
+    entries, ratios, cball, bits = _certified_prior(n, rho, log_c0, log10_condition, dps, bits=bits)
     encl = [enclosure_from_arb(e) for e in entries]
     with arb_precision(bits):
         # the conditioning as measured on the proved balls: log10(Phi_n / Phi_1)
         if n >= 1 and ratios[1] > 0:
-            log10_condition = -float(ratios[1].log().mid()) / math.log(10.0)
+            log10_condition = max(0.0, -float(ratios[1].log().mid()) / math.log(10.0))  # Phi_n >= Phi_1
     import mpmath
 
     ctx = mpmath.MPContext()
@@ -687,17 +687,313 @@ def _certified_result(n, rho, dps, float_res, log10_condition=None):
     )
 
 
+# --- near rho = 1: Newton's method in logarithms, certified by the contraction (Lemma 4.6) -------
+
+# Lemma 4.6 (proofs/ot_asymptotics.md) is used for 1 - rho < 1e-4 down to about 1e-11, where the
+# log-domain fixed point loses at most log10(1/(1 - rho)) digits (the backward recurrence loses
+# log10(Phi_n/Phi_1): 944 digits at n = 1000, rho = 1 - 1e-6). Its refinement is steered by a
+# double-precision Jacobian whose rounding, eps max|z| / (1 - rho), must stay below one: the rule
+# asks eps B / (1 - rho) <= 4 with B Lemma 4.7's bound on max|z| (measured: every n tried at
+# 1 - rho in [1e-11, 1e-4] with that ratio <= 4 certified; 1 - rho = 1e-12 failed at n = 512 and
+# 1000 - 5000 with ratios 7 - 37). Elsewhere the recurrence at Lemma 4.7's precision, or a refusal.
+_NEWTON_MIN_Q = 9.9e-12
+_NEWTON_MAX_KAPPA = 4.0
+_NEWTON_ITER = 60  # damped double Newton steps per continuation stage (five stages at most)
+
+
+def _recurrence_condition_bound(n, rho):
+    """Lemma 4.7: an upper bound on ``log(Phi_n/Phi_1)``, the nats the backward recurrence loses.
+
+    ``min(B1, B2)`` with ``B1 = (rho log(1 + log n) + log(1 + (n^q - 1)/q)) / q`` (``q = 1 - rho``;
+    ``H_n <= 1 + log n``, ``H_n^(rho) <= 1 + (n^q - 1)/q``) and
+    ``B2 = (n - 1) log((n - 1) / (1 - n^-q))``; computed in doubles with a relative margin of
+    ``1e-9`` (the bound only chooses a precision and predicts work: the balls decide every result).
+    """
+    q = 1.0 - rho
+    if n <= 1:
+        return 0.0
+    h1 = math.log(n) + 1.0  # H_n <= 1 + log n
+    hr = 1.0 + math.expm1(q * math.log(n)) / q  # H_n^(rho) <= 1 + int_1^n x^-rho dx
+    b1 = (rho * math.log(h1) + math.log(hr)) / q
+    m1 = -math.expm1(-q * math.log(n))
+    b2 = (n - 1) * math.log((n - 1) / m1) if m1 > 0.0 else math.inf
+    return min(b1, b2) * (1.0 + 1e-9) + 1e-9
+
+
+def _newton_bits(n, rho, digits):
+    """Working precision of Lemma 4.6's refinement, decided from ``(n, rho, digits)`` alone.
+
+    The certificate is ``osc(r) / (1 - rho)`` (``r`` the residual), which must fall below
+    ``10**-(digits + 1) / 4``; the residual is computed with an absolute rounding error of about
+    ``n 2**-bits (1 + max|z| + log n)``, ``max|z| <= log(Phi_n/Phi_1)`` (Lemma 4.7's bound).
+    """
+    q = 1.0 - rho
+    zmax = _recurrence_condition_bound(n, rho) + math.log(n) + 1.0
+    return (
+        64
+        + int(math.ceil(3.33 * (digits + 2)))
+        + int(math.ceil(math.log2(1.0 / q)))
+        + int(math.ceil(math.log2(zmax + 1.0)))
+        + int(math.ceil(2.0 * math.log2(n + 1)))
+    )
+
+
+def _newton_steps(rho, digits):
+    """Most refinement passes in Arb (Lemma 4.6): each gains about ``15 - log10(1/(1 - rho))`` digits."""
+    gain = max(2.0, 15.0 - math.log10(1.0 / (1.0 - rho)))
+    return 2 + int(math.ceil((digits + 10) / gain))
+
+
+def _log_terms(z):
+    """``log Phi_k`` and ``log Psi_k`` (k = 1..n) for ``v = e^z``, by log-cumulative sums."""
+    lphi = _log_cumsum_exp(z)
+    lpsi = _log_cumsum_exp(-lphi[::-1])[::-1]
+    return lphi, lpsi
+
+
+def _newton_correction(z, rho, lphi, lpsi, r):
+    """Solve ``(I - rho K) x = r`` in O(n): ``K`` is the Jacobian of ``-log Psi`` (Lemma 4.6).
+
+    ``K_jk = v_k T_max(j,k) / Psi_j`` with ``T_m = sum_{i>=m} Phi_i^-2``. With
+    ``p_j = sum_{k<=j} v_k x_k / Phi_j`` and ``w_j = (K x)_j`` the system is the banded
+    two-point problem ``p_j - (Phi_{j-1}/Phi_j) p_{j-1} - rho (v_j/Phi_j) w_j = (v_j/Phi_j) r_j``,
+    ``(Psi_{j+1}/Psi_j) w_{j+1} - w_j + (u_j/Psi_j) p_j = 0`` (``Psi_{n+1} = 0``), whose
+    coefficients lie in [0, 1]; it is solved by LAPACK's banded LU with partial pivoting
+    and ``x = r + rho w``.
+    """
+    from scipy.linalg import solve_banded
+
+    n = z.size
+    with np.errstate(under="ignore"):
+        al = np.exp(lphi[:-1] - lphi[1:])
+        be = np.exp(z - lphi)
+        ga = np.exp(lpsi[1:] - lpsi[:-1])
+        de = np.exp(-lphi - lpsi)
+    ab = np.zeros((5, 2 * n))
+    rhs = np.zeros(2 * n)
+    ip = np.arange(0, 2 * n, 2)
+    iw = ip + 1
+    ab[2, ip] = 1.0
+    ab[4, ip[:-1]] = -al
+    ab[1, iw] = -rho * be
+    rhs[ip] = be * r
+    ab[2, iw] = -1.0
+    ab[3, ip] = de
+    ab[0, iw[1:]] = ga
+    sol = solve_banded((2, 2), ab, rhs, check_finite=False)
+    return r + rho * sol[iw]
+
+
+def _newton_float(n, rho):
+    """Theorem 2's fixed point ``z = log v - log v_n`` in doubles by damped Newton steps.
+
+    ``F(y) = y + rho log Psi(y)``; the step solves ``(I - rho K) dy = F`` (O(n),
+    :func:`_newton_correction`), halved until ``osc F`` decreases; ``z`` is then shifted so
+    that ``z_n = 0`` (``F(y + a) = F(y) + (1 - rho) a``: the shift changes no oscillation).
+    Started at ``z = 0`` for ``1 - rho`` multiplied by 100 until it reaches ``1e-4``, each
+    stage started from the last (continuation in ``rho``). An estimate: Lemma 4.6's
+    refinement certifies it.
+    """
+    q = 1.0 - rho
+    stages = [q]
+    while stages[-1] < 1e-4:
+        stages.append(stages[-1] * 100.0)
+    z = np.zeros(n)
+    floor = 8.0 * (math.isqrt(n) + 3) * _EPS
+    for qq in reversed(stages):
+        rr = 1.0 - qq if qq != q else rho
+        for _ in range(_NEWTON_ITER):
+            lphi, lpsi = _log_terms(z)
+            F = z + rr * lpsi
+            osc = float(np.ptp(F))
+            if osc <= floor * (1.0 + float(np.max(np.abs(z)))) + floor * float(np.max(np.abs(lpsi))):
+                break
+            dz = _newton_correction(z, rr, lphi, lpsi, F)
+            t = 1.0
+            while True:
+                zn = z - t * dz
+                zn -= zn[-1]
+                lphi_n, lpsi_n = _log_terms(zn)
+                if float(np.ptp(zn + rr * lpsi_n)) < osc or t < 1e-4:
+                    break
+                t *= 0.5
+            z = zn
+    return z
+
+
+def _newton_prior(n, rho, digits):
+    """Certified prior near ``rho = 1`` by Lemma 4.6 (``proofs/ot_asymptotics.md``).
+
+    The precision (:func:`_newton_bits`) and the most refinement passes (:func:`_newton_steps`)
+    are decided from ``(n, rho, digits)`` before any work, and so is the refusal: where
+    ``n * bits * (passes + 1)`` exceeds the work cap a ``PrecisionError`` is raised at once.
+    Each pass computes the residual ``r = z + rho log Psi(z)`` in Arb, bounds
+    ``osc(z - z*) <= osc(r) / (1 - rho)`` (the contraction), and stops when that is below
+    ``10**-(digits + 1) / 4``; else it corrects ``z`` by the double solve of
+    :func:`_newton_correction` on ``r - r_n``. ``log pi(d) = z_{n-d} - log sum e^z`` then lies
+    within ``osc(z - z*)`` of the exact value.
+    """
+    import flint
+
+    if n == 1:
+        one = flint.arb(1)
+        return [one], flint.arb(0), 64, 0.0
+    bits = _newton_bits(n, rho, digits)
+    passes = _newton_steps(rho, digits)
+    work = _Work(n, rho)
+    work.check(bits, passes + 1)  # the refusal, decided before any work
+    z = _newton_float(n, rho)
+    rho_a = arb_from_float(rho)
+    q_a = 1 - rho_a  # exact: rho is a double
+    target = 10.0 ** (-digits - 1) / 4.0
+    with arb_precision(bits):
+        za = [arb_from_float(float(x)) for x in z]
+        for _ in range(passes + 1):
+            work.charge(bits)
+            phi = flint.arb(0)
+            inv = [None] * n
+            for i in range(n):
+                phi += za[i].exp()
+                inv[i] = 1 / phi
+            log_phi_n = phi.log()
+            psi = flint.arb(0)
+            r = [None] * n
+            for i in range(n - 1, -1, -1):
+                psi += inv[i]
+                r[i] = za[i] + rho_a * psi.log()
+            top = max(x.upper() for x in r)
+            bottom = min(x.lower() for x in r)
+            eps = (flint.arb(top) - flint.arb(bottom)) / q_a
+            if eps < target:
+                eps_up = flint.arb(eps.upper())
+                entries = [(za[n - 1 - d] - log_phi_n + flint.arb(0, eps_up)).exp() for d in range(n)]
+                # Lemma 4.6: log c = log sum e^z / (1 - rho) (z_n = 0), within eps / (1 - rho)
+                cball = (log_phi_n + flint.arb(0, eps_up)) / q_a
+                return entries, cball, bits, float(eps.upper())
+            rm = np.array([float((x - r[-1]).mid()) for x in r])
+            zf = np.array([float(x.mid()) for x in za])
+            lphi, lpsi = _log_terms(zf)
+            dz = _newton_correction(zf, rho, lphi, lpsi, rm)
+            dz -= dz[-1]
+            za = [(za[i] - arb_from_float(float(dz[i]))).mid() for i in range(n)]
+    raise PrecisionError(
+        f"Lemma 4.6's refinement of the OT prior at n={n}, rho={rho!r} did not certify {digits} digits "
+        f"in {passes + 1} passes at {bits} bits"
+    )
+
+
+def _newton_result(n, rho, dps):
+    """An :class:`OTPrior` from Lemma 4.6's certified prior (``dps`` digits)."""
+    import flint
+    import mpmath
+
+    entries, cball, bits, eps = _newton_prior(n, rho, dps)
+    encl = [enclosure_from_arb(e) for e in entries]
+    ctx = mpmath.MPContext()
+    ctx.dps = dps
+    values = tuple(ctx.mpf(e.mid().str(dps + 5, radius=False)) for e in entries)
+    lo = np.array([e.lo for e in encl])
+    hi = np.array([e.hi for e in encl])
+    mid = np.array([e.mid for e in encl])
+    rad = np.array([e.rad for e in encl])
+    with arb_precision(bits):
+        logs = [e.log() for e in entries]
+        log_prior = np.array([float(x.mid()) for x in logs])
+        err = max(float((e.rad() / e.mid()).upper()) for e in entries)
+        log10_condition = -float(logs[-1].mid()) / math.log(10.0) if n > 1 else 0.0
+        log_c = float(cball.mid()) if n > 1 else 0.0
+    del flint
+    return OTPrior(
+        n=n,
+        rho=rho,
+        prior=mid,
+        log_prior=log_prior,
+        log_c=log_c,
+        iterations=0,
+        # as in _certified_result: the balls' relative radius (2 err in the logarithm) plus the
+        # rounding of the returned doubles
+        log_error_bound=2.0 * err + _EPS * (1.0 + float(np.max(np.abs(log_prior), initial=0.0))),
+        log10_condition=log10_condition,
+        certified=True,
+        lo=lo,
+        hi=hi,
+        mid=mid,
+        rad=rad,
+        dps=dps,
+        values=values,
+    )
+
+
 def _certified_first(n, rho):
-    """The rule, from ``(n, rho)`` alone, of when ``ot_prior`` skips the double route.
+    """The rule, from ``(n, rho)`` alone, of when ``ot_prior`` skips the double sweep.
 
     For ``1 - rho < 1e-4`` the double sweep contracts by ``rho`` per sweep (Theorem 1): it
     spent its 2000 sweeps (seconds) and ended unvouched at every ``n`` tried near
-    ``rho = 1 - 1e-6`` (``n = 10 .. 1000``), after which the certified recurrence answered
-    anyway. There, up to ``n = 4096`` (where a certified pass of Theorem 2's recurrence costs
-    ``n * bits``, bits of the order of the conditioning), the certified recurrence is used
-    directly.
+    ``rho = 1 - 1e-6``. There the prior is taken from :func:`_near_one` (Lemma 4.6's certified
+    Newton route, or the recurrence at Lemma 4.7's precision), whatever ``n``.
     """
-    return 0.0 < 1.0 - rho < _EXACT_MIN_Q and n <= _EXACT_CERT_MAX
+    return 0.0 < 1.0 - rho < _EXACT_MIN_Q
+
+
+def _newton_applies(n, rho):
+    """Lemma 4.6's domain rule: ``1 - rho >= 1e-11`` and ``eps B / (1 - rho) <= 4`` (``B`` of Lemma 4.7)."""
+    q = 1.0 - rho
+    return q >= _NEWTON_MIN_Q and _EPS * _recurrence_condition_bound(n, rho) / q <= _NEWTON_MAX_KAPPA
+
+
+def _near_one(n, rho, digits):
+    """The certified prior for ``1 - rho < 1e-4``: one rule, decided from ``(n, rho, digits)`` first.
+
+    * ``1 - rho >= 1e-11`` and ``eps B / (1 - rho) <= 4`` (``B`` Lemma 4.7's bound): Lemma 4.6
+      (Newton's method in logarithms, certified by the contraction; precision ``_newton_bits``,
+      at most ``_newton_steps`` passes);
+    * otherwise: Theorem 2's recurrence at the precision given by Lemma 4.7's upper bound on
+      ``log(Phi_n/Phi_1)`` (the digits it loses), its bisection to that many bits;
+    * refused at once (``DomainError`` naming ``rho``, with ``n`` and the domain answered) where
+      the route's predicted work ``n * bits * passes`` exceeds the work cap.
+
+    The same inputs always take the same steps, so they give the same answer or the same refusal.
+    """
+    newton = _newton_applies(n, rho)
+    if newton:
+        bits = _newton_bits(n, rho, digits)
+        passes = _newton_steps(rho, digits) + 1
+        n_max = int(_MAX_TOTAL_WORK / (bits * passes))
+        how = "Lemma 4.6's certified Newton route"
+    else:
+        cond = _recurrence_condition_bound(n, rho) / math.log(10.0)
+        target = int(3.33 * (digits + 2 + cond)) + 8
+        # a sign test at relative distance 2**-target from the root decides on balls whose radius
+        # grows by up to Phi_n/Phi_1 along the run: the bisection's last points need both
+        bits = target + int(3.33 * cond) + 64 + int(2 * math.log2(n + 1))
+        # the passes of the bisection, times 4: the precision doubled once where a sign is undecided
+        # (n = 30, rho = 1 - 1e-15 doubled twice and reached the cap after 15 s: refused at once now)
+        passes = 4 * (target + 40 + _MIN_PASSES)
+        n_max = None
+        how = f"Theorem 2's recurrence at Lemma 4.7's {bits} bits ({cond:.4g} digits lost at most)"
+    if n * float(bits) * passes > _MAX_TOTAL_WORK or bits > _MAX_BITS:
+        answered = (
+            f"n <= {n_max} at this rho"
+            if n_max is not None
+            else "1 - rho >= 1e-11 with Lemma 4.7's eps B / (1 - rho) <= 4 (n <= about 3e5), or n small enough "
+            "that Lemma 4.7's n * bits * passes fits"
+        )
+        raise DomainError(
+            "rho",
+            rho,
+            f"values where the OT prior at n={n} is answered (here: {answered}; work cap "
+            f"{_MAX_TOTAL_WORK:.3g} units of n * bits): {how} would need {n * float(bits) * passes:.3g}; "
+            "ot_window_mass and ot_dilution_bound answer at any n and rho (proved bounds)",
+        )
+    if newton:
+        try:
+            return _newton_result(n, rho, digits)
+        except PrecisionError as err:
+            raise DomainError("rho", rho, f"values where the OT prior at n={n} is certified ({err})") from None
+    try:
+        return _certified_result(n, rho, digits, (None, math.log(n), 0, 0.0), log10_condition=cond, bits=bits)
+    except PrecisionError as err:
+        raise DomainError("rho", rho, f"values where the OT prior at n={n} is certified ({err})") from None
 
 
 def _solve_or_recur(n, rho, dual_tol, max_iter):
@@ -714,19 +1010,9 @@ def _solve_or_recur(n, rho, dual_tol, max_iter):
     limit = max(_VOUCH_LOG_ERROR, float(dual_tol))
     if _certified_first(n, rho):
         # the rule of _certified_first, decided from (n, rho) alone: the sweeps contract by rho
-        # and would spend seconds to end unvouched; the certified recurrence answers directly
-        # (bits from the conditioning it measures on its own balls, a proved lower bound that
-        # it raises until the balls decide: the same inputs always take the same steps)
-        try:
-            return _certified_result(n, rho, 17, (None, math.log(n), 0, 0.0), log10_condition=0.0)
-        except PrecisionError as err:
-            raise DomainError(
-                "rho",
-                rho,
-                f"values where the OT prior at n={n} can be computed: 1 - rho = {1.0 - rho:.3g} < "
-                f"{_EXACT_MIN_Q:g} is beyond the double-precision sweep (contraction rho per sweep), and the "
-                f"certified recurrence exceeds its caps ({err})",
-            ) from None
+        # and would spend seconds to end unvouched; _near_one decides its precision, its passes
+        # and its refusal before any work (Lemmas 4.6, 4.7)
+        return _near_one(n, rho, 17)
     # decided before any work: the double route's stated error is at least its rounding
     # floor over 1 - rho (the residual cannot fall below one sweep's rounding); where that
     # exceeds the vouching level the certified recurrence is needed, and where even its
@@ -813,10 +1099,11 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
         work (the sum of ``n * bits`` over recurrence passes) of ``4e8``, checked before
         each pass and, against the fewest passes a route needs, before starting.
     DomainError
-        Naming ``rho``: the double route cannot vouch for its answer (its
-        ``log_error_bound`` exceeds ``max(1e-6, dual_tol)``, which happens as
-        ``rho -> 1``, e.g. ``1 - rho < 1e-12`` at ``n = 2``) and the certified recurrence
-        that would replace it exceeds the caps above. Naming ``n``
+        Naming ``rho`` (the message gives ``n`` and the domain answered): near ``rho = 1``
+        the route's predicted work exceeds the cap, decided before any work (e.g.
+        ``n = 30, rho = 1 - 1e-15``; ``n > 315955`` at ``rho = 1 - 1e-6``); elsewhere the
+        double route cannot vouch for its answer and the certified recurrence that would
+        replace it exceeds the caps above. Naming ``n``
         (:class:`~otprior.limits.ResourceError`): the arrays would exceed the memory cap.
 
     Notes
@@ -830,18 +1117,21 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
     floor of a sweep, ``4 (sqrt(n) + 3) eps (1 + max|y|)``, exceeds ``dual_tol (1 - rho)``;
     ``log_error_bound`` reports what was certified either way; an answer whose bound
     exceeds ``max(1e-6, dual_tol)`` is never returned: the certified recurrence (17
-    digits) replaces it, or the call is refused. The route is decided from ``(n, rho)``
-    before any work: for ``1 - rho < 1e-4`` and ``n <= 4096`` the certified recurrence is
-    used directly (the sweep contracts by ``rho`` per sweep and ended unvouched there), its
-    precision raised to the conditioning ``log10(Phi_n/Phi_1)`` measured on its own balls
-    at a point proved above the root (a lower bound, Lemma 2.1) until the balls decide; the
-    same inputs take the same steps, and the work cap bounds the time. The cap is checked before
-    each pass, and before starting only against the fewest passes at 64 bits: the precision a
-    certified answer needs is measured on the way (no cheap proved lower bound of the conditioning
-    is used beforehand), so a refusal near ``rho = 1`` can come after seconds of work (``n = 1000``,
-    ``rho = 1 - 1e-6``: about 8 s on one core), never later than the cap allows. From ``n = 2**17``
-    the sweep's Anderson mixing runs as a one-problem loop (same safeguards, memory 4 for
-    ``0.5 <= rho < 0.995``).
+    digits) replaces it, or the call is refused. Near ``rho = 1`` (``1 - rho < 1e-4``, any
+    ``n``) the sweep is not started: one rule decides from ``(n, rho, dps)`` before any work
+    how many bits the answer needs, how many passes it may take, and whether it is refused
+    (``DomainError`` naming ``rho``, with ``n`` and the domain answered), so the same inputs
+    always give the same answer or the same refusal. Where ``1 - rho >= 1e-11`` and Lemma 4.7's
+    ratio allows it, Lemma 4.6 (``proofs/ot_asymptotics.md``): Newton's method on the fixed point
+    in logarithms, steered in doubles by an O(n) banded solve and refined in Arb, certified by the
+    contraction, ``osc(z - z*) <= osc(residual) / (1 - rho)``; this problem loses at most
+    ``log10(1/(1 - rho))`` digits (measured within one digit of it), where the recurrence loses
+    ``log10(Phi_n/Phi_1)`` (944 digits at ``n = 1000``, ``rho = 1 - 1e-6``, answered in about a
+    second now). Elsewhere (``1 - rho < 1e-11``) the recurrence runs at the precision of Lemma
+    4.7's proved upper bound on ``log(Phi_n/Phi_1)`` (``n = 20``, ``rho = 1 - 1e-15``: 229 digits
+    lost, bound 300), and is refused at once where its predicted work exceeds the cap (``n = 30``
+    there). From ``n = 2**17`` the sweep's Anderson mixing runs as a one-problem loop (same
+    safeguards, memory 4 for ``0.5 <= rho < 0.995``).
     Certified route: the backward recurrence in Arb at ``64 + 3.33 (dps + log10 cond)``
     bits, the root bracketed by exact dyadics proved below/above it by Lemma 2.1 and
     narrowed by bisection, then the recurrence run on the bracket as one ball.
@@ -866,9 +1156,13 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
     _check_n_allocation(n)
     if rho == 0.0:
         float_res = (np.full(n, -math.log(n)), math.log(n), 0, 0.0)
+    elif dps is not None and _certified_first(n, rho):
+        float_res = _near_one(n, rho, dps)
     else:
         float_res = _solve_or_recur(n, rho, dual_tol, max_iter)
     if dps is not None:
+        if isinstance(float_res, OTPrior) and float_res.dps == dps:
+            return float_res  # Lemma 4.6 / 4.7 at dps digits (near rho = 1)
         return _certified_result(n, rho, dps, float_res)
     if isinstance(float_res, OTPrior):
         return (float_res.prior, float_res) if return_info else float_res
@@ -1019,12 +1313,17 @@ def _bulk_steps_float(log_c, rho, D, W):
     """
     kappa = math.exp(-(1.0 - rho) * log_c)
     P, Q, tot, mr = 1.0, 0.0, 0.0, -rho
-    for k in range(D):
+    first = min(W, D)
+    for _ in range(first):  # the window's steps, summed
         Q += 1.0 / P
         v = kappa * Q**mr
-        if k < W:
-            tot += v
+        tot += v
         P -= v
+        if not P > 0.0:
+            return None
+    for _ in range(D - first):  # the same steps without the sum (two loops: no test per step)
+        Q += 1.0 / P
+        P -= kappa * Q**mr
         if not P > 0.0:
             return None
     return log_c + math.log(P), math.log(Q) - log_c, tot, math.log(P)
@@ -1047,9 +1346,36 @@ def _bulk_log_count_float(log_c, rho, D, W):
     return log_p + u + log_normaliser(q) + math.log(tail), tot, log_p + u, log_ratio
 
 
-def _bulk_solve_float(n, rho, D, W):
+_BULK_COARSE_D = 32  # exact steps of the coarse solve that seeds the secant of _bulk_solve_float
+
+
+def _bulk_solve_float(n, rho, D, W, with_est=False):
     """``log c`` with ``D + e^{J_D} F(Psi_D) = n`` (the estimate of Lemma 4.3), secant steps
-    safeguarded by a bracket; ``None`` when no bracket is found."""
+    safeguarded by a bracket; ``None`` when no bracket is found. With ``with_est``, ``(log c, est)``
+    where ``est`` is :func:`_bulk_log_count_float` at that ``log c`` (``None`` if not at hand).
+
+    For ``D > 64`` and ``rho >= 0.95`` the secant starts from the root of the same count after 32
+    exact steps, and from that solve's last secant slope: near ``rho = 1`` Theorem 4(ii)'s first
+    guess lies hundreds of units of ``log c`` above the root, where the secant on 512 steps took
+    10-14 evaluations (1 ms at ``rho = 0.999``); a 32-step evaluation costs 1/16 of one (CPU time
+    of the float window mass 0.5-0.8x at ``rho`` in 0.99, 0.999, 1 - 1e-6, measured interleaved).
+    Both solves stop by the same rule, so the answer is the 512-step count's root as before (to
+    the doubles' noise).
+    """
+    x0 = slope0 = None
+    if D > 64 and rho >= 0.95:  # below, Theorem 4(ii)'s guess is close and the coarse solve costs more than it saves
+        coarse = _bulk_solve_core(n, rho, _BULK_COARSE_D, 0, None, None)
+        if coarse is not None:
+            x0, slope0 = coarse[:2]
+    out = _bulk_solve_core(n, rho, D, W, x0, slope0)
+    if out is None:
+        return (None, None) if with_est else None
+    return (out[0], out[2]) if with_est else out[0]
+
+
+def _bulk_solve_core(n, rho, D, W, x0, slope0):
+    """The safeguarded secant of :func:`_bulk_solve_float` from ``x0`` with first slope ``slope0``
+    (Theorem 4(ii)'s guess and slope 1 when ``None``); returns ``(log c, last slope)`` or ``None``."""
     target = math.log(n - D)
     q = 1.0 - rho
     lo = math.log(n)  # c_n >= n (Theorem 4(iii))
@@ -1060,8 +1386,11 @@ def _bulk_solve_float(n, rho, D, W):
 
     lost = [0.0]  # log(c / Phi_D) at the last point: the doubles' count is noise below eps c/Phi_D
 
+    seen = {}  # the evaluations of this solve, so that the answer's own count is not recomputed
+
     def g(x):
         r = _bulk_log_count_float(x, rho, D, W)
+        seen[x] = r
         if r is not None:
             lost[0] = max(0.0, -r[3])
         return -math.inf if r is None else r[0] - target
@@ -1071,7 +1400,11 @@ def _bulk_solve_float(n, rho, D, W):
     # root; the estimate's own count is checked at hi before answering if no point reached g >= 0
     a, b = lo, hi
     ga = gb = None
-    x = min(max(lo - log_normaliser(q), lo), hi)  # Theorem 4(ii)'s c ~ n / Z_q as the first guess
+    if x0 is None:
+        x = min(max(lo - log_normaliser(q), lo), hi)  # Theorem 4(ii)'s c ~ n / Z_q as the first guess
+    else:
+        x = min(max(x0, lo), hi)
+    slope = 1.0 if slope0 is None or not (math.isfinite(slope0) and slope0 > 0.0) else slope0
     x_prev = g_prev = None
     dead = 0
     for _ in range(80):
@@ -1088,9 +1421,12 @@ def _bulk_solve_float(n, rho, D, W):
             break
         xn = None
         if x_prev is None and math.isfinite(gx):
-            xn = x - gx  # Newton with the slope 1 of log(count) in log c for large n (count ~ c Z_q)
+            # Newton with the coarse solve's slope, else the slope 1 of log(count) in log c for large n
+            # (count ~ c Z_q)
+            xn = x - gx / slope
         elif x_prev is not None and math.isfinite(gx) and math.isfinite(g_prev) and gx != g_prev:
-            xn = x - gx * (x - x_prev) / (gx - g_prev)  # secant through the last two points
+            slope = (gx - g_prev) / (x - x_prev)
+            xn = x - gx / slope  # secant through the last two points
         elif ga is not None and gb is not None and math.isfinite(ga) and gb != ga:
             xn = a - ga * (b - a) / (gb - ga)  # regula falsi on the bracket
         if gx == -math.inf:
@@ -1099,6 +1435,10 @@ def _bulk_solve_float(n, rho, D, W):
             # can be 1e6 away near rho = 1, where halving took ~35 evaluations)
             dead = dead + 1 if x_prev is not None and g_prev == -math.inf else 0
             xn = min(x + 2.0**dead, 0.5 * (a + b)) if b - a > 2.0 else None
+        if gx >= 0.0 and ((xn is not None and abs(xn - x) <= 8.0 * tol) or gx == g_prev):
+            # converged to a few ulps of x from the side g >= 0 (or the count stalled at its rounding):
+            # x is the answer b; stepping across to close the bracket cost 2-3 more evaluations
+            break
         if xn is None or not (a < xn < b):
             xn = 0.5 * (a + b)
         elif abs(xn - x) <= 0.5 * tol:
@@ -1107,7 +1447,7 @@ def _bulk_solve_float(n, rho, D, W):
         x_prev, g_prev, x = x, gx, xn
     if gb is None and not g(b) >= 0.0:  # no point reached the count n, not even Lemma 4.1's end
         return None
-    return b  # the end with g >= 0
+    return b, slope, seen.get(b)  # the end with g >= 0, and its evaluation
 
 
 def _bulk_lifetime_arb(c, n, r, D, W, log_sigma, big=()):
@@ -1508,10 +1848,11 @@ def _bulk_enclosure(n, rho, windows):
     if n <= 4 * D:
         return None
     Wf, W = 0, windows
-    x = _bulk_solve_float(n, rho, D, Wf)
+    x, est = _bulk_solve_float(n, rho, D, Wf, with_est=True)
     if x is None:
         return _bulk_upper_root(n, rho, D, W, math.log(n))
-    est = _bulk_log_count_float(x, rho, D, Wf)
+    if est is None:
+        est = _bulk_log_count_float(x, rho, D, Wf)
     if est is None or est[3] < -40.0:  # the doubles cancelled: Phi_D / c below e^-40
         return _bulk_upper_root(n, rho, D, W, x)
     q = 1.0 - rho
@@ -1640,8 +1981,9 @@ def _bulk_mass_float(W, n, rho):
     D = _bulk_steps(n)  # as in _bulk_enclosure: c from D exact steps, then W steps from it if W > D
     if n <= 4 * D:
         return None
-    x = _bulk_solve_float(n, rho, D, min(W, D))
-    est = None if x is None else _bulk_log_count_float(x, rho, D, min(W, D))
+    x, est = _bulk_solve_float(n, rho, D, min(W, D), with_est=True)
+    if x is not None and est is None:
+        est = _bulk_log_count_float(x, rho, D, min(W, D))
     if est is None:
         return None
     if W > _RECUR_W_MAX:
@@ -1844,6 +2186,11 @@ def _exact_affordable(n, rho, certified):
         return False
     if n <= _EXACT_NEAR_ONE_MAX:
         return True  # the double route, or the certified recurrence within its caps
+    if n <= _EXACT_CERT_MAX and _certified_first(n, rho) and _newton_applies(n, rho):
+        # near rho = 1 Lemma 4.6 gives the whole prior, certified, in O(n) per pass (0.3 s at n = 4096):
+        # Lemma 4.3's bracket is loose there (only its upper end of c is proved: the float at n = 257,
+        # rho = 1 - 1e-6, W = 1 was 0.9725 for an exact 0.99948)
+        return True
     if rho > _EXACT_MAX_RHO:
         return False  # the exact route's sweeps grow like 1/(1-rho): Lemma 4.3 answers in O(n/8)
     # the double route's rounding floor 4 (sqrt(n) + 3) eps (1 + |y|) / (1 - rho) with |y| >= log n
@@ -1885,8 +2232,11 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
 
     It is used, by a rule decided before any work, when ``n <= 256``, or when
     ``n <= 4096``, ``rho <= 0.9`` and the double route's rounding floor
-    ``4 (sqrt(n) + 3) eps (1 + log n) / (1 - rho)`` is at most ``1e-6``; where the exact
-    route still refuses, the bounds route answers instead. The double value (not
+    ``4 (sqrt(n) + 3) eps (1 + log n) / (1 - rho)`` is at most ``1e-6``, or when ``n <= 4096``
+    and ``1 - rho < 1e-4`` within Lemma 4.6's domain (``ot_prior``'s certified Newton route near
+    ``rho = 1``: the whole prior in balls, the masses summed from their ends, 0.2 s at
+    ``n = 4096``, where Lemma 4.3's bracket is loose); where the exact route still refuses,
+    the bounds route answers instead. The double value (not
     ``certified``) also takes the exact route for ``4096 < n <= 65536`` while
     ``n <= 2^18 (1 - rho)`` (about 20 ms on one core at ``n = 65536``, ``rho = 0.5``):
     there the bounds route's estimate is off by up
@@ -2047,6 +2397,8 @@ def _certified_masses(n, rho, windows):
                 out.append(enclosure_from_arb(flint.arb(int(w)) / int(n)))
         return out
     res = _solve_or_recur(n, rho, 1e-13, 20_000)
+    if isinstance(res, OTPrior) and res.certified:
+        return _masses_from_entries(res, windows)
     if isinstance(res, OTPrior):
         log_prior, log_c = res.log_prior, res.log_c
     else:
@@ -2086,6 +2438,27 @@ def _certified_masses(n, rho, windows):
     _, ratios, _, bits = _certified_prior(n, rho, log_c, log10_condition, 17)
     with arb_precision(bits):
         return [enclosure_from_arb(1 - ratios[n - int(w)]) for w in windows]
+
+
+def _masses_from_entries(res, windows):
+    """Enclosures of ``m = sum_{d<W} pi(d)`` from a certified prior's proved ends ``lo <= pi(d) <= hi``.
+
+    ``m`` lies in ``[sum_{d<W} lo, sum_{d<W} hi]`` and, as the entries sum to one, in
+    ``[1 - sum_{d>=W} hi, 1 - sum_{d>=W} lo]``; each sum of doubles is ``math.fsum`` (correctly
+    rounded), moved one ulp outward; the intersection is returned.
+    """
+    lo, hi = res.lo, res.hi
+    out = []
+    for w in windows:
+        w = int(w)
+        a = math.nextafter(math.fsum(lo[:w]), -math.inf)
+        b = math.nextafter(math.fsum(hi[:w]), math.inf)
+        a2 = math.nextafter(math.fsum([1.0, *(-hi[w:])]), -math.inf)
+        b2 = math.nextafter(math.fsum([1.0, *(-lo[w:])]), math.inf)
+        a, b = max(a, a2, 0.0), min(b, b2, 1.0)
+        mid = 0.5 * a + 0.5 * b
+        out.append(Enclosure(lo=a, hi=b, mid=mid, rad=math.nextafter(max(mid - a, b - mid), math.inf)))
+    return out
 
 
 def ot_window_law(window, n, rho):
