@@ -40,7 +40,10 @@ import numpy as np
 from .._power_sums import _B2J_FRACTIONS
 from ..expression import import_sympy
 
-__all__ = ["compile_bias", "em_sum_arb", "direct_sum_arb", "float_tail_log", "infinite_sum_arb", "tail_envelope"]
+__all__ = [
+    "compile_bias", "em_sum_arb", "direct_sum_arb", "float_tail_log", "infinite_sum_arb", "log_sum_bounds",
+    "periodic_form", "periodic_sum_arb", "point_interval", "tail_envelope",
+]
 
 ORDER = 6  # p: Bernoulli terms B_2 .. B_12, remainder through f^(12)
 EVAL_LIMIT = 6000  # evaluations of the integrand in one acb.integral (then: not proved)
@@ -315,16 +318,19 @@ def _cut(tree, a, c, level):
     """``(X, rest)``: the least piece end ``X - 1 >= a`` with :math:`\\sum_{k=X}^{c} f(k) \\le` ``rest`` :math:`\\le` ``level``,
     or ``(c + 1, None)`` (Theorem 15(iv), ``proofs/closed_form_tails.md``).
 
-    Pieces ``[x, y]`` from ``a``: the offset ``x - a`` doubles up to ``a``, then 48 doublings of ``x``, then
-    ``y = min(x^2, 2^24 x)``; each contributes
+    Pieces ``[x, y]`` from ``a``: the offset ``x - a`` doubles 48 times, then grows by up to ``2^24`` up to ``a``,
+    then 48 doublings of ``x``, then ``y = min(x^2, 2^24 x)`` (about 90 pieces from ``a = 1e299``, where doubling
+    offsets took 1000); each contributes
     (integers in it) x (supremum of ``f`` on the piece as one Arb ball), an upper bound of its terms
     whatever the shape of ``f``. ``level`` is a ball; the bound is proved ``<= level``."""
     edges = [a]
-    doublings = 0
+    doublings = offset_steps = 0
     while edges[-1] < c:
         x = edges[-1]
-        if x - a < a:  # offsets from a double first: a tail that dies within a << a terms of a far start
-            y = a + 2 * (x - a) + 1
+        if x - a < a:  # offsets from a grow first: a tail that dies within a << a terms of a far start
+            o = x - a
+            y = a + (2 * o + 1 if offset_steps < _CUT_DOUBLINGS else max(2 * o, min(o * o, o << 24)))
+            offset_steps += 1
         elif doublings < _CUT_DOUBLINGS:
             y, doublings = 2 * x, doublings + 1
         else:
@@ -338,12 +344,14 @@ def _cut(tree, a, c, level):
         """(integers in [x, y]) x sup f on [x, y]; a wide piece whose ball is too loose (midpoint-radius
         arithmetic: -d^2 on [x, 2^24 x] has a positive upper end) is split at its geometric mean, 5 times at most."""
         try:
-            bb = _eval(tree, flint.arb(x).union(flint.arb(y)), flint.arb)
             # sup f = e^{sup b}, from the exact upper end (not Arb's 30-bit bound of e^ball); far below the
             # level, e^cap with cap = log(level) - 64 - log(count) >= sup b serves (e increasing), and Arb
-            # never meets exp(-e^(1e18))
-            top = bb.upper()
-            if bb.is_finite() and log_level.is_finite():
+            # never meets exp(-e^(1e18)); the interval bound of Theorem 15d (monotone functions at the ends of
+            # their argument) keeps -e^d's pieces negative, the ball of the whole piece serves where it has none
+            U = _interval(tree, x, y)[1]
+            bb = flint.arb(U) if U is not None else _eval(tree, flint.arb(x).union(flint.arb(y)), flint.arb)
+            top = bb.upper() if bb.is_finite() else None
+            if top is not None and log_level.is_finite():
                 cap = (log_level - 64 - flint.arb(y - x + 1).log()).lower()
                 top = top if top > cap else cap
             v = flint.arb(top).exp() if bb.is_finite() else flint.arb("nan")
@@ -437,6 +445,189 @@ def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False, sca
         return None
     est = est + flint.arb(0, R.upper())
     return est if rest is None else est + flint.arb(0).union(rest)
+
+
+# -- tight interval bounds of b on a piece (Theorem 15d) --------------------------------------
+_SATURATE = flint.arb(2) ** 20  # exp's argument is clipped here for lower bounds: e^(2^20) already dwarfs every mass
+
+
+def _lo(v):
+    return flint.arb(v.lower()) if v is not None and v.is_finite() else None
+
+
+def _hi(v):
+    return flint.arb(v.upper()) if v is not None and v.is_finite() else None
+
+
+def _interval(n, x0, x1):
+    """``(L, U)``: exact ``arb`` points with ``L <= b(x) <= U`` for every real ``x`` in ``[x0, x1]``, ``None`` for an
+    end that is not bounded (Theorem 15d, ``proofs/closed_form_tails.md``).
+
+    Monotone functions (``exp``, ``log``, powers of a positive base) are evaluated at the ends of their argument's
+    interval, so a piece ``[x, 2^24 x]`` keeps the exact range (Arb's ``exp`` of a wide ball is
+    ``e^m (1 +- expm1(r))``, whose lower end is negative once ``r > log 2``); ``exp`` of an argument above
+    ``2^20`` has the lower bound ``e^(2^20)`` (``exp`` increasing), so ``exp(exp(d))`` at ``d = 1e300`` still has one."""
+    tag = n[0]
+    if tag == "x":
+        return flint.arb(x0), flint.arb(x1)
+    if tag in ("q", "pi", "e"):
+        v = _num(n, flint.arb)
+        return _lo(v), _hi(v)
+    if tag == "add":
+        L, U = flint.arb(0), flint.arb(0)
+        for a in n[1]:
+            la, ua = _interval(a, x0, x1)
+            L = None if L is None or la is None else _lo(L + la)
+            U = None if U is None or ua is None else _hi(U + ua)
+        return L, U
+    if tag == "mul":
+        out = _interval(n[1][0], x0, x1)
+        for a in n[1][1:]:
+            out = _imul(out, _interval(a, x0, x1))
+        return out
+    if tag == "powi":
+        return _ipow_int(_interval(n[1], x0, x1), n[2])
+    if tag in ("powlin", "powc", "pow"):
+        if tag == "powlin":
+            base = _interval(("add", (n[1], ("mul", (n[2], ("x",))))), x0, x1)
+        else:
+            base = _interval(n[1], x0, x1)
+        if tag != "pow" and n[-1][0] == "q" and n[-1][2] == 1:
+            return _ipow_int(base, n[-1][1])
+        ex = _interval(n[3] if tag == "powlin" else n[2], x0, x1)
+        if tag != "pow" and base[0] is not None and base[0] >= 0 and ex[0] is not None and ex[0] == ex[1]:
+            p = ex[0]
+            if base[0] == 0 and not (p > 0):
+                return None, None
+            if p > 0:
+                return _lo(base[0] ** p), (None if base[1] is None else _hi(base[1] ** p))
+            return (flint.arb(0) if base[1] is None else _lo(base[1] ** p)), _hi(base[0] ** p)
+        return _iexp(_imul(ex, _ilog(base)))  # base^ex = e^(ex log base) for a positive base
+    if tag == "loglin":
+        return _ilog(_interval(("add", (n[1], ("mul", (n[2], ("x",))))), x0, x1))
+    if tag == "log":
+        return _ilog(_interval(n[1], x0, x1))
+    if tag == "exp":
+        return _iexp(_interval(n[1], x0, x1))
+    L, U = _interval(n[1], x0, x1)  # sin, cos: Arb on the argument's ball, within [-1, 1]
+    if L is None or U is None:
+        return flint.arb(-1), flint.arb(1)
+    v = getattr(L.union(U), tag)()
+    lo, hi = _lo(v), _hi(v)
+    return (flint.arb(-1) if lo is None or lo < -1 else lo), (flint.arb(1) if hi is None or hi > 1 else hi)
+
+
+def _imul(a, b):
+    (la, ua), (lb, ub) = a, b
+    if None not in (la, ua, lb, ub):
+        ps = [la * lb, la * ub, ua * lb, ua * ub]
+        lo = min(ps, key=lambda p: p.lower()) if all(p.is_finite() for p in ps) else None
+        hi = max(ps, key=lambda p: p.upper()) if all(p.is_finite() for p in ps) else None
+        return _lo(lo), _hi(hi)
+    for (lc, uc), (lo, hi) in ((a, b), (b, a)):  # a constant (or positive interval) times an unbounded one
+        if lc is not None and uc is not None and lc >= 0:
+            L = None if lo is None else (_lo(lo * (uc if lo < 0 else lc)))
+            U = None if hi is None else (_hi(hi * (uc if hi > 0 else lc)))
+            return L, U
+        if lc is not None and uc is not None and uc <= 0:
+            L = None if hi is None else _lo(hi * (lc if hi > 0 else uc))
+            U = None if lo is None else _hi(lo * (lc if lo < 0 else uc))
+            return L, U
+    return None, None
+
+
+def _ipow_int(a, k):
+    L, U = a
+    if k == 0:
+        return flint.arb(1), flint.arb(1)
+    if k > 0 and k % 2 == 1:
+        return (None if L is None else _lo(L**k)), (None if U is None else _hi(U**k))
+    if k > 0:
+        if L is not None and L >= 0:
+            return _lo(L**k), (None if U is None else _hi(U**k))
+        if U is not None and U <= 0:
+            return _lo(U**k), (None if L is None else _hi(L**k))
+        top = None if L is None or U is None else _hi(max(abs(L), abs(U)) ** k)
+        return flint.arb(0), top
+    if L is not None and L > 0:  # k < 0 on a positive interval: decreasing
+        return (flint.arb(0) if U is None else _lo(U**k)), _hi(L**k)
+    if U is not None and U < 0 and L is not None:
+        return _interval_recip_neg(a, k)
+    return None, None
+
+
+def _interval_recip_neg(a, k):
+    """``x^k`` (``k < 0``) on a negative interval ``[L, U]``: ``(-1)^k |x|^k`` with ``|x|`` in ``[-U, -L]``."""
+    L, U = a
+    mag = (_lo((-L) ** k), _hi((-U) ** k))  # |x|^k decreasing in |x|
+    return mag if k % 2 == 0 else (_lo(-mag[1]), _hi(-mag[0]))
+
+
+def _ilog(a):
+    L, U = a
+    if L is None or not (L > 0):
+        return None, (None if U is None or not (U > 0) else _hi(U.log()))
+    return _lo(L.log()), (None if U is None else _hi(U.log()))
+
+
+def _iexp(a):
+    L, U = a
+    lo = flint.arb(0) if L is None else _lo((L if L < _SATURATE else _SATURATE).exp())
+    hi = None if U is None or U > _SATURATE else _hi(U.exp())
+    return (flint.arb(0) if lo is None else lo), hi
+
+
+def _sides(a, c):
+    """Piece ends ``a = e_0 < ... < e_r = c + 1`` whose pieces ``[e_j, e_{j+1} - 1]`` are fine near both ends:
+    offsets ``2^j - 1`` from ``a`` and from ``c`` for 12 doublings, then ratios up to ``2^64`` (about 60 pieces to
+    ``1e300``; a wider piece costs at most its log-length in the bound)."""
+    def offsets(span):
+        out, o, steps = [0], 1, 0
+        while o < span:
+            out.append(o)
+            o = 2 * o + 1 if steps < 12 else max(2 * o, min(o * o, o << 64))
+            steps += 1
+        return out
+
+    half = (c - a) // 2
+    left = [a + o for o in offsets(half + 1)]
+    right = [c + 1 - o for o in offsets(c + 1 - (a + half + 1))][::-1]
+    edges = sorted(set(left + [a + half + 1] + right + [c + 1]))
+    return edges
+
+
+def point_interval(tree, k):
+    """``(L, U)`` of :func:`_interval` at the integer ``k`` (``None`` for an end that is not bounded)."""
+    try:
+        return _interval(tree, k, k)
+    except (ValueError, ZeroDivisionError, ArithmeticError):
+        return None, None
+
+
+def log_sum_bounds(tree, a, c):
+    """``(L, U)``: exact ``arb`` points with ``L <= log sum_{k=a}^{c} e^{b(k)} <= U`` (``None`` where not bounded),
+    by Theorem 15d: ``L`` the largest of ``b(a)``, ``b(c)`` (one term), ``U`` the log of the pieces' bounds
+    (integers in a piece) x ``e^{sup b}`` from :func:`_interval`, summed in the log domain."""
+    lows = [point_interval(tree, k)[0] for k in {a, c}]
+    lows = [v for v in lows if v is not None]
+    L = max(lows, key=lambda v: v.lower()) if lows else None
+    ups = []
+    edges = _sides(a, c)
+    for x, y in zip(edges[:-1], edges[1:], strict=True):
+        try:
+            u = _interval(tree, x, y - 1)[1]
+        except (ValueError, ZeroDivisionError, ArithmeticError):
+            u = None
+        if u is None:
+            return L, None
+        ups.append(_hi(flint.arb(y - x).log() + u))  # exact points: u - top below is then formed without their radii
+    if any(u is None for u in ups):
+        return L, None
+    top = max(ups)
+    acc = flint.arb(0)
+    for u in ups:
+        acc += (u - top).exp()
+    return L, _hi(top + acc.log())
 
 
 # -- the float route -----------------------------------------------------------------------
@@ -565,7 +756,7 @@ def _lin_node(node):
     return (al, ga) if ga > 0 and al >= 0 else None
 
 
-def tail_envelope(tree):
+def tail_envelope(tree, names=None):
     """``bound(X)``: a ball :math:`\\ge \\sum_{k\\ge X} e^{b(k)}` for integers ``X >= 2`` (``None`` where the
     envelope does not hold at that ``X``), or a string saying why no envelope applies (Theorem 15c,
     ``proofs/closed_form_tails.md``).
@@ -573,10 +764,23 @@ def tail_envelope(tree):
     ``b`` must be a sum of a constant and terms ``c h(d)`` with ``h`` one of ``d``, ``log(alpha + gamma d)``,
     ``(alpha + gamma d)^p`` (``p != 0``), ``log(alpha + gamma d)^p`` (``p >= 1``, ``c < 0``)."""
     logs, lin, stretched, drops = [], flint.fmpq(0), [], []
-    for c, node in _terms(tree):
+    bounded, expos = flint.fmpq(0), []  # Theorem 15c': sum of |c| over sin/cos terms; (c, alpha, gamma) of c e^(alpha + gamma d)
+    for i, (c, node) in enumerate(_terms(tree)):
         tag = node[0]
+        term = names[i] if names is not None and i < len(names) else None
         if tag == "one" or c == 0:
             continue
+        if tag in ("sin", "cos") and c is not None:
+            bounded += abs(c)  # |h| <= 1: an increment of at most 2|c|
+            continue
+        if tag == "exp" and c is not None:
+            lin_arg = _affine_parts(node[1])
+            if lin_arg is not None and lin_arg[0][1] == 0 and lin_arg[1][1] == 0 and lin_arg[0][0] != 0:
+                gamma, alpha = lin_arg[0][0], lin_arg[1][0]
+                if gamma < 0 or c < 0:
+                    expos.append((c, alpha, gamma))
+                    continue
+                return f"the term {term or 'c e^(g d)'} grows without bound (Theorem 15c bounds no increment of it)"
         if tag == "x":
             lin += c
         elif tag == "loglin":
@@ -592,21 +796,25 @@ def tail_envelope(tree):
             elif p < 0:
                 drops.append((c, al, ga, p))  # increases to 0: at most |c| (alpha + gamma X)^p
             else:
-                return f"the term {c} (d-power {p}) grows without bound"
+                return f"the term {term or c} (a power {p} of d) grows without bound (Theorem 15c bounds no increment of it)"
         elif tag in ("powi", "powc") and node[1][0] == "loglin" and c < 0:
             p = flint.fmpq(node[2]) if tag == "powi" else _frac(node[2])
             if p is None or p < 1:
                 return "a power of a logarithm below 1"
             logs.append((c, _frac(node[1][1]), _frac(node[1][2]), p))
         else:
-            return "a term outside d, log(a + g d), (a + g d)^p and -log(a + g d)^p (e.g. sin, exp, products)"
+            shown = f"the term {term}" if term else "a term"
+            return (f"{shown} is outside Theorem 15c's forms (c d, c log(a + g d), c (a + g d)^p, -c log(a + g d)^p, "
+                    "c sin(.), c cos(.), c e^(a + g d)), so no envelope of the tail beyond a cut-off is proved")
     if lin > 0:
-        return f"the linear term {lin} d grows without bound"
+        return f"the linear part {lin} d grows without bound (Theorem 15c bounds no increment of it)"
     if any(x is None for t in logs for x in t[1:3]):
         return "a logarithm with a constant other than a number"
     A = max((al / ga for _, al, ga, _ in logs), default=flint.fmpq(0))
-    if not (lin < 0 or stretched or sum(c for c, _, _, p in logs if p == 1) < -1 or any(p > 1 for *_, p in logs)):
-        return "no term that makes the weights summable by itself (a linear, stretched or log term with total slope below -1)"
+    fast = any(c < 0 and g > 0 for c, _, g in expos)
+    if not (lin < 0 or stretched or fast or sum(c for c, _, _, p in logs if p == 1) < -1 or any(p > 1 for *_, p in logs)):
+        return ("no term that makes the weights summable by itself (a linear, stretched, -e^(g d) or log term with total "
+                "slope below -1); the envelope of Theorem 15c needs one (a log slope of -1 or above diverges: D_oo = 1)")
 
     def bound(X, f_X):
         """The envelope's bound of sum_{k >= X} f(k), given the ball f_X = f(X)."""
@@ -624,9 +832,17 @@ def tail_envelope(tree):
                 s -= flint.arb(c) * flint.arb(p) * L ** (flint.arb(p) - 1)
         for c, al, ga, p in drops:
             extra += -flint.arb(c) * (flint.arb(al) + flint.arb(ga) * x) ** flint.arb(p)
+        extra += 2 * flint.arb(bounded)  # Theorem 15c': sin and cos terms
+        faster = flint.arb(0)  # Theorem 15c': -|c| e^(al + ga x) with ga > 0 decays at least at the rate |c| ga e^(al + ga X)
+        for c, al, ga in expos:
+            e_X = (flint.arb(al) + flint.arb(ga) * x).exp()
+            if ga < 0 and c < 0:
+                extra += -flint.arb(c) * e_X  # increases to 0
+            elif ga > 0:
+                faster += -flint.arb(c) * flint.arb(ga) * e_X
         best = None
-        if lin < 0:
-            rate = -flint.arb(lin) - (0 if s >= 0 else -s / (flint.arb(A) + x))
+        if lin < 0 or faster > 0:
+            rate = -flint.arb(lin) + faster - (0 if s >= 0 else -s / (flint.arb(A) + x))
             if rate > 0:
                 best = 1 / rate
         if s > 1:
@@ -648,21 +864,111 @@ def tail_envelope(tree):
     return bound
 
 
-def infinite_sum_arb(tree, lo, N, prec, bits=64):
+def infinite_sum_arb(tree, lo, N, prec, bits=64, names=None):
     """:math:`\\sum_{k \\ge lo} e^{b(k)}` as a ball (Theorem 15c), or a string saying why not.
 
     Terms below ``N`` one by one, then Theorem 15 up to ``C - 1`` and Theorem 15c's envelope beyond, for the
     first ``C = 2^k``, ``k = 64, 128, ..., 16384``, whose envelope is below ``2^-(bits + 6)`` of the sum so far."""
-    env = tail_envelope(tree)
+    env = tail_envelope(tree, names)
     if isinstance(env, str):
         return env
     for k in (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384):
         C = max(1 << k, 2 * max(lo, N))
-        head = range_sum_arb(tree, lo, C - 1, N, prec)
+        why = []
+        head = range_sum_arb(tree, lo, C - 1, N, prec, why)
         if head is None or not (head > 0):
-            return "Theorem 15 does not enclose the sum up to the envelope's start"
+            step = why[-1] if why else "a ball that is not positive"
+            return f"the envelope holds, but Theorem 15 does not enclose the sum from {lo} up to its start 2^{k}: {step}"
         fC = f_ball(tree, C)
         rest = env(C, fC)
         if rest is not None and rest.is_finite() and rest <= head * flint.arb(2) ** -(bits + 6):
             return head + flint.arb(0).union(rest)
     return "the envelope of Theorem 15c stays above 2^-70 of the sum up to d = 2^16384"
+
+
+# -- an undamped periodic bias (Theorem 15e) --------------------------------------------------
+_JA_TERMS = 400  # Bessel terms at most (|beta| up to about 150)
+
+
+def _affine_parts(node):
+    """``node`` as ``sum_i q_i pi^{e_i} x^{f_i}`` (``e_i, f_i`` in {0, 1}, ``q_i`` exact fractions): returns
+    ``(omega, phi)``, each a pair ``(q, q_pi)`` meaning ``q + q_pi pi``, or ``None`` for any other form."""
+    terms = node[1] if node[0] == "add" else (node,)
+    omega, phi = [flint.fmpq(0), flint.fmpq(0)], [flint.fmpq(0), flint.fmpq(0)]
+    for t in terms:
+        factors = t[1] if t[0] == "mul" else (t,)
+        q, has_pi, has_x = flint.fmpq(1), 0, 0
+        for f in factors:
+            if f[0] == "q":
+                q *= _frac(f)
+            elif f == ("pi",):
+                has_pi += 1
+            elif f == ("x",):
+                has_x += 1
+            else:
+                return None
+        if has_pi > 1 or has_x > 1:
+            return None
+        (omega if has_x else phi)[has_pi] += q
+    return tuple(omega), tuple(phi)
+
+
+def periodic_form(tree):
+    """``(beta, kind, omega, phi)`` when ``b = beta sin(omega d + phi)`` or ``beta cos(omega d + phi)`` (numbers
+    ``beta != 0``, ``omega``, ``phi``, each ``q + q_pi pi`` with exact fractions), else ``None`` (Theorem 15e)."""
+    c, node = _terms(tree)[0] if len(_terms(tree)) == 1 else (None, None)
+    if c is None or node[0] not in ("sin", "cos") or c == 0:
+        return None
+    parts = _affine_parts(node[1])
+    if parts is None or (parts[0][0] == 0 and parts[0][1] == 0):
+        return None
+    return c, node[0], parts[0], parts[1]
+
+
+def _bessel_tail(beta, M):
+    """A ball ``>= sum_{m > M} I_m(|beta|)`` (Theorem 15e): ``I_m(x) <= (x/2)^m e^{x^2/4}/m!`` and a geometric tail."""
+    x = abs(flint.arb(beta))
+    h = x / 2
+    if not (h < M + 2):
+        return None
+    first = h ** (M + 1) / flint.arb(M + 1).gamma() * (x * x / 4).exp()
+    return (first / (1 - h / (M + 2))).upper()
+
+
+def periodic_sum_arb(form, a, c, bits=70):
+    """:math:`\\sum_{k=a}^{c} e^{\\beta\\cos(\\omega k+\\phi')}` (``sin`` as ``cos`` with ``phi' = phi - pi/2``) by the
+    Jacobi-Anger expansion (Theorem 15e): ``I_0(beta) N + 2 sum_{m=1}^{M} I_m(beta) C_m`` with
+    ``C_m = sum_k cos(m(omega k + phi'))`` in closed form, plus ``[-1, 1]`` times ``2 N sum_{m>M} I_m(|beta|)``.
+    Call under :func:`otprior._balls.arb_precision` with ``log2(c)`` bits to spare. ``None`` if ``M`` would exceed
+    400 terms (an amplitude above about 150)."""
+    beta, kind, omega, phi = form
+    if c < a:
+        return flint.arb(0)
+    pi = flint.arb.pi()
+    w = flint.arb(omega[0]) + flint.arb(omega[1]) * pi
+    p = flint.arb(phi[0]) + flint.arb(phi[1]) * pi - (pi / 2 if kind == "sin" else 0)
+    bb = flint.arb(beta)
+    N = c - a + 1
+    floor = (-abs(bb)).exp() * N  # every term is at least e^-|beta|
+    M = max(4, int(abs(float(beta.p) / float(beta.q))) + 4)
+    while True:
+        tail = _bessel_tail(beta, M)
+        if tail is not None and tail * 2 * N <= floor * flint.arb(2) ** -(bits + 4):
+            break
+        M += max(4, M // 4)
+        if M > _JA_TERMS:
+            return None
+    total = bb.bessel_i(0) * N
+    for m in range(1, M + 1):
+        # omega rational: m omega / 2 is never a multiple of pi; omega = q_pi pi: it is when 2 | m q_pi (exactly)
+        whole = omega[0] == 0 and (omega[1] * m / 2).q == 1
+        if whole:  # m omega k is a multiple of 2 pi: every term's phase is m phi'
+            Cm = (m * p).cos() * N
+        else:
+            den = (m * w / 2).sin()
+            if den.contains(0):
+                Cm = flint.arb(0).union(flint.arb(N)).union(flint.arb(-N))
+            else:
+                Cm = (m * w * N / 2).sin() / den * (m * w * (a + c) / 2 + m * p).cos()
+        total += 2 * bb.bessel_i(m) * Cm
+    return total + flint.arb(0, (2 * N * tail).upper())

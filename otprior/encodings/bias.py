@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import flint
 import mpmath
 import numpy as np
 
@@ -31,6 +32,10 @@ from ._bias_tail import (
     direct_sum_arb,
     float_tail_log,
     infinite_sum_arb,
+    log_sum_bounds,
+    periodic_form,
+    periodic_sum_arb,
+    point_interval,
     range_sum_arb,
 )
 
@@ -39,6 +44,7 @@ __all__ = ["Bias", "BiasMasses"]
 _EM_HEADS = (64, 256, 1024)  # certified route: terms summed one by one before Theorem 15's tail
 _FLOAT_HEAD = 1 << 12  # float route: terms summed directly (numpy) before the tail
 _EM_BITS = 55  # certified masses: relative radius at most 2^-55
+_DOMINANCE = 746  # e^-746 < 2^-1076: a mass below it has the double enclosure [0, 2^-1074], the tightest there is
 
 
 def _unit(e):
@@ -80,6 +86,71 @@ def _linear_bias(b, d):
         return None
     beta = poly.coeff_monomial(d)
     return Fraction(sp.Rational(beta).p, sp.Rational(beta).q)
+
+
+def _dominant_masses(tree, window, n):
+    """``(m, D)`` as Arb balls when one side outweighs the other by more than ``e^746`` (Theorem 15d,
+    ``proofs/closed_form_tails.md``), else ``None``.
+
+    With ``S_W = sum_{k<W} e^{b(k)}``, ``T = sum_{W<=k<n} e^{b(k)}`` and bounds ``L <= log <= U`` of each
+    (:func:`log_sum_bounds`): ``m = S_W/(S_W + T) <= S_W/T <= e^{U_S - L_T}``, and ``D <= e^{U_T - L_S}`` likewise;
+    the other mass is one minus it. Below ``e^-746`` the double enclosure ``[0, 2^-1074]`` is the tightest possible,
+    so nothing more is asked of the sums (a growing bias at ``n = 1e300``, ``e^{-e^d}`` past its first terms)."""
+    if n <= window:
+        return None
+    with arb_precision(96):
+        small = flint.arb(0).union(flint.arb(-_DOMINANCE).exp())
+        Ls, Us = log_sum_bounds(tree, 0, window - 1)
+        Lt, Ut = log_sum_bounds(tree, window, n - 1)
+        if Lt is not None and Us is not None and Lt - Us > _DOMINANCE:
+            return small, 1 - small
+        if Ls is not None and Ut is not None and Ls - Ut > _DOMINANCE:
+            return 1 - small, small
+    return None
+
+
+@functools.lru_cache(maxsize=128)
+def _periodic(tree):
+    return periodic_form(tree)
+
+
+def _periodic_balls(tree, window, n, why):
+    """``(m, D)`` of ``b = beta sin(omega d + phi)`` (or ``cos``) by Theorem 15e's Jacobi-Anger closed form, as
+    Arb balls of relative radius below ``2^-55``; ``None`` for any other bias (or an amplitude too large)."""
+    form = _periodic(tree)
+    if form is None:
+        return None
+    with arb_precision(110 + n.bit_length() + 16):
+        S_W = periodic_sum_arb(form, 0, window - 1)
+        T = periodic_sum_arb(form, window, n - 1)
+        if S_W is None or T is None:
+            why.append(f"the Jacobi-Anger series of e^({form[0]} {form[1]}(...)) needs more than 400 Bessel terms "
+                       "(an amplitude above about 150)")
+            return None
+        m = 1 / (1 + T / S_W)
+        D = T / (S_W + T) if T == 0 else 1 / (1 + S_W / T)
+        if is_tight(m, _EM_BITS) and is_tight(D, _EM_BITS):
+            return m, D
+    why.append("the Jacobi-Anger closed form was not tight to 2^-55")
+    return None
+
+
+def _maybe_dominant(tree, window, n):
+    """Whether the single terms at ``0, W - 1, W, n - 1`` differ by more than ``e^700`` between the two sides (then
+    :func:`_dominant_masses` is tried before the Euler-Maclaurin route, which would work hard to fail)."""
+    if n <= window:
+        return False
+    with arb_precision(96):
+        ends = [point_interval(tree, k) for k in (0, window - 1, window, n - 1)]
+    lows = [v[0] for v in ends]
+    highs = [v[1] for v in ends]
+
+    def gap(a, b):  # a lower bound of max(lows[a]) - min-ish upper of the other side, in double
+        la = [float(v) for v in (lows[i] for i in a) if v is not None]
+        hb = [float(v) if v is not None else math.inf for v in (highs[i] for i in b)]
+        return max(la, default=-math.inf) - max(hb, default=math.inf)
+
+    return gap((2, 3), (0, 1)) > 700 or gap((0, 1), (2, 3)) > 700
 
 
 def _geometric_ratio(beta, window, n):
@@ -503,13 +574,42 @@ class Bias(Encoding):
         geometric = self._geometric_balls(window, n)
         if geometric is not None:  # a linear bias: the closed form's midpoint (Theorem 15b)
             return float(geometric[0].mid()), float(geometric[1].mid())
+        tree = _compiled(*reversed(self._sym))
+        periodic = None if tree is None else _periodic_balls(tree, window, n, [])
+        if periodic is not None:  # beta sin(omega d + phi): the closed form's midpoint (Theorem 15e)
+            return float(periodic[0].mid()), float(periodic[1].mid())
+        if tree is not None and self._float_maybe_dominant(window, n):
+            head = _float_head(*reversed(self._sym)) if window <= _FLOAT_HEAD else None
+            with np.errstate(all="ignore"):
+                last = float(np.asarray(self.bias(np.array([float(n - 1)])), dtype=float).ravel()[0])
+            if head is not None and last - _logsumexp(head[:window]) > 800:  # one far term outweighs the window
+                return 0.0, 1.0
+            dominant = _dominant_masses(tree, window, n)
+            if dominant is not None:
+                return float(dominant[0].mid()), float(dominant[1].mid())
         fast = self._em_float(window, n)
         if fast is not None:
             return fast
         balls = self._em_balls(window, n)
         if balls is not None:
             return float(balls[0].mid()), float(balls[1].mid())
+        dominant = None if tree is None else _dominant_masses(tree, window, n)
+        if dominant is not None:
+            return float(dominant[0].mid()), float(dominant[1].mid())
         return self._monotone_masses(window, n)
+
+    def _float_maybe_dominant(self, window, n):
+        """The double-precision pre-test of :func:`_maybe_dominant`: ``b`` at ``0, W - 1, W, n - 1`` in numpy (a
+        value that overflows counts as a gap)."""
+        with np.errstate(all="ignore"):
+            try:
+                v = np.asarray(self.bias(np.array([0.0, window - 1.0, float(window), float(n - 1)])), dtype=float)
+            except (ValueError, TypeError, OverflowError):
+                return True
+        if np.any(np.isnan(v)):
+            return True
+        s, t = max(v[0], v[1]), max(v[2], v[3])
+        return bool(abs(t - s) > 700 or not (np.isfinite(s) and np.isfinite(t)))
 
     def _em_float(self, window, n):
         """``(m, D)`` in double precision by Theorem 15 (p = 2) beyond a direct head, or ``None``."""
@@ -569,6 +669,9 @@ class Bias(Encoding):
         if geometric is not None:
             return geometric
         why = [] if why is None else why
+        periodic = _periodic_balls(tree, window, n, why)
+        if periodic is not None:
+            return periodic
         # b(W) is formed to 2^-70 of 1 (e^b to 2^-70 of itself) and a far window's ends resolved
         try:
             with np.errstate(all="ignore"):
@@ -576,7 +679,9 @@ class Bias(Encoding):
         except (ValueError, TypeError, OverflowError):  # complex or not a number there: the balls will say so
             bw = math.nan
         extra = int(math.log2(1.0 + abs(bw))) if math.isfinite(bw) else 0
-        prec = 96 + extra + (int(math.log2(window)) if window > 1 << 32 else 0)
+        # the ends of T's range [W, n - 1] are resolved in u = log x when (n - W)/W is tiny (Theorem 15, far windows):
+        # log2(W / (n - W)) bits more, not log2 W (1100 bits at W = 1e299 made far windows 10x dearer)
+        prec = 96 + extra + (window // (n - window)).bit_length()
         for N in _EM_HEADS:
             with arb_precision(prec):
                 try:
@@ -620,6 +725,8 @@ class Bias(Encoding):
         tree = None if self._callable is not None else _compiled(b, d)
         if tree is None:
             raise DomainError("n", n, "a length for an expression bias in the grammar of Theorem 15 (not a callable, Abs, Min, Max)")
+        dominant_route = "dominance bound (Theorem 15d)"
+
         def masses(m, D, route, exact):
             # both masses lie in [0, 1]: the outward-rounded ends are clipped there (a proved
             # end above 1 says nothing more); a ball that is not finite (e^b overflows Arb's
@@ -630,6 +737,9 @@ class Bias(Encoding):
                 raise DomainError("bias", self.expression, f"a bias whose weights e^b(d), d < {n}, are finite "
                                   "numbers in ball arithmetic") from None
             pair = [dataclasses.replace(e, lo=min(max(e.lo, 0.0), 1.0), hi=min(max(e.hi, 0.0), 1.0)) for e in pair]
+            if route == dominant_route:  # a mass below e^-746: [0, 2^-1074] and [1 - 2^-53, 1] are the tightest
+                below = math.nextafter(1.0, 0.0)
+                pair = [dataclasses.replace(e, lo=below) if e.lo > 0.5 else e for e in pair]
             return BiasMasses(pair[0], pair[1], route, exact)
 
         if n <= _EM_HEADS[0]:
@@ -638,16 +748,32 @@ class Bias(Encoding):
                 T = direct_sum_arb(tree, window, n - 1)
                 m = 1 / (1 + T / S_W)
                 D = T / (S_W + T)
-                return masses(m, D, "direct Arb sum", True)
+            if not (m.is_finite() and D.is_finite()):  # e^b beyond Arb's range (exp(exp(d))): the logs may still say
+                dominant = _dominant_masses(tree, window, n)
+                if dominant is not None:
+                    return masses(*dominant, dominant_route, False)
+            return masses(m, D, "direct Arb sum", True)
+        if _linear_bias(b, d) is None and _periodic(tree) is None and _maybe_dominant(tree, window, n):
+            dominant = _dominant_masses(tree, window, n)
+            if dominant is not None:
+                return masses(*dominant, dominant_route, False)
         why = []
         balls = self._em_balls(window, n, why)
         if balls is None:
+            dominant = _dominant_masses(tree, window, n)
+            if dominant is not None:
+                return masses(*dominant, dominant_route, False)
             reason = f"; here {why[-1]}" if why else ""
             raise DomainError(
                 "n", n, f"a length whose tail Theorem 15 encloses to 2^-55 for exp({self.expression}) (lengths up to "
                 f"{_EM_HEADS[0]} are summed directly; beyond, the tail must be smooth enough for order 12){reason}"
             )
-        route = "geometric closed form (Theorem 15b)" if _linear_bias(b, d) is not None else "Euler-Maclaurin (Theorem 15)"
+        if _linear_bias(b, d) is not None:
+            route = "geometric closed form (Theorem 15b)"
+        elif _periodic(tree) is not None:
+            route = "Jacobi-Anger closed form (Theorem 15e)"
+        else:
+            route = "Euler-Maclaurin (Theorem 15)"
         with arb_precision(96):
             return masses(balls[0], balls[1], route, False)
 
@@ -759,12 +885,12 @@ class Bias(Encoding):
             with arb_precision(96):
                 try:
                     S_W = range_sum_arb(tree, 0, window - 1, N, 96)
-                    T = infinite_sum_arb(tree, window, N, 96)
+                    T = infinite_sum_arb(tree, window, N, 96, names=[str(a) for a in import_sympy().Add.make_args(b)])
                 except (ValueError, ZeroDivisionError, ArithmeticError):
                     S_W, T = None, "an Arb evaluation failed"
                 if isinstance(T, str):
                     why = T
-                    if T.startswith(("a ", "the linear", "no term", "the term")):
+                    if not T.startswith("the envelope holds"):
                         break  # the envelope's form: no head changes it
                     continue
                 if S_W is None or not (S_W > 0) or not (T > 0):
