@@ -4,6 +4,7 @@ the expression on the whole half-line."""
 import math
 
 import mpmath
+import numpy as np
 import pytest
 import sympy as sp
 
@@ -135,7 +136,7 @@ _SWEEP_BIASES = (
 
 def _mp_bias(ctx, text):
     """The bias as an mpmath function, from its own text (no otprior code)."""
-    env = {"log": ctx.log, "sqrt": ctx.sqrt, "exp": ctx.exp, "sin": ctx.sin, "cos": ctx.cos}
+    env = {"log": ctx.log, "sqrt": ctx.sqrt, "exp": ctx.exp, "sin": ctx.sin, "cos": ctx.cos, "pi": ctx.pi}
     code = compile(text, "<bias>", "eval")  # the test's own constant strings, not user input
     return lambda x: eval(code, {"__builtins__": {}}, {**env, "d": x})  # noqa: S307
 
@@ -362,3 +363,139 @@ def test_an_additive_constant_changes_no_mass(constant):
     ref = float(ctx.zeta(1.5, 4) / ctx.zeta(1.5, 1))  # D_oo(3): the distant share of the limit
     assert lim.lo <= ref <= lim.hi
     assert Bias(f"{constant} + 0*d").window_mass(1, 100) == pytest.approx(0.01, rel=1e-14)
+
+
+# --- Theorems 15c' (bounded and exponential terms), 15d (interval bounds, dominance, reverse cut), 15e (periodic)
+
+
+@pytest.mark.parametrize(
+    "text, mp_text, lo, hi",
+    [("-exp(d)", "-exp(d)", 2**20, 2**24), ("-d^2 + 3*d", "-d**2 + 3*d", 0, 7), ("log(1+d)*sin(d)", "log(1+d)*sin(d)", 3, 40),
+     ("-(d - 5)^3", "-(d - 5)**3", 0, 9), ("(1+d)^-1.5", "(1+d)**-1.5", 1, 1000), ("exp(-d)*cos(d)", "exp(-d)*cos(d)", 0, 12),
+     ("-sqrt(d)*(2 + sin(d))", "-sqrt(d)*(2 + sin(d))", 10, 10**6), ("exp(exp(d))", "exp(exp(d))", 1, 3)],
+)
+def test_interval_bounds_contain_the_bias(text, mp_text, lo, hi):
+    """Theorem 15d(i): L <= b(x) <= U on [lo, hi], checked at the ends and 40 inner points by mpmath (private
+    context, 30 digits); for -e^d on [2^20, 2^24] the upper end is negative (Arb's ball of the piece is not)."""
+    import flint
+
+    from otprior._balls import arb_precision
+    from otprior.encodings import Bias
+    from otprior.encodings._bias_tail import _interval, compile_bias
+
+    B = Bias(text)
+    tree = compile_bias(B.expression, B._sym[0])
+    with arb_precision(96):
+        L, U = _interval(tree, lo, hi)
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    b = _mp_bias(ctx, mp_text)
+    for i in range(42):
+        x = ctx.mpf(lo) + (ctx.mpf(hi) - lo) * ctx.mpf(i) / 41
+        v = b(x)
+        assert L is None or ctx.mpf(L.mid().str(40, radius=False)) <= v, (x, L)
+        assert U is None or v <= ctx.mpf(U.mid().str(40, radius=False)), (x, U)
+    if text == "-exp(d)":
+        assert U < -flint.arb(2**20).exp() / 2
+
+
+def test_growing_biases_are_answered_at_every_length():
+    """Theorem 15d: a growing bias is enclosed at every length. Below the dominance threshold (exp(d/1000) at
+    n = 6000, whose order-12 remainder could not be made small: the reverse cut sums its last terms one by one)
+    against mpmath's direct sums; beyond it, the window mass is below every double, which mpmath confirms from
+    bounds of its own: log S_W <= log W + max b, log T >= b(n - 1)."""
+    from otprior.encodings import Bias
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    m_ref, D_ref = _mp_masses(ctx, "exp(d/1000)", 64, 6000, 6000)
+    out = Bias("exp(d/1000)").mass_enclosures(64, 6000)
+    assert out.route.startswith("Euler-Maclaurin")
+    assert out.window_mass.lo <= float(m_ref) <= out.window_mass.hi and out.window_mass.hi - out.window_mass.lo <= 1e-15 * float(m_ref)
+    assert Bias("exp(d/1000)").window_mass(64, 6000) == pytest.approx(float(m_ref), rel=1e-13)
+    for text, mp_text, W, n in (("sqrt(d)", "sqrt(d)", 64, int(1e300)), ("sqrt(d)", "sqrt(d)", 64, 2**53 + 1),
+                                ("exp(d/1000)", "exp(d/1000)", 64, 10**5), ("0.001*d^1.5 + log(1+d)", "0.001*d**1.5 + log(1+d)", 64, 10**18),
+                                ("d^2", "d**2", 10**6, 10**6 + 5), ("1e300*sqrt(d)", "1e300*sqrt(d)", 1, 2),
+                                ("exp(exp(d))", "exp(exp(d))", 3, int(1e300))):
+        b = _mp_bias(ctx, mp_text)
+        log_S_max = ctx.log(W) + max(b(ctx.mpf(W - 1)), b(ctx.mpf(0)))  # these biases increase on [0, W)
+        witness = min(n - 1, 20) if "exp(exp" in text else n - 1  # a term of T; e^(e^(1e300)) is beyond mpmath
+        assert b(ctx.mpf(witness)) - log_S_max > 746, text
+        r = Bias(text).mass_enclosures(np.int64(W), n if n > 2**62 else np.int64(n))
+        assert r.route.startswith("dominance") and (r.window_mass.lo, r.window_mass.hi) == (0.0, 5e-324), text
+        assert r.distant_mass.lo == math.nextafter(1.0, 0.0) and r.distant_mass.hi == 1.0
+        if n > 2**16 or text == "d^2":
+            assert Bias(text).window_mass(W, n) == 0.0 and Bias(text).distant_mass(W, n) == 1.0
+    # log(1 + d) at 1e300: the float route overflowed (math.exp(800)); m = W(W+1)/(n(n+1)) ~ 4e-597
+    assert Bias("log(1+d)").window_mass(64, int(1e300)) == 0.0
+
+
+def test_fast_decays_beyond_their_first_terms():
+    """-e^d: the cut's pieces were loose (Arb's e^(wide ball)), so D_n(W) was refused beyond n = 2^10; now any n,
+    and far windows (D below every double). References: the first terms in mpmath (the rest below e^(-e^12))."""
+    from otprior.encodings import Bias
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+    f = [ctx.exp(-ctx.exp(ctx.mpf(k))) for k in range(12)]
+    S_W, T = ctx.fsum(f[:4]), ctx.fsum(f[4:])
+    for n in (2**10 + 1, 2**53 + 1, int(1e300)):
+        out = Bias("-exp(d)").mass_enclosures(4, n)
+        assert out.distant_mass.lo <= float(T / (S_W + T)) <= out.distant_mass.hi, n
+        assert out.distant_mass.hi - out.distant_mass.lo <= 2.0**-50 * out.distant_mass.hi
+    far = Bias("-exp(d)").mass_enclosures(1024, int(1e300))
+    assert far.distant_mass.hi == 5e-324 and far.window_mass.lo == math.nextafter(1.0, 0.0)
+    assert Bias("-exp(exp(d))").mass_enclosures(3, int(1e300)).distant_mass.hi == 5e-324
+
+
+@pytest.mark.parametrize("text, mp_text, W, n, period", [
+    ("0.5*sin(d)", "0.5*sin(d)", 64, 3000, None), ("2*cos(pi*d/3 + 1)", "2*cos(pi*d/3 + 1)", 7, 3001, 6),
+    ("-3*sin(0.25*d)", "-3*sin(0.25*d)", 100, 2000, None), ("10*sin(pi*d)", "10*sin(pi*d)", 3, 300, 2)])
+def test_periodic_biases_in_closed_form(text, mp_text, W, n, period):
+    """Theorem 15e (Jacobi-Anger): 0.5 sin(d) was refused beyond n = 2^22. Against mpmath's direct sums (40 digits,
+    private context); where the period is an integer, also at n = 1e300 against the sum of whole periods."""
+    from otprior.encodings import Bias
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+    m_ref, D_ref = _mp_masses(ctx, mp_text, W, n, n)
+    B = Bias(text)
+    out = B.mass_enclosures(W, n)
+    assert out.route.startswith("Jacobi-Anger")
+    assert out.window_mass.lo <= float(m_ref) <= out.window_mass.hi and out.distant_mass.lo <= float(D_ref) <= out.distant_mass.hi
+    assert out.window_mass.hi - out.window_mass.lo <= 1e-15 * float(m_ref)
+    assert B.window_mass(W, n) == pytest.approx(float(m_ref), rel=1e-14)
+    if period is not None:
+        b = _mp_bias(ctx, mp_text)
+        w = [ctx.exp(b(ctx.mpf(k))) for k in range(period)]
+        W, n = 10**299 + 1, int(1e300) + 5
+
+        def total(c):  # sum_{k < c} by whole periods
+            q, r = divmod(c, period)
+            return q * ctx.fsum(w) + ctx.fsum(w[:r])
+
+        S_W, T = total(W), total(n) - total(W)
+        out = B.mass_enclosures(W, n)
+        assert out.window_mass.lo <= float(S_W / (S_W + T)) <= out.window_mass.hi
+        assert out.distant_mass.lo <= float(T / (S_W + T)) <= out.distant_mass.hi
+
+
+def test_envelope_with_bounded_and_exponential_terms():
+    """Theorem 15c': D_oo(W) with sin/cos and e^(g d) terms, against mpmath (private context, 30 digits): direct sums
+    for the fast decays, Hurwitz zeta plus a fast-converging correction for -2 log(1 + d) + e^-d."""
+    from otprior.encodings import Bias
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    for text, mp_text, cut in (("-d + sin(d)", "-d + sin(d)", 200), ("-0.01*d^2 + cos(d)", "-0.01*d**2 + cos(d)", 400),
+                               ("-exp(d/10)", "-exp(d/10)", 120)):
+        b = _mp_bias(ctx, mp_text)
+        w = [ctx.exp(b(ctx.mpf(k))) for k in range(cut)]
+        ref = ctx.fsum(w[64:]) / ctx.fsum(w)
+        e = Bias(text).limit_enclosure(64)
+        assert e.lo <= float(ref) <= e.hi and e.hi - e.lo <= 2.0**-50 * e.hi, text
+    corr = lambda lo: ctx.fsum((1 + ctx.mpf(k)) ** -2 * ctx.expm1(ctx.exp(-ctx.mpf(k))) for k in range(lo, 200))  # noqa: E731
+    T = ctx.zeta(2, 65) + corr(64)
+    S = ctx.zeta(2, 1) - ctx.zeta(2, 65) + corr(0) - corr(64)
+    e = Bias("-2*log(1+d) + exp(-d)").limit_enclosure(64)
+    assert e.lo <= float(T / (S + T)) <= e.hi and e.hi - e.lo <= 2.0**-50

@@ -389,6 +389,38 @@ def _fmt(k):
     return str(k) if k < 10**18 else f"{float(k):.6g}"
 
 
+_END_DIRECT = 1024  # a growing sum's last terms summed one by one when its reverse cut leaves at most this many
+
+
+def _reverse_cut(tree, a, c, level):
+    """``(Y, rest)``: the largest piece end ``Y > a`` with :math:`\\sum_{k=a}^{Y-1} f(k) \\le` ``rest`` :math:`\\le` ``level``,
+    or ``(a, None)`` (Theorem 15d(iii): the mirror of the cut, for a sum whose weight is at its far end).
+
+    Pieces below ``c``: offsets ``c + 1 - Y`` of ``2^j - 1`` for 48 doublings, then growing by up to ``2^24``; each
+    contributes (integers in it) x ``e^{sup b}`` (:func:`_interval`), an upper bound of its terms."""
+    ends = [c + 1]
+    o, steps = 1, 0
+    while c + 1 - o > a:
+        ends.append(c + 1 - o)
+        o = 2 * o + 1 if steps < _CUT_DOUBLINGS else max(2 * o, min(o * o, o << 24))
+        steps += 1
+    ends.append(a)  # pieces [ends[j+1], ends[j] - 1], from the top down
+    bounds = []
+    for hi, lo in zip(ends[:-1], ends[1:], strict=True):
+        U = _interval(tree, lo, hi - 1)[1]
+        bounds.append(None if U is None else (hi - lo) * flint.arb(U).exp())
+    best = (a, None)
+    suffix = flint.arb(0)
+    for j in range(len(bounds) - 1, 0, -1):  # the terms below ends[j]: pieces j .. end
+        if bounds[j] is None or not bounds[j].is_finite():
+            break
+        suffix += bounds[j]
+        if not (suffix <= level):
+            break
+        best = (ends[j], suffix)
+    return best
+
+
 def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False, scale=None, bits=None, why=None):
     """A ball containing :math:`\\sum_{k=a}^{c} e^{b(k)}` (Theorem 15), ``1 <= a < c``; ``None`` if not proved
     to ``2^-bits`` (default ``2^-(prec - 36)``) of ``max(f(a), scale)``.
@@ -407,6 +439,14 @@ def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False, sca
     floor = ca[0] if scale is None or not scale.is_finite() else ca[0].max(scale)
     rest = None
     if integral is None:
+        fc = f_ball(tree, c)
+        if fc.is_finite() and fc > ca[0] * 2**16:  # the weight sits at the far end (a growing bias): Theorem 15d(iii)
+            Y, low = _reverse_cut(tree, a, c, floor.max(fc) * flint.arb(2) ** -(bits + 6))
+            if low is not None and c - Y < _END_DIRECT:
+                return direct_sum_arb(tree, Y, c) + flint.arb(0).union(low)
+            if low is not None:
+                inner = em_sum_arb(tree, Y, c, prec, order, None, doubling, floor.max(fc), bits, why)
+                return None if inner is None else inner + flint.arb(0).union(low)
         X, rest = _cut(tree, a, c, floor * flint.arb(2) ** -(bits + 6))
         c = X - 1
         if c - a < 16:

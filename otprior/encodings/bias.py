@@ -639,8 +639,10 @@ class Bias(Encoding):
             if tn is None:
                 return None
             log_tail = np.logaddexp(logsumexp(logw[window:]), tn) if window < N else tn
-        m = 1.0 / (1.0 + math.exp(min(log_tail - log_head, 800.0)))
-        D = 1.0 / (1.0 + math.exp(min(log_head - log_tail, 800.0)))
+        # 1/(1 + e^x) as e^(-log(1 + e^x)): no overflow of e^x (math.exp(800) raised for log(1 + d) at n = 1e300),
+        # and subnormal masses keep their digits
+        m = float(np.exp(-np.logaddexp(0.0, log_tail - log_head)))
+        D = float(np.exp(-np.logaddexp(0.0, log_head - log_tail)))
         return m, D
 
     def _geometric_balls(self, window, n):
