@@ -339,6 +339,7 @@ def _cut(tree, a, c, level):
     if len(edges) < 3:
         return c + 1, None
     log_level = level.log() if level > 0 else flint.arb("nan")
+    splits = [128]
 
     def bound(x, y, depth):
         """(integers in [x, y]) x sup f on [x, y]; a wide piece whose ball is too loose (midpoint-radius
@@ -358,7 +359,8 @@ def _cut(tree, a, c, level):
         except (ValueError, ZeroDivisionError, ArithmeticError):
             v = flint.arb("nan")
         out = (y - x + 1) * v.upper() if v.is_finite() else None
-        if depth < 5 and y - x > 1 and (out is None or not (out <= level * flint.arb(2) ** -12)):
+        if depth < 5 and y - x > 1 and splits[0] > 0 and (out is None or not (out <= level * flint.arb(2) ** -12)):
+            splits[0] -= 1  # at most 128 splits per cut: an oscillating 1e300 sin(d) split every piece 63 ways (seconds)
             try:  # no split where f at the left end already says the piece is not negligible (a power law)
                 bx = _eval(tree, flint.arb(x), flint.arb)
                 if bx.is_finite() and not ((y - x + 1) * flint.arb(bx.upper()).exp() <= level * flint.arb(2) ** -12):
@@ -988,9 +990,11 @@ def periodic_sum_arb(form, a, c, bits=70):
     w = flint.arb(omega[0]) + flint.arb(omega[1]) * pi
     p = flint.arb(phi[0]) + flint.arb(phi[1]) * pi - (pi / 2 if kind == "sin" else 0)
     bb = flint.arb(beta)
+    if not (abs(bb) < 150):
+        return None  # about 400 Bessel terms and more: refused at once
     N = c - a + 1
     floor = (-abs(bb)).exp() * N  # every term is at least e^-|beta|
-    M = max(4, int(abs(float(beta.p) / float(beta.q))) + 4)
+    M = max(4, int(float(abs(bb).upper())) + 4)
     while True:
         tail = _bessel_tail(beta, M)
         if tail is not None and tail * 2 * N <= floor * flint.arb(2) ** -(bits + 4):

@@ -569,6 +569,8 @@ class Bias(Encoding):
         Theorem 15 (direct head of 4096 terms, Euler–Maclaurin tail checked by two quadrature
         rules), else the midpoint of the certified enclosure (:meth:`mass_enclosures`), else the
         direct head plus Theorem 13's monotone tail; a callable bias sums directly (``n <= 2**22``)."""
+        if window >= n:  # T is an empty sum: m = 1, D = 0 whatever the weights
+            return 1.0, 0.0
         if n <= 1 << 16 or self._callable is not None:
             return super()._masses(window, n)
         geometric = self._geometric_balls(window, n)
@@ -590,13 +592,21 @@ class Bias(Encoding):
         fast = self._em_float(window, n)
         if fast is not None:
             return fast
-        balls = self._em_balls(window, n)
+        why = []
+        balls = self._em_balls(window, n, why)
         if balls is not None:
             return float(balls[0].mid()), float(balls[1].mid())
         dominant = None if tree is None else _dominant_masses(tree, window, n)
         if dominant is not None:
             return float(dominant[0].mid()), float(dominant[1].mid())
-        return self._monotone_masses(window, n)
+        try:
+            return self._monotone_masses(window, n)
+        except DomainError as exc:
+            if not why:
+                raise
+            # name the step that failed first (Theorem 15's), not only the fallback's cap
+            raise DomainError("n", n, f"a length at which Theorem 15 or 15d encloses exp({self.expression}) (here "
+                              f"{why[-1]}; and Theorem 13's fallback: {exc.domain})") from None
 
     def _float_maybe_dominant(self, window, n):
         """The double-precision pre-test of :func:`_maybe_dominant`: ``b`` at ``0, W - 1, W, n - 1`` in numpy (a
@@ -609,7 +619,9 @@ class Bias(Encoding):
         if np.any(np.isnan(v)):
             return True
         s, t = max(v[0], v[1]), max(v[2], v[3])
-        return bool(abs(t - s) > 700 or not (np.isfinite(s) and np.isfinite(t)))
+        if not (np.isfinite(s) and np.isfinite(t)):
+            return True
+        return bool(abs(t - s) > 700)
 
     def _em_float(self, window, n):
         """``(m, D)`` in double precision by Theorem 15 (p = 2) beyond a direct head, or ``None``."""
@@ -723,6 +735,8 @@ class Bias(Encoding):
             raise DomainError("n", n, "one integer length (call once per length)")
         n = values[0]
         check_window(window, n)
+        if window >= n:  # T is an empty sum: m = 1, D = 0 exactly, whatever the weights (e^(1e300 d) included)
+            return BiasMasses(Enclosure(1.0, 1.0, 1.0, 0.0), Enclosure(0.0, 0.0, 0.0, 0.0), "empty distant sum", True)
         d, b = self._sym
         tree = None if self._callable is not None else _compiled(b, d)
         if tree is None:
