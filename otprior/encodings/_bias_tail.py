@@ -97,10 +97,14 @@ def compile_bias(expr, d):
             return ("mul", tuple(node(a) for a in e.args))
         if e.is_Pow:
             base, ex = e.args
+            lin = _linear(base, d) if ex.is_Number else None
+            if ex.is_Integer and lin is not None and ex < 0 and base != d:
+                # 1/(1 + d): in u = log x as exp(-(log g + u + log1p((a/g) e^-u))), analytic in a wide region (as a
+                # power of 1 + e^u its pole at u = i pi made Arb's integral take 3700 evaluations to 1e300)
+                return ("powlin", _const(lin[0]), _const(lin[1]), _const(ex))
             if ex.is_Integer:
                 return ("powi", node(base), int(ex))
             if ex.is_Number:
-                lin = _linear(base, d)
                 if lin is not None:
                     return ("powlin", _const(lin[0]), _const(lin[1]), _const(ex))
                 return ("powc", node(base), _const(ex))
@@ -373,13 +377,13 @@ def _cut(tree, a, c, level):
                 return left + right
         return out
 
-    pieces = [bound(x, y, 0) for x, y in zip(edges[:-1], edges[1:], strict=True)]
     suffix = flint.arb(0)
     best = (c + 1, None)
-    for i in range(len(pieces) - 1, 0, -1):  # the terms k >= edges[i]: pieces i .. end
-        if pieces[i] is None:
+    for i in range(len(edges) - 2, 0, -1):  # the terms k >= edges[i]: pieces i .. end, bounded from the end on
+        piece = bound(edges[i], edges[i + 1], 0)  # (lazily: a power law stops at its last piece)
+        if piece is None:
             break
-        suffix += pieces[i]
+        suffix += piece
         if not (suffix <= level):
             break
         best = (edges[i], suffix)

@@ -136,8 +136,9 @@ def _periodic_balls(tree, window, n, why):
 
 
 def _maybe_dominant(tree, window, n):
-    """Whether the single terms at ``0, W - 1, W, n - 1`` differ by more than ``e^700`` between the two sides (then
-    :func:`_dominant_masses` is tried before the Euler-Maclaurin route, which would work hard to fail)."""
+    """Whether the single terms at ``0, W - 1, W, n - 1`` differ by more than ``e^700`` times the other side's number
+    of terms (then :func:`_dominant_masses` is tried before the Euler-Maclaurin route, which would work hard to fail;
+    a power law at ``W = 1e299``, ``b(0) - b(W) = 757 < 690 + 700``, is not)."""
     if n <= window:
         return False
     with arb_precision(96):
@@ -145,12 +146,12 @@ def _maybe_dominant(tree, window, n):
     lows = [v[0] for v in ends]
     highs = [v[1] for v in ends]
 
-    def gap(a, b):  # a lower bound of max(lows[a]) - min-ish upper of the other side, in double
+    def gap(a, b, count):  # one side's largest end term against the other's, times its number of terms, in double
         la = [float(v) for v in (lows[i] for i in a) if v is not None]
         hb = [float(v) if v is not None else math.inf for v in (highs[i] for i in b)]
-        return max(la, default=-math.inf) - max(hb, default=math.inf)
+        return max(la, default=-math.inf) - max(hb, default=math.inf) - math.log(count)
 
-    return gap((2, 3), (0, 1)) > 700 or gap((0, 1), (2, 3)) > 700
+    return gap((2, 3), (0, 1), window) > 700 or gap((0, 1), (2, 3), n - window) > 700
 
 
 def _geometric_ratio(beta, window, n):
@@ -621,7 +622,7 @@ class Bias(Encoding):
         s, t = max(v[0], v[1]), max(v[2], v[3])
         if not (np.isfinite(s) and np.isfinite(t)):
             return True
-        return bool(abs(t - s) > 700)
+        return bool(t - s - math.log(window) > 700 or s - t - math.log(n - window) > 700)
 
     def _em_float(self, window, n):
         """``(m, D)`` in double precision by Theorem 15 (p = 2) beyond a direct head, or ``None``."""
@@ -635,13 +636,18 @@ class Bias(Encoding):
             return None
         logsumexp = _logsumexp
 
+        def one(k):  # a range of a single term: b(k) itself (W = n - 1 fell back to the certified route, 60 ms)
+            with np.errstate(all="ignore"):
+                v = float(np.asarray(fns[0](np.array([float(k)])), dtype=float).ravel()[0])
+            return v if not math.isnan(v) and v != math.inf else None
+
         if window > N:
             lh = logsumexp(logw)
-            tw = float_tail_log(fns, N, window - 1, lh) if window - 1 > N else None
+            tw = float_tail_log(fns, N, window - 1, lh) if window - 1 > N else one(N)
             if tw is None:
                 return None
             log_head = np.logaddexp(lh, tw)
-            tn = float_tail_log(fns, window, n - 1) if n - 1 > window else None  # T alone: D's relative accuracy
+            tn = float_tail_log(fns, window, n - 1) if n - 1 > window else one(window)  # T alone: D's relative accuracy
             if tn is None:
                 return None
             log_tail = tn
