@@ -182,11 +182,18 @@ def test_bias_any_length_float_and_certified_agree():
 
 
 def test_euler_maclaurin_refuses_an_oscillating_tail():
-    """sin(d) without decay: Theorem 15's remainder does not shrink; the certified route refuses
-    (DomainError naming n) rather than return a wide or wrong ball."""
-    enc = get("bias", expr="-1.2*log(1+d) + 0.5*sin(d)")
+    """Two periodic terms beside a decay (outside Theorem 15f, which takes one): Theorem 15's remainder does not
+    shrink; the certified route refuses at once (DomainError naming n and the step) rather than return a wide or
+    wrong ball, and so does the float route."""
+    import time
+
+    enc = get("bias", expr="-1.2*log(1+d) + 0.5*sin(d) + 0.3*cos(2*d)")
+    start = time.process_time()
     with pytest.raises(otprior.DomainError, match="n=.*here the Euler-Maclaurin remainder on .* stays above"):
         enc.mass_enclosures(64, 10**9)
+    with pytest.raises(otprior.DomainError, match="n=.*Theorem 15 .*remainder"):
+        enc.window_mass(64, 10**9)
+    assert time.process_time() - start < 5.0  # refused without long work (about 0.1 s each)
 
 
 def test_mass_enclosures_stay_in_the_unit_interval_and_refuse_overflow_by_name():
@@ -279,12 +286,13 @@ def test_distant_mass_limit_is_certified(text, alpha):
 
 def test_distant_mass_limit_names_what_it_cannot_enclose():
     """Each refusal names the step that fails: a term outside Theorem 15c's forms (by its text), a sum without a
-    summable term, or (sin under a power-law decay: the envelope holds) Theorem 15's remainder up to the cut-off.
+    summable term, or (two periodic terms under a power-law decay: the envelope holds) Theorem 15's remainder up to
+    the cut-off.
     A linear bias is e^{beta W}."""
     from otprior.encodings import Bias
 
     with pytest.raises(otprior.DomainError, match="envelope holds, but Theorem 15 .* remainder"):
-        Bias("-1.2*log(1+d) + 0.5*sin(d)").limit_enclosure(64)
+        Bias("-1.2*log(1+d) + 0.5*sin(d) + 0.3*cos(2*d)").limit_enclosure(64)
     with pytest.raises(otprior.DomainError, match=r"the term 0.5\*sin\(d\)\*\*2 is outside Theorem 15c's forms"):
         Bias("-d + 0.5*sin(d)^2").limit_enclosure(64)
     with pytest.raises(otprior.DomainError, match="no term that makes the weights summable"):
@@ -511,3 +519,47 @@ def test_envelope_with_bounded_and_exponential_terms():
     S = ctx.zeta(2, 1) - ctx.zeta(2, 65) + corr(0) - corr(64)
     e = Bias("-2*log(1+d) + exp(-d)").limit_enclosure(64)
     assert e.lo <= float(T / (S + T)) <= e.hi and e.hi - e.lo <= 2.0**-50
+
+
+def _mp_lerch_masses(ctx, s, beta, W, n=None):
+    """(m, D) of b = -s log(1 + d) + beta sin(d) from mpmath alone: Jacobi-Anger with Hurwitz zeta and mpmath's Lerch
+    transcendent for the twisted sums (sum_{k >= W} z^k (1 + k)^-s = z^W Phi(z, s, W + 1)); n = None is the limit."""
+    phase = -ctx.pi / 2  # sin(x) = cos(x - pi/2)
+
+    def tail(a):  # sum_{k >= a} (1 + k)^-s e^{beta sin k}
+        out = ctx.besseli(0, beta) * ctx.zeta(s, a + 1)
+        for m in range(1, 25):
+            z = ctx.expj(m)
+            out += 2 * ctx.besseli(m, beta) * ctx.re(ctx.expj(m * phase) * z**a * ctx.lerchphi(z, s, a + 1))
+        return out
+
+    S = ctx.fsum(ctx.exp(-s * ctx.log(1 + k) + beta * ctx.sin(k)) for k in range(W))
+    T = tail(W) - (0 if n is None else tail(n))
+    return S / (S + T), T / (S + T)
+
+
+@pytest.mark.parametrize("n", [2000, pytest.param(None, marks=pytest.mark.slow), pytest.param(10**6, marks=pytest.mark.slow)])
+def test_a_periodic_term_beside_a_decay(n):
+    """Theorem 15f: -1.2 log(1 + d) + 0.5 sin(d) was refused beyond n = 2^22 (Theorem 15's remainder does not shrink)
+    and its D_oo named the wrong step. Against mpmath's direct sum (n = 2000) and its Lerch transcendent (the limit,
+    n = 1e6), 30 digits, private context."""
+    from otprior.encodings import Bias
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    B = Bias("-1.2*log(1+d) + 0.5*sin(d)")
+    if n == 2000:
+        m_ref, D_ref = _mp_masses(ctx, "-1.2*log(1+d) + 0.5*sin(d)", 64, n, n)
+    else:
+        m_ref, D_ref = _mp_lerch_masses(ctx, ctx.mpf(1.2), ctx.mpf(0.5), 64, n)
+    if n is None:
+        e = B.limit_enclosure(64)
+        assert e.lo <= float(D_ref) <= e.hi and e.hi - e.lo <= 2.0**-50
+        return
+    out = B.mass_enclosures(64, n)
+    assert out.route.startswith("Jacobi-Anger with twisted")
+    assert out.window_mass.lo <= float(m_ref) <= out.window_mass.hi and out.distant_mass.lo <= float(D_ref) <= out.distant_mass.hi
+    assert out.window_mass.hi - out.window_mass.lo <= 1e-15 * float(m_ref)
+    assert B.window_mass(64, n) == pytest.approx(float(m_ref), rel=1e-14)
+    big = B.mass_enclosures(64, int(1e300))  # answered at any length (the reference above covers moderate n only)
+    assert big.route.startswith("Jacobi-Anger with twisted") and big.window_mass.hi - big.window_mass.lo <= 1e-15

@@ -42,7 +42,7 @@ from ..expression import import_sympy
 
 __all__ = [
     "compile_bias", "em_sum_arb", "direct_sum_arb", "float_tail_log", "infinite_sum_arb", "log_sum_bounds",
-    "periodic_form", "periodic_sum_arb", "point_interval", "tail_envelope",
+    "mixed_sum_arb", "periodic_form", "periodic_split", "periodic_sum_arb", "point_interval", "tail_envelope",
 ]
 
 ORDER = 6  # p: Bernoulli terms B_2 .. B_12, remainder through f^(12)
@@ -298,6 +298,13 @@ def _b_over_fact(j):
 def remainder_bound(tree, a, c, order=ORDER, doubling=False):
     """:math:`|B_{2p}|\\int_a^c |f^{(2p)}|/(2p)!`, bounded piece by piece (Theorem 15), or ``None``."""
     B2p = abs(flint.arb(_b_over_fact(order))) * math.factorial(2 * order)
+    total = sup_coeff_sum(tree, a, c, 2 * order, doubling)
+    return None if total is None else B2p * total
+
+
+def sup_coeff_sum(tree, a, c, k, doubling=False):
+    """:math:`\\sum_i (x_{i+1} - x_i)\\sup_{[x_i, x_{i+1}]}|c_k|` over pieces of ``[a, c]`` (``c_k = f^{(k)}/k!``), an upper
+    bound of :math:`\\int_a^c |f^{(k)}|/k!` and of :math:`\\sum_{j=a}^{c-1}\\sup_{[j, j+1]}|f^{(k)}|/k!`; ``None`` if not finite."""
     total = flint.arb(0)
     x = a
     while x < c:
@@ -308,14 +315,14 @@ def remainder_bound(tree, a, c, order=ORDER, doubling=False):
         y = min(c, 2 * x) if doubling or x < _DOUBLING_END else min(c, max(2 * x, min(x * x, x << 24)))
         ball = flint.arb(x).union(flint.arb(y))
         try:
-            cc = _coeffs(tree, ball, 2 * order + 1)[2 * order]
+            cc = _coeffs(tree, ball, k + 1)[k]
         except (ValueError, ZeroDivisionError, ArithmeticError):
             return None
         if not cc.is_finite():
             return None
         total += (y - x) * abs(cc).upper()
         x = y
-    return B2p * total
+    return total
 
 
 def _cut(tree, a, c, level):
@@ -922,6 +929,9 @@ def infinite_sum_arb(tree, lo, N, prec, bits=64, names=None):
         C = max(1 << k, 2 * max(lo, N))
         why = []
         head = range_sum_arb(tree, lo, C - 1, N, prec, why)
+        split = periodic_split(tree) if head is None else None
+        if split is not None:  # h + beta sin(omega d + phi): Theorem 15f up to the envelope's start
+            head = mixed_sum_arb(tree, split, lo, C - 1, N, prec, why=why)
         if head is None or not (head > 0):
             step = why[-1] if why else "a ball that is not positive"
             return f"the envelope holds, but Theorem 15 does not enclose the sum from {lo} up to its start 2^{k}: {step}"
@@ -1020,3 +1030,132 @@ def periodic_sum_arb(form, a, c, bits=70):
                 Cm = (m * w * N / 2).sin() / den * (m * w * (a + c) / 2 + m * p).cos()
         total += 2 * bb.bessel_i(m) * Cm
     return total + flint.arb(0, (2 * N * tail).upper())
+
+
+# -- a periodic term beside a smooth bias (Theorem 15f) ----------------------------------------
+TWIST_ORDER = 12  # p: terms of the twisted summation formula, remainder through g^(12)
+
+
+def periodic_split(tree):
+    """``(tree_h, form)`` when ``b = h + beta sin(omega d + phi)`` (or ``cos``) with one such top-level term (the form
+    of :func:`periodic_form`) beside at least one other, else ``None``."""
+    if tree[0] != "add":
+        return None
+    found = [i for i, t in enumerate(tree[1]) if periodic_form(t) is not None]
+    if len(found) != 1:
+        return None
+    rest = tuple(t for i, t in enumerate(tree[1]) if i != found[0])
+    return (rest[0] if len(rest) == 1 else ("add", rest)), periodic_form(tree[1][found[0]])
+
+
+def _twist_coefficients(z, p):
+    """``a_j = [t^j] 1/(z e^t - 1)``, ``j < p``, for ``z != 1`` (acb balls): ``(z - 1) a_l = -sum_{i=1}^{l} z a_{l-i}/i!``."""
+    out = [1 / (z - 1)]
+    for l in range(1, p):
+        s = flint.acb(0)
+        for i in range(1, l + 1):
+            s += out[l - i] / math.factorial(i)
+        out.append(-z * s / (z - 1))
+    return out
+
+
+def _phase(m, omega, k):
+    """``m omega k`` as an ``arb`` to the current precision, ``omega = (q, q_pi)`` exact (``m k q`` is a fraction)."""
+    with _more_bits(int(m * k).bit_length() + 10):
+        out = flint.arb(omega[0] * m * k) + flint.arb(omega[1] * m * k) * flint.arb.pi()
+    return out + 0  # rounded back to the caller's precision
+
+
+def twisted_sum_arb(tree_h, m, omega, a, c, p=TWIST_ORDER):
+    """:math:`\\sum_{k=a}^{c} g(k) e^{i\\theta k}` with ``g = e^h`` (Theorem 15f): ``z^{c+1} q(c+1) - z^a q(a)`` with
+    ``q = sum_{j<p} a_j g^{(j)}``, plus a disc of radius ``K_p p! sum_pieces (len) sup|g^(p)/p!|``,
+    ``K_p = sum_{j<p} |a_j|/(p - j)!``; ``None`` if ``e^{i theta}`` is not proved ``!= 1`` or a bound is not finite.
+    ``theta = m omega`` with ``omega = (q, q_pi)`` exact; the phases ``theta k`` are formed with ``log2 k`` more bits."""
+    z = flint.acb(0, _phase(m, omega, 1)).exp()
+    if (z - 1).contains(0):
+        return None
+    coef = _twist_coefficients(z, p)
+    K = flint.arb(0)
+    for j, aj in enumerate(coef):
+        K += abs(aj) / math.factorial(p - j)
+    sup = sup_coeff_sum(tree_h, a, c + 1, p)
+    if sup is None:
+        return None
+    R = (K * math.factorial(p) * sup).upper()
+
+    def q(k):
+        cs = _coeffs(tree_h, flint.arb(k), p)
+        out = flint.acb(0)
+        for j in range(p):
+            out += coef[j] * math.factorial(j) * cs[j]
+        return out
+
+    za, zc = flint.acb(0, _phase(m, omega, a)).exp(), flint.acb(0, _phase(m, omega, c + 1)).exp()
+    out = zc * q(c + 1) - za * q(a)
+    if not out.is_finite() or not R.is_finite():
+        return None
+    return out + flint.acb(flint.arb(0, R), flint.arb(0, R))
+
+
+class _more_bits:
+    """Raise ``flint.ctx.prec`` by ``extra`` bits for a block (the caller holds :func:`arb_precision`'s lock)."""
+
+    def __init__(self, extra):
+        self.extra = extra
+
+    def __enter__(self):
+        self.old = flint.ctx.prec
+        flint.ctx.prec = self.old + self.extra
+
+    def __exit__(self, *exc):
+        flint.ctx.prec = self.old
+
+
+def mixed_sum_arb(tree, split, lo, hi, N, prec, bits=64, why=None):
+    """:math:`\\sum_{k=lo}^{hi} e^{b(k)}` for ``b = h + beta cos(omega d + phi')`` (Theorem 15f): terms below ``N`` one by
+    one, beyond ``I_0(beta) sum g + 2 sum_{m<=M} I_m(beta) Re(e^{i m phi'} sum g z_m^k)`` with ``g = e^h``,
+    ``z_m = e^{i m omega}`` (Theorem 15 for ``sum g``, :func:`twisted_sum_arb` for the rest), and
+    ``[-1, 1] 2 sum_{m>M} I_m(|beta|) sum g``; ``None`` if a step is not proved (reason appended to ``why``)."""
+    why = [] if why is None else why
+    tree_h, (beta, kind, omega, phi) = split
+    if hi < lo:
+        return flint.arb(0)
+    total = direct_sum_arb(tree, lo, min(hi, N - 1)) if lo < N else flint.arb(0)
+    start = max(lo, N)
+    if hi < start:
+        return total
+    if hi - start < 16:
+        return total + direct_sum_arb(tree, start, hi)
+    bb = flint.arb(beta)
+    if not (abs(bb) < 150):
+        why.append("the periodic term's amplitude is above 150 (the Jacobi-Anger series would need more than 400 terms)")
+        return None
+    damp = (-abs(bb)).exp()
+    S0 = em_sum_arb(tree_h, start, hi, prec, scale=total * damp if lo < N else None, bits=bits, why=why)
+    if S0 is None or not (S0 > 0):
+        return None
+    M = max(4, int(float(abs(bb).upper())) + 4)
+    while True:
+        tail = _bessel_tail(beta, M)
+        if tail is not None and tail * 2 <= damp * flint.arb(2) ** -(bits + 5):
+            break
+        M += max(4, M // 4)
+        if M > _JA_TERMS:
+            why.append("the Jacobi-Anger series needs more than 400 Bessel terms")
+            return None
+    pi = flint.arb.pi()
+    w = flint.arb(omega[0]) + flint.arb(omega[1]) * pi
+    ph = flint.arb(phi[0]) + flint.arb(phi[1]) * pi - (pi / 2 if kind == "sin" else 0)
+    out = bb.bessel_i(0) * S0
+    for m in range(1, M + 1):
+        if omega[0] == 0 and (omega[1] * m / 2).q == 1:  # m omega in 2 pi Z: the twisted sum is the plain one
+            part = (m * ph).cos() * S0
+        else:
+            tw = twisted_sum_arb(tree_h, m, omega, start, hi)
+            if tw is None:
+                why.append(f"the twisted sum of e^h e^(i {m} omega k) on [{_fmt(start)}, {_fmt(hi)}] was not enclosed "
+                           f"(Theorem 15f's remainder of order {TWIST_ORDER} is not finite there)")
+                return None
+            part = (flint.acb(0, m * ph).exp() * tw).real
+        out += 2 * bb.bessel_i(m) * part
+    return total + out + flint.arb(0, (2 * tail * S0.upper()).upper())

@@ -33,7 +33,9 @@ from ._bias_tail import (
     float_tail_log,
     infinite_sum_arb,
     log_sum_bounds,
+    mixed_sum_arb,
     periodic_form,
+    periodic_split,
     periodic_sum_arb,
     point_interval,
     range_sum_arb,
@@ -112,6 +114,11 @@ def _dominant_masses(tree, window, n):
 @functools.lru_cache(maxsize=128)
 def _periodic(tree):
     return periodic_form(tree)
+
+
+@functools.lru_cache(maxsize=128)
+def _split(tree):
+    return periodic_split(tree)
 
 
 def _periodic_balls(tree, window, n, why):
@@ -678,7 +685,7 @@ class Bias(Encoding):
                 return m, D
         return None
 
-    def _em_balls(self, window, n, why=None):
+    def _em_balls(self, window, n, why=None, used=None):
         """``(m, D)`` as Arb balls of relative radius below ``2^-55`` (Theorem 15b for a linear bias,
         else Theorem 15), or ``None``."""
         d, b = self._sym
@@ -702,6 +709,7 @@ class Bias(Encoding):
         # the ends of T's range [W, n - 1] are resolved in u = log x when (n - W)/W is tiny (Theorem 15, far windows):
         # log2(W / (n - W)) bits more, not log2 W (1100 bits at W = 1e299 made far windows 10x dearer)
         prec = 96 + extra + (window // (n - window)).bit_length()
+        split = _split(tree)
         for N in _EM_HEADS:
             with arb_precision(prec):
                 try:
@@ -709,12 +717,23 @@ class Bias(Encoding):
                     T = range_sum_arb(tree, window, n - 1, N, prec, why)
                 except (ValueError, ZeroDivisionError, ArithmeticError):
                     return None
+                if split is not None and (S_W is None or T is None):  # h + beta sin(omega d + phi): Theorem 15f
+                    with arb_precision(prec + 16):
+                        try:
+                            S_W = mixed_sum_arb(tree, split, 0, window - 1, N, prec + 16, why=why) if S_W is None else S_W
+                            T = mixed_sum_arb(tree, split, window, n - 1, N, prec + 16, why=why) if T is None else T
+                        except (ValueError, ZeroDivisionError, ArithmeticError):
+                            return None
+                    if used is not None:
+                        used.append("twisted")
                 if S_W is None or T is None or not (S_W > 0) or not (T >= 0):
                     continue
                 m = 1 / (1 + T / S_W)
                 D = T / (S_W + T) if T == 0 else 1 / (1 + S_W / T)
                 if is_tight(m, _EM_BITS) and is_tight(D, _EM_BITS):
                     return m, D
+                if used is not None:
+                    used.clear()
         return None
 
     def mass_enclosures(self, window, n) -> BiasMasses:
@@ -779,8 +798,8 @@ class Bias(Encoding):
             dominant = _dominant_masses(tree, window, n)
             if dominant is not None:
                 return masses(*dominant, dominant_route, False)
-        why = []
-        balls = self._em_balls(window, n, why)
+        why, used = [], []
+        balls = self._em_balls(window, n, why, used)
         if balls is None:
             dominant = _dominant_masses(tree, window, n)
             if dominant is not None:
@@ -794,6 +813,8 @@ class Bias(Encoding):
             route = "geometric closed form (Theorem 15b)"
         elif _periodic(tree) is not None:
             route = "Jacobi-Anger closed form (Theorem 15e)"
+        elif used:
+            route = "Jacobi-Anger with twisted Euler-Maclaurin sums (Theorem 15f)"
         else:
             route = "Euler-Maclaurin (Theorem 15)"
         with arb_precision(96):
