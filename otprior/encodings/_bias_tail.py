@@ -1049,12 +1049,12 @@ def periodic_split(tree):
 
 
 def _twist_coefficients(z, p):
-    """``a_j = [t^j] 1/(z e^t - 1)``, ``j < p``, for ``z != 1`` (acb balls): ``(z - 1) a_l = -sum_{i=1}^{l} z a_{l-i}/i!``."""
+    """``a_j = [t^j] 1/(z e^t - 1)``, ``j < p``, for ``z != 1`` (acb balls): ``(z - 1) a_j = -sum_{i=1}^{j} z a_{j-i}/i!``."""
     out = [1 / (z - 1)]
-    for l in range(1, p):
+    for j in range(1, p):
         s = flint.acb(0)
-        for i in range(1, l + 1):
-            s += out[l - i] / math.factorial(i)
+        for i in range(1, j + 1):
+            s += out[j - i] / math.factorial(i)
         out.append(-z * s / (z - 1))
     return out
 
@@ -1144,7 +1144,6 @@ def mixed_sum_arb(tree, split, lo, hi, N, prec, bits=64, why=None):
             why.append("the Jacobi-Anger series needs more than 400 Bessel terms")
             return None
     pi = flint.arb.pi()
-    w = flint.arb(omega[0]) + flint.arb(omega[1]) * pi
     ph = flint.arb(phi[0]) + flint.arb(phi[1]) * pi - (pi / 2 if kind == "sin" else 0)
     out = bb.bessel_i(0) * S0
     for m in range(1, M + 1):
