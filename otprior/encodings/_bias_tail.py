@@ -28,6 +28,13 @@ all below e^-230 of the largest dropped), and checks itself against a second rul
 must agree to ``1e-11``); where the check fails the caller takes the certified route. Not a proof:
 its error is measured against the certified route and 30-digit references (at most a few ulps, and
 about ``|b| eps`` relative where ``|b|`` is large, the conditioning of ``e^b`` in double precision).
+
+Beyond Theorem 15 (same file of proofs): interval bounds of ``b`` on a piece, with monotone functions
+evaluated at the ends of their argument (:func:`_interval`), give the cut's suprema, the dominance bounds
+of a growing bias in the log domain (:func:`log_sum_bounds`) and the reverse cut of a sum whose weight is
+at its far end (Theorem 15d); ``beta sin(omega d + phi)`` is summed by the Jacobi–Anger expansion with
+geometric sums of cosines (:func:`periodic_sum_arb`, Theorem 15e) and ``h + beta sin(omega d + phi)`` by
+the same expansion with twisted Euler–Maclaurin sums of ``e^h`` (:func:`mixed_sum_arb`, Theorem 15f).
 """
 
 from __future__ import annotations

@@ -498,6 +498,15 @@ class Bias(Encoding):
     A linear bias ``alpha + beta d`` is a geometric sum in closed form at every length and window
     (Theorem 15b). The verdict's ``D_oo(W)`` is :meth:`limit_enclosure`'s midpoint (Theorem 15c: Theorem 15 up
     to a cut-off and a proved envelope of the rest) where the bias's terms fit the envelope, else sampled.
+
+    Further routes, at every ``n`` and window (certified, the float being the ball's midpoint):
+    where one side outweighs the other by more than ``e^746`` (a growing bias such as ``sqrt(d)``,
+    ``exp(d/1000)``, ``d^2``, ``exp(exp(d))``; ``-exp(d)`` past its first terms) the small mass is
+    ``[0, 2^-1074]`` from interval bounds of ``b`` alone (Theorem 15d); ``beta sin(omega d + phi)`` (or
+    ``cos``) is a Jacobi–Anger closed form (Theorem 15e); ``h + beta sin(omega d + phi)`` adds twisted
+    Euler–Maclaurin sums to Theorem 15 (Theorem 15f). Still refused beyond ``n = 2**22``, by name and
+    at once: two periodic terms, a periodic factor, amplitudes above 150, and weights whose logarithms
+    are beyond Arb's range on both sides (``exp(exp(d))`` from ``d = 64``).
     """
 
     name = "bias"
@@ -743,14 +752,19 @@ class Bias(Encoding):
         (64, 256 or 1024) are summed in Arb and the rest enclosed by Theorem 15
         (``proofs/closed_form_tails.md``): Euler–Maclaurin of order 12 with the remainder bounded by
         the expression's 12th derivative on geometric pieces, and the integral by Arb's
-        ``acb.integral``. The relative radius is at most ``2^-55``.
+        ``acb.integral``. The relative radius is at most ``2^-55``. ``route`` says which theorem answered:
+        "direct Arb sum", "Euler-Maclaurin (Theorem 15)", "geometric closed form (Theorem 15b)",
+        "dominance bound (Theorem 15d)" (one mass below ``e^-746``: ``[0, 2^-1074]`` and ``[1 - 2^-53, 1]``,
+        the tightest double enclosures), "Jacobi-Anger closed form (Theorem 15e)", "Jacobi-Anger with
+        twisted Euler-Maclaurin sums (Theorem 15f)" or "empty distant sum" (``W = n``).
 
         Raises
         ------
         DomainError
             (parameter ``n``) for a callable bias, an expression outside the compiled grammar
-            (``Abs``, ``Min``, ``Max``), or one whose tail the theorem does not enclose that
-            tightly (e.g. ``sin(d)`` without decay).
+            (``Abs``, ``Min``, ``Max``), or one whose tail no theorem encloses that tightly (e.g. two
+            periodic terms beside a decay), naming the step that failed; (parameter ``bias``) when the
+            weights of a short sum are beyond Arb's range and no side dominates.
         """
         from .._validation import check_int, check_window
 
@@ -897,15 +911,17 @@ class Bias(Encoding):
         """A proved enclosure of :math:`D_\\infty(W) = \\lim_n D_n(W)` for a summable expression bias.
 
         :math:`D_\\infty = T_\\infty/(S_W + T_\\infty)` with :math:`S_W = \\sum_{d<W} e^{b(d)}` (Theorem 15 or direct
-        terms) and :math:`T_\\infty = \\sum_{d \\ge W} e^{b(d)}`: Theorem 15 up to ``C - 1`` and the envelope of
-        Theorem 15c (``proofs/closed_form_tails.md``) beyond, all in Arb; relative radius below ``2^-55``.
+        terms) and :math:`T_\\infty = \\sum_{d \\ge W} e^{b(d)}`: Theorem 15 (or 15f for a periodic term beside a
+        decay) up to ``C - 1`` and the envelope of Theorems 15c and 15c' (``proofs/closed_form_tails.md``; sin, cos
+        and ``c e^(a + g d)`` terms included) beyond, all in Arb; relative radius below ``2^-55``.
         A linear bias ``alpha + beta d`` (``beta < 0``) is the geometric closed form ``e^{beta W}``.
 
         Raises
         ------
         DomainError
-            (parameter ``expr``) naming why no enclosure is proved: a callable bias, a term outside
-            Theorem 15c's envelope (e.g. ``sin``, ``exp`` or a product), or a sum that is not summable.
+            (parameter ``expr``) naming the step that failed: a callable bias, a term outside the
+            envelope's forms (by its text, e.g. ``-exp(-d)*sin(d)``), no summable term (e.g. ``0.5*sin(d)``,
+            ``-log(1 + d)``), or, the envelope holding, Theorem 15 up to its cut-off (with the reason).
         """
         from .._validation import check_int
 
