@@ -508,7 +508,7 @@ def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False, sca
 
 
 # -- tight interval bounds of b on a piece (Theorem 15d) --------------------------------------
-_SATURATE = flint.arb(2) ** 20  # exp's argument is clipped here for lower bounds: e^(2^20) already dwarfs every mass
+_SATURATE = flint.arb(2) ** 1100  # exp's argument is clipped here for lower bounds (e^(2^1100) dwarfs every mass)
 
 
 def _lo(v):
@@ -526,7 +526,8 @@ def _interval(n, x0, x1):
     Monotone functions (``exp``, ``log``, powers of a positive base) are evaluated at the ends of their argument's
     interval, so a piece ``[x, 2^24 x]`` keeps the exact range (Arb's ``exp`` of a wide ball is
     ``e^m (1 +- expm1(r))``, whose lower end is negative once ``r > log 2``); ``exp`` of an argument above
-    ``2^20`` has the lower bound ``e^(2^20)`` (``exp`` increasing), so ``exp(exp(d))`` at ``d = 1e300`` still has one."""
+    ``2^1100`` has the lower bound ``e^(2^1100)`` (``exp`` increasing) and no upper one, so ``exp(exp(d))`` at
+    ``d = 1e300`` still has a lower bound."""
     tag = n[0]
     if tag == "x":
         return flint.arb(x0), flint.arb(x1)
@@ -630,10 +631,20 @@ def _ilog(a):
     return _lo(L.log()), (None if U is None else _hi(U.log()))
 
 
+def _exp_point(v):
+    """``e^v`` for an exact point ``v`` with ``|v| <= 2^1100``, at ``log2|v|`` more bits (Arb answers ``[+/- inf]``
+    for ``e^(1e297)`` at 96 bits; with 1100 bits it is a number, ``e^(d/1000)`` at ``d = 1e300``)."""
+    man, exp = v.mid().man_exp()
+    bits = int(man).bit_length() + int(exp)  # about log2 |v|: the bits of e^v's exponent
+    with _more_bits(bits + 8 if bits > 6 else 0):
+        out = v.exp()
+    return out
+
+
 def _iexp(a):
     L, U = a
-    lo = flint.arb(0) if L is None else _lo((L if L < _SATURATE else _SATURATE).exp())
-    hi = None if U is None or U > _SATURATE else _hi(U.exp())
+    lo = flint.arb(0) if L is None else _lo(_exp_point(L if L < _SATURATE else _SATURATE))
+    hi = None if U is None or U > _SATURATE else _hi(_exp_point(U))
     return (flint.arb(0) if lo is None else lo), hi
 
 

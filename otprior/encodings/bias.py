@@ -100,7 +100,8 @@ def _dominant_masses(tree, window, n):
     so nothing more is asked of the sums (a growing bias at ``n = 1e300``, ``e^{-e^d}`` past its first terms)."""
     if n <= window:
         return None
-    with arb_precision(96):
+    # log2 n more bits: the arguments of exp (d/1000 at d = 1e300) are then exact to well below 1
+    with arb_precision(96 + n.bit_length()):
         small = flint.arb(0).union(flint.arb(-_DOMINANCE).exp())
         Ls, Us = log_sum_bounds(tree, 0, window - 1)
         Lt, Ut = log_sum_bounds(tree, window, n - 1)
@@ -148,7 +149,7 @@ def _maybe_dominant(tree, window, n):
     a power law at ``W = 1e299``, ``b(0) - b(W) = 757 < 690 + 700``, is not)."""
     if n <= window:
         return False
-    with arb_precision(96):
+    with arb_precision(96 + n.bit_length()):
         ends = [point_interval(tree, k) for k in (0, window - 1, window, n - 1)]
     lows = [v[0] for v in ends]
     highs = [v[1] for v in ends]
