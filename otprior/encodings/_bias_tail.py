@@ -1084,11 +1084,12 @@ def _phase(m, omega, k):
     return out + 0  # rounded back to the caller's precision
 
 
-def twisted_sum_arb(tree_h, m, omega, a, c, p=TWIST_ORDER):
+def twisted_sum_arb(tree_h, m, omega, a, c, p=TWIST_ORDER, parts=None):
     """:math:`\\sum_{k=a}^{c} g(k) e^{i\\theta k}` with ``g = e^h`` (Theorem 15f): ``z^{c+1} q(c+1) - z^a q(a)`` with
     ``q = sum_{j<p} a_j g^{(j)}``, plus a disc of radius ``K_p p! sum_pieces (len) sup|g^(p)/p!|``,
     ``K_p = sum_{j<p} |a_j|/(p - j)!``; ``None`` if ``e^{i theta}`` is not proved ``!= 1`` or a bound is not finite.
-    ``theta = m omega`` with ``omega = (q, q_pi)`` exact; the phases ``theta k`` are formed with ``log2 k`` more bits."""
+    ``theta = m omega`` with ``omega = (q, q_pi)`` exact; the phases ``theta k`` are formed with ``log2 k`` more bits.
+    ``parts``: :func:`twist_parts` of ``(tree_h, a, c, p)``, shared by every ``m``."""
     z = flint.acb(0, _phase(m, omega, 1)).exp()
     if (z - 1).contains(0):
         return None
@@ -1096,23 +1097,29 @@ def twisted_sum_arb(tree_h, m, omega, a, c, p=TWIST_ORDER):
     K = flint.arb(0)
     for j, aj in enumerate(coef):
         K += abs(aj) / math.factorial(p - j)
-    sup = sup_coeff_sum(tree_h, a, c + 1, p)
+    sup, cs_a, cs_c = twist_parts(tree_h, a, c, p) if parts is None else parts
     if sup is None:
         return None
     R = (K * math.factorial(p) * sup).upper()
 
-    def q(k):
-        cs = _coeffs(tree_h, flint.arb(k), p)
+    def q(cs):
         out = flint.acb(0)
         for j in range(p):
             out += coef[j] * math.factorial(j) * cs[j]
         return out
 
     za, zc = flint.acb(0, _phase(m, omega, a)).exp(), flint.acb(0, _phase(m, omega, c + 1)).exp()
-    out = zc * q(c + 1) - za * q(a)
+    out = zc * q(cs_c) - za * q(cs_a)
     if not out.is_finite() or not R.is_finite():
         return None
     return out + flint.acb(flint.arb(0, R), flint.arb(0, R))
+
+
+def twist_parts(tree_h, a, c, p=TWIST_ORDER):
+    """What :func:`twisted_sum_arb` needs of ``g = e^h`` whatever ``z``: the bound of
+    ``sum_pieces (len) sup|g^(p)/p!|`` on ``[a, c + 1]`` (``None`` if not finite) and the Taylor coefficients at
+    ``a`` and ``c + 1``."""
+    return sup_coeff_sum(tree_h, a, c + 1, p), _coeffs(tree_h, flint.arb(a), p), _coeffs(tree_h, flint.arb(c + 1), p)
 
 
 class _more_bits:
@@ -1164,11 +1171,13 @@ def mixed_sum_arb(tree, split, lo, hi, N, prec, bits=64, why=None):
     pi = flint.arb.pi()
     ph = flint.arb(phi[0]) + flint.arb(phi[1]) * pi - (pi / 2 if kind == "sin" else 0)
     out = bb.bessel_i(0) * S0
+    parts = None
     for m in range(1, M + 1):
         if omega[0] == 0 and (omega[1] * m / 2).q == 1:  # m omega in 2 pi Z: the twisted sum is the plain one
             part = (m * ph).cos() * S0
         else:
-            tw = twisted_sum_arb(tree_h, m, omega, start, hi)
+            parts = twist_parts(tree_h, start, hi) if parts is None else parts
+            tw = twisted_sum_arb(tree_h, m, omega, start, hi, parts=parts)
             if tw is None:
                 why.append(f"the twisted sum of e^h e^(i {m} omega k) on [{_fmt(start)}, {_fmt(hi)}] was not enclosed "
                            f"(Theorem 15f's remainder of order {TWIST_ORDER} is not finite there)")

@@ -721,29 +721,26 @@ class Bias(Encoding):
         prec = 96 + extra + (window // (n - window)).bit_length()
         split = _split(tree)
         for N in _EM_HEADS:
-            with arb_precision(prec):
-                try:
-                    S_W = range_sum_arb(tree, 0, window - 1, N, prec, why)
-                    T = range_sum_arb(tree, window, n - 1, N, prec, why)
-                except (ValueError, ZeroDivisionError, ArithmeticError):
-                    return None
-                if split is not None and (S_W is None or T is None):  # h + beta sin(omega d + phi): Theorem 15f
-                    with arb_precision(prec + 16):
-                        try:
-                            S_W = mixed_sum_arb(tree, split, 0, window - 1, N, prec + 16, why=why) if S_W is None else S_W
-                            T = mixed_sum_arb(tree, split, window, n - 1, N, prec + 16, why=why) if T is None else T
-                        except (ValueError, ZeroDivisionError, ArithmeticError):
-                            return None
-                    if used is not None:
-                        used.append("twisted")
-                if S_W is None or T is None or not (S_W > 0) or not (T >= 0):
-                    continue
-                m = 1 / (1 + T / S_W)
-                D = T / (S_W + T) if T == 0 else 1 / (1 + S_W / T)
-                if is_tight(m, _EM_BITS) and is_tight(D, _EM_BITS):
-                    return m, D
-                if used is not None:
-                    used.clear()
+            for twisted in ((True, False) if split is not None else (False,)):
+                # h + beta sin(omega d + phi): Theorem 15f first (Theorem 15's remainder does not shrink there)
+                with arb_precision(prec + 16 if twisted else prec):
+                    try:
+                        if twisted:
+                            S_W = mixed_sum_arb(tree, split, 0, window - 1, N, prec + 16, why=why)
+                            T = mixed_sum_arb(tree, split, window, n - 1, N, prec + 16, why=why)
+                        else:
+                            S_W = range_sum_arb(tree, 0, window - 1, N, prec, why)
+                            T = range_sum_arb(tree, window, n - 1, N, prec, why)
+                    except (ValueError, ZeroDivisionError, ArithmeticError):
+                        continue
+                    if S_W is None or T is None or not (S_W > 0) or not (T >= 0):
+                        continue
+                    m = 1 / (1 + T / S_W)
+                    D = T / (S_W + T) if T == 0 else 1 / (1 + S_W / T)
+                    if is_tight(m, _EM_BITS) and is_tight(D, _EM_BITS):
+                        if twisted and used is not None:
+                            used.append("twisted")
+                        return m, D
         return None
 
     def mass_enclosures(self, window, n) -> BiasMasses:
