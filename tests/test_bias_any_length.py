@@ -563,3 +563,48 @@ def test_a_periodic_term_beside_a_decay(n):
     assert B.window_mass(64, n) == pytest.approx(float(m_ref), rel=1e-14)
     big = B.mass_enclosures(64, int(1e300))  # answered at any length (the reference above covers moderate n only)
     assert big.route.startswith("Jacobi-Anger with twisted") and big.window_mass.hi - big.window_mass.lo <= 1e-15
+
+
+def test_flat_ranges_and_hostile_biases_answer_or_refuse_at_once():
+    """Theorem 15d(iv): e^{e^{-e^d}} is flat beyond d = 1024 (Theorem 15 refused it: its Taylor coefficients on a
+    wide piece are not finite); against mpmath (terms beyond d = 60 equal 1 to far below a double). Hostile
+    expressions at n = 1e300 answer or refuse by name within a bounded time (exp(-exp(d)) at n = 2^53 once asked
+    Arb for 1e15 bits and never returned)."""
+    from otprior.encodings import Bias
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    g = [ctx.exp(ctx.exp(-ctx.exp(ctx.mpf(k)))) for k in range(60)]
+
+    def part(a, c):  # sum_{a <= k < c}
+        return (ctx.fsum(g[a:min(c, 60)]) if a < 60 else 0) + max(0, c - max(a, 60))
+
+    for W, n in ((64, 2**62), (10**299, int(1e300))):
+        out = Bias("exp(-exp(d))").mass_enclosures(W, n)
+        S, T = part(0, W), part(W, n)
+        assert out.window_mass.lo <= float(S / (S + T)) <= out.window_mass.hi
+        assert out.distant_mass.lo <= float(T / (S + T)) <= out.distant_mass.hi
+    _answer_or_refuse_at_once(("exp(-exp(d))", "1e300*sin(d)", "d^d"), ((64, int(1e300)),))
+
+
+@pytest.mark.slow
+def test_more_hostile_biases_answer_or_refuse_at_once():
+    _answer_or_refuse_at_once(("exp(-exp(d))", "1e-300*sin(d)", "1e300*sin(d)", "d^d", "-d^d^d", "exp(exp(d))*sin(d)",
+                               "1e300*d^2", "1e300*sqrt(d) - 1e300*sqrt(d + 1)"), ((64, int(1e300)), (2**53, 2**53 + 1), (1, 2)))
+
+
+def _answer_or_refuse_at_once(texts, points):
+    import time
+
+    from otprior.encodings import Bias
+
+    for text in texts:
+        B = Bias(text)
+        for W, n in points:
+            start = time.process_time()
+            try:
+                r = B.mass_enclosures(W, n)
+                assert 0.0 <= r.window_mass.lo <= r.window_mass.hi <= 1.0
+            except otprior.DomainError as exc:
+                assert exc.parameter in ("n", "bias") and "outside the valid domain" in str(exc)
+            assert time.process_time() - start < 3.0, (text, W, n)

@@ -452,6 +452,12 @@ def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False, sca
     reason of a ``None``."""
     why = [] if why is None else why
     bits = prec - 36 if bits is None else bits
+    try:  # Theorem 15d(iv): b flat on [a, c] (exp(-exp(d)) beyond 1024, 1e-300 log(1 + d)): every term in [e^L, e^U]
+        L, U = _interval(tree, a, c)
+    except (ValueError, ZeroDivisionError, ArithmeticError):
+        L = U = None
+    if L is not None and U is not None and U - L <= flint.arb(2) ** -(bits + 2):
+        return (c - a + 1) * flint.arb(L).exp().union(flint.arb(U).exp())
     ca = _coeffs(tree, flint.arb(a), 2 * order)
     if not ca[0].is_finite():
         why.append(f"e^b({_fmt(a)}) is not a finite ball")
@@ -636,15 +642,26 @@ def _exp_point(v):
     for ``e^(1e297)`` at 96 bits; with 1100 bits it is a number, ``e^(d/1000)`` at ``d = 1e300``)."""
     man, exp = v.mid().man_exp()
     bits = int(man).bit_length() + int(exp)  # about log2 |v|: the bits of e^v's exponent
+    if bits > 1200:  # the callers clip |v| at 2^1100; never a precision that grows with v
+        raise ArithmeticError("exp argument beyond 2^1200")
     with _more_bits(bits + 8 if bits > 6 else 0):
         out = v.exp()
     return out
 
 
 def _iexp(a):
+    """``exp`` on ``[L, U]``: arguments beyond ``+-2^1100`` are clipped (``e`` increasing: ``e^L >= 0`` and
+    ``e^U <= e^(-2^1100)`` below, ``e^L >= e^(2^1100)`` above), so no precision grows with ``log2|L|`` past 1100 bits
+    (``exp(-exp(d))`` at ``d = 2^53`` asked for 1e15 bits)."""
     L, U = a
-    lo = flint.arb(0) if L is None else _lo(_exp_point(L if L < _SATURATE else _SATURATE))
-    hi = None if U is None or U > _SATURATE else _hi(_exp_point(U))
+    if L is None or L < -_SATURATE:
+        lo = flint.arb(0)
+    else:
+        lo = _lo(_exp_point(L if L < _SATURATE else _SATURATE))
+    if U is None or U > _SATURATE:
+        hi = None
+    else:
+        hi = _hi(_exp_point(U if U > -_SATURATE else -_SATURATE))
     return (flint.arb(0) if lo is None else lo), hi
 
 
