@@ -692,13 +692,17 @@ def point_interval(tree, k):
         return None, None
 
 
-def log_sum_bounds(tree, a, c):
-    """``(L, U)``: exact ``arb`` points with ``L <= log sum_{k=a}^{c} e^{b(k)} <= U`` (``None`` where not bounded),
-    by Theorem 15d: ``L`` the largest of ``b(a)``, ``b(c)`` (one term), ``U`` the log of the pieces' bounds
-    (integers in a piece) x ``e^{sup b}`` from :func:`_interval`, summed in the log domain."""
-    lows = [point_interval(tree, k)[0] for k in {a, c}]
-    lows = [v for v in lows if v is not None]
-    L = max(lows, key=lambda v: v.lower()) if lows else None
+def log_sum_bounds(tree, a, c, lower=True, upper=True):
+    """``(L, U)``: exact ``arb`` points with ``L <= log sum_{k=a}^{c} e^{b(k)} <= U`` (``None`` where not bounded, or
+    not asked for), by Theorem 15d: ``L`` the largest of ``b(a)``, ``b(c)`` (one term), ``U`` the log of the pieces'
+    bounds (integers in a piece) x ``e^{sup b}`` from :func:`_interval`, summed in the log domain."""
+    L = None
+    if lower:
+        lows = [point_interval(tree, k)[0] for k in {a, c}]
+        lows = [v for v in lows if v is not None]
+        L = max(lows, key=lambda v: v.lower()) if lows else None
+    if not upper:
+        return L, None
     ups = []
     edges = _sides(a, c)
     for x, y in zip(edges[:-1], edges[1:], strict=True):

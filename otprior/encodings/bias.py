@@ -100,15 +100,28 @@ def _dominant_masses(tree, window, n):
     so nothing more is asked of the sums (a growing bias at ``n = 1e300``, ``e^{-e^d}`` past its first terms)."""
     if n <= window:
         return None
-    # log2 n more bits: the arguments of exp (d/1000 at d = 1e300) are then exact to well below 1
-    with arb_precision(96 + n.bit_length()):
+    out = _dominant_at(tree, window, n, 96)
+    if out is None and n.bit_length() > 64:
+        # log2 n more bits: the arguments of exp (d/1000 at d = 1e300) are then exact to well below 1
+        out = _dominant_at(tree, window, n, 96 + n.bit_length())
+    return out
+
+
+def _dominant_at(tree, window, n, prec):
+    """:func:`_dominant_masses` at ``prec`` bits."""
+    with arb_precision(prec):
         small = flint.arb(0).union(flint.arb(-_DOMINANCE).exp())
-        Ls, Us = log_sum_bounds(tree, 0, window - 1)
-        Lt, Ut = log_sum_bounds(tree, window, n - 1)
-        if Lt is not None and Us is not None and Lt - Us > _DOMINANCE:
-            return small, 1 - small
-        if Ls is not None and Ut is not None and Ls - Ut > _DOMINANCE:
-            return 1 - small, small
+        Ls = log_sum_bounds(tree, 0, window - 1, upper=False)[0]
+        Lt = log_sum_bounds(tree, window, n - 1, upper=False)[0]
+        # a side's upper bound is formed only where the other side's lower bound could beat it (U >= L)
+        if Lt is not None and (Ls is None or Lt - Ls > _DOMINANCE):
+            Us = log_sum_bounds(tree, 0, window - 1, lower=False)[1]
+            if Us is not None and Lt - Us > _DOMINANCE:
+                return small, 1 - small
+        if Ls is not None and (Lt is None or Ls - Lt > _DOMINANCE):
+            Ut = log_sum_bounds(tree, window, n - 1, lower=False)[1]
+            if Ut is not None and Ls - Ut > _DOMINANCE:
+                return 1 - small, small
     return None
 
 
