@@ -586,6 +586,9 @@ def _interval(n, x0, x1):
 
 def _imul(a, b):
     (la, ua), (lb, ub) = a, b
+    for lo, hi in (a, b):  # an exact zero factor: 0 at every point where the other is a real number (0^0 = 1 in d^d)
+        if lo is not None and hi is not None and lo == 0 and hi == 0:
+            return flint.arb(0), flint.arb(0)
     if None not in (la, ua, lb, ub):
         ps = [la * lb, la * ub, ua * lb, ua * ub]
         lo = min(ps, key=lambda p: p.lower()) if all(p.is_finite() for p in ps) else None
