@@ -4,6 +4,7 @@ the expression on the whole half-line."""
 import math
 
 import mpmath
+import numpy as np
 import pytest
 import sympy as sp
 
@@ -135,7 +136,7 @@ _SWEEP_BIASES = (
 
 def _mp_bias(ctx, text):
     """The bias as an mpmath function, from its own text (no otprior code)."""
-    env = {"log": ctx.log, "sqrt": ctx.sqrt, "exp": ctx.exp, "sin": ctx.sin, "cos": ctx.cos}
+    env = {"log": ctx.log, "sqrt": ctx.sqrt, "exp": ctx.exp, "sin": ctx.sin, "cos": ctx.cos, "pi": ctx.pi}
     code = compile(text, "<bias>", "eval")  # the test's own constant strings, not user input
     return lambda x: eval(code, {"__builtins__": {}}, {**env, "d": x})  # noqa: S307
 
@@ -181,11 +182,18 @@ def test_bias_any_length_float_and_certified_agree():
 
 
 def test_euler_maclaurin_refuses_an_oscillating_tail():
-    """sin(d) without decay: Theorem 15's remainder does not shrink; the certified route refuses
-    (DomainError naming n) rather than return a wide or wrong ball."""
-    enc = get("bias", expr="-1.2*log(1+d) + 0.5*sin(d)")
+    """Two periodic terms beside a decay (outside Theorem 15f, which takes one): Theorem 15's remainder does not
+    shrink; the certified route refuses at once (DomainError naming n and the step) rather than return a wide or
+    wrong ball, and so does the float route."""
+    import time
+
+    enc = get("bias", expr="-1.2*log(1+d) + 0.5*sin(d) + 0.3*cos(2*d)")
+    start = time.process_time()
     with pytest.raises(otprior.DomainError, match="n=.*here the Euler-Maclaurin remainder on .* stays above"):
         enc.mass_enclosures(64, 10**9)
+    with pytest.raises(otprior.DomainError, match="n=.*Theorem 15 .*remainder"):
+        enc.window_mass(64, 10**9)
+    assert time.process_time() - start < 5.0  # refused without long work (about 0.1 s each)
 
 
 def test_mass_enclosures_stay_in_the_unit_interval_and_refuse_overflow_by_name():
@@ -193,8 +201,14 @@ def test_mass_enclosures_stay_in_the_unit_interval_and_refuse_overflow_by_name()
 
     r = Bias("-1.2*log(1+d)").mass_enclosures(10**300 - 1, 10**300)
     assert 0.0 <= r.window_mass.lo <= r.window_mass.hi <= 1.0 and r.distant_mass.lo >= 0.0
-    with pytest.raises(otprior.DomainError, match="^bias="):
-        Bias("exp(exp(d))").mass_enclosures(1, 10)
+    # e^{e^{e^9}} is beyond Arb's exponent range; the logs of the two sides are not (Theorem 15d), and the true
+    # window mass, e^{e^0} over a sum with the term e^{e^{e^9}}, is below every double (mpmath, private context)
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    assert ctx.e - ctx.exp(ctx.e**9) < -746
+    r = Bias("exp(exp(d))").mass_enclosures(1, 10)
+    assert r.route.startswith("dominance") and (r.window_mass.lo, r.window_mass.hi) == (0.0, 5e-324)
+    assert r.distant_mass.lo == math.nextafter(1.0, 0.0) and r.distant_mass.hi == 1.0
 
 
 # --- Theorems 15 (negligible cut, tails relative to the whole sum), 16 (geometric) and 17 (envelope)
@@ -271,11 +285,20 @@ def test_distant_mass_limit_is_certified(text, alpha):
 
 
 def test_distant_mass_limit_names_what_it_cannot_enclose():
-    """A term outside Theorem 15c's envelope (sin without decay) is refused by name; a linear bias is e^{beta W}."""
+    """Each refusal names the step that fails: a term outside Theorem 15c's forms (by its text), a sum without a
+    summable term, or (two periodic terms under a power-law decay: the envelope holds) Theorem 15's remainder up to
+    the cut-off.
+    A linear bias is e^{beta W}."""
     from otprior.encodings import Bias
 
-    with pytest.raises(otprior.DomainError, match="outside d, log"):
-        Bias("-1.2*log(1+d) + 0.5*sin(d)").limit_enclosure(64)
+    with pytest.raises(otprior.DomainError, match="envelope holds, but Theorem 15 .* remainder"):
+        Bias("-1.2*log(1+d) + 0.5*sin(d) + 0.3*cos(2*d)").limit_enclosure(64)
+    with pytest.raises(otprior.DomainError, match=r"the term 0.5\*sin\(d\)\*\*2 is outside Theorem 15c's forms"):
+        Bias("-d + 0.5*sin(d)^2").limit_enclosure(64)
+    with pytest.raises(otprior.DomainError, match="no term that makes the weights summable"):
+        Bias("0.5*sin(d)").limit_enclosure(64)
+    with pytest.raises(otprior.DomainError, match=r"the term sqrt\(d\) .* grows without bound"):
+        Bias("sqrt(d)").limit_enclosure(64)
     e = Bias("-0.05*d").limit_enclosure(64)
     assert e.lo <= math.exp(-3.2) <= e.hi
 
@@ -348,3 +371,240 @@ def test_an_additive_constant_changes_no_mass(constant):
     ref = float(ctx.zeta(1.5, 4) / ctx.zeta(1.5, 1))  # D_oo(3): the distant share of the limit
     assert lim.lo <= ref <= lim.hi
     assert Bias(f"{constant} + 0*d").window_mass(1, 100) == pytest.approx(0.01, rel=1e-14)
+
+
+# --- Theorems 15c' (bounded and exponential terms), 15d (interval bounds, dominance, reverse cut), 15e (periodic)
+
+
+@pytest.mark.parametrize(
+    "text, mp_text, lo, hi",
+    [("-exp(d)", "-exp(d)", 2**20, 2**24), ("-d^2 + 3*d", "-d**2 + 3*d", 0, 7), ("log(1+d)*sin(d)", "log(1+d)*sin(d)", 3, 40),
+     ("-(d - 5)^3", "-(d - 5)**3", 0, 9), ("(1+d)^-1.5", "(1+d)**-1.5", 1, 1000), ("exp(-d)*cos(d)", "exp(-d)*cos(d)", 0, 12),
+     ("-sqrt(d)*(2 + sin(d))", "-sqrt(d)*(2 + sin(d))", 10, 10**6), ("exp(exp(d))", "exp(exp(d))", 1, 3)],
+)
+def test_interval_bounds_contain_the_bias(text, mp_text, lo, hi):
+    """Theorem 15d(i): L <= b(x) <= U on [lo, hi], checked at the ends and 40 inner points by mpmath (private
+    context, 30 digits); for -e^d on [2^20, 2^24] the upper end is negative (Arb's ball of the piece is not)."""
+    import flint
+
+    from otprior._balls import arb_precision
+    from otprior.encodings import Bias
+    from otprior.encodings._bias_tail import _interval, compile_bias
+
+    B = Bias(text)
+    tree = compile_bias(B.expression, B._sym[0])
+    with arb_precision(96):
+        L, U = _interval(tree, lo, hi)
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    b = _mp_bias(ctx, mp_text)
+    for i in range(42):
+        x = ctx.mpf(lo) + (ctx.mpf(hi) - lo) * ctx.mpf(i) / 41
+        v = b(x)
+        assert L is None or ctx.mpf(L.mid().str(40, radius=False)) <= v, (x, L)
+        assert U is None or v <= ctx.mpf(U.mid().str(40, radius=False)), (x, U)
+    if text == "-exp(d)":
+        assert U < -flint.arb(2**20).exp() / 2
+
+
+@pytest.mark.slow
+def test_growing_bias_below_the_dominance_threshold():
+    """exp(d/1000) at n = 6000 (the window's weights e^(e^0.064) against e^(e^6)): its order-12 remainder could not
+    be made small (b' ~ 0.4); the reverse cut of Theorem 15d(iii) sums the last terms one by one. Against mpmath's
+    direct sum of every term (30 digits, private context)."""
+    from otprior.encodings import Bias
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    m_ref, D_ref = _mp_masses(ctx, "exp(d/1000)", 64, 6000, 6000)
+    out = Bias("exp(d/1000)").mass_enclosures(64, 6000)
+    assert out.route.startswith("Euler-Maclaurin")
+    assert out.window_mass.lo <= float(m_ref) <= out.window_mass.hi and out.window_mass.hi - out.window_mass.lo <= 1e-15 * float(m_ref)
+    assert Bias("exp(d/1000)").window_mass(64, 6000) == pytest.approx(float(m_ref), rel=1e-13)
+
+
+@pytest.mark.parametrize("text, mp_text, W, n", [
+    ("sqrt(d)", "sqrt(d)", 64, int(1e300)), ("exp(exp(d))", "exp(exp(d))", 3, int(1e300)),
+    pytest.param("sqrt(d)", "sqrt(d)", 64, 2**53 + 1, marks=pytest.mark.slow),
+    pytest.param("exp(d/1000)", "exp(d/1000)", 64, 10**5, marks=pytest.mark.slow),
+    pytest.param("0.001*d^1.5 + log(1+d)", "0.001*d**1.5 + log(1+d)", 64, 10**18, marks=pytest.mark.slow),
+    ("d^2", "d**2", 10**6, 10**6 + 5), pytest.param("1e300*sqrt(d)", "1e300*sqrt(d)", 1, 2, marks=pytest.mark.slow)])
+def test_growing_biases_are_answered_at_every_length(text, mp_text, W, n):
+    """Theorem 15d(ii): a growing bias beyond the dominance threshold (refused before: sqrt(d) beyond ~1e7,
+    +e^d-like growth): the window mass is below every double, which mpmath (private context) confirms from
+    bounds of its own: log S_W <= log W + max b, log T >= one term. Lengths and windows as numpy ints."""
+    from otprior.encodings import Bias
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    b = _mp_bias(ctx, mp_text)
+    log_S_max = ctx.log(W) + max(b(ctx.mpf(W - 1)), b(ctx.mpf(0)))  # these biases increase on [0, W)
+    witness = min(n - 1, 20) if "exp(exp" in text else n - 1  # a term of T; e^(e^(1e300)) is beyond mpmath
+    assert b(ctx.mpf(witness)) - log_S_max > 746, text
+    r = Bias(text).mass_enclosures(np.int64(W), n if n > 2**62 else np.int64(n))
+    assert r.route.startswith("dominance") and (r.window_mass.lo, r.window_mass.hi) == (0.0, 5e-324), text
+    assert r.distant_mass.lo == math.nextafter(1.0, 0.0) and r.distant_mass.hi == 1.0
+    if n > 2**16 or text == "d^2":
+        assert Bias(text).window_mass(W, n) == 0.0 and Bias(text).distant_mass(W, n) == 1.0
+    if text == "sqrt(d)":  # log(1 + d) at 1e300: the float route overflowed (math.exp(800)); m = W(W+1)/(n(n+1)) ~ 4e-597
+        assert Bias("log(1+d)").window_mass(64, int(1e300)) == 0.0
+
+
+def test_fast_decays_beyond_their_first_terms():
+    """-e^d: the cut's pieces were loose (Arb's e^(wide ball)), so D_n(W) was refused beyond n = 2^10; now any n,
+    and far windows (D below every double). References: the first terms in mpmath (the rest below e^(-e^12))."""
+    from otprior.encodings import Bias
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+    f = [ctx.exp(-ctx.exp(ctx.mpf(k))) for k in range(12)]
+    S_W, T = ctx.fsum(f[:4]), ctx.fsum(f[4:])
+    for n in (2**10 + 1, 2**53 + 1, int(1e300)):
+        out = Bias("-exp(d)").mass_enclosures(4, n)
+        assert out.distant_mass.lo <= float(T / (S_W + T)) <= out.distant_mass.hi, n
+        assert out.distant_mass.hi - out.distant_mass.lo <= 2.0**-50 * out.distant_mass.hi
+    far = Bias("-exp(d)").mass_enclosures(1024, int(1e300))
+    assert far.distant_mass.hi == 5e-324 and far.window_mass.lo == math.nextafter(1.0, 0.0)
+    assert Bias("-exp(exp(d))").mass_enclosures(3, int(1e300)).distant_mass.hi == 5e-324
+
+
+@pytest.mark.parametrize("text, mp_text, W, n, period", [
+    ("0.5*sin(d)", "0.5*sin(d)", 64, 3000, None), ("2*cos(pi*d/3 + 1)", "2*cos(pi*d/3 + 1)", 7, 3001, 6),
+    ("-3*sin(0.25*d)", "-3*sin(0.25*d)", 100, 2000, None), ("10*sin(pi*d)", "10*sin(pi*d)", 3, 300, 2)])
+def test_periodic_biases_in_closed_form(text, mp_text, W, n, period):
+    """Theorem 15e (Jacobi-Anger): 0.5 sin(d) was refused beyond n = 2^22. Against mpmath's direct sums (40 digits,
+    private context); where the period is an integer, also at n = 1e300 against the sum of whole periods."""
+    from otprior.encodings import Bias
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+    m_ref, D_ref = _mp_masses(ctx, mp_text, W, n, n)
+    B = Bias(text)
+    out = B.mass_enclosures(W, n)
+    assert out.route.startswith("Jacobi-Anger")
+    assert out.window_mass.lo <= float(m_ref) <= out.window_mass.hi and out.distant_mass.lo <= float(D_ref) <= out.distant_mass.hi
+    assert out.window_mass.hi - out.window_mass.lo <= 1e-15 * float(m_ref)
+    assert B.window_mass(W, n) == pytest.approx(float(m_ref), rel=1e-14)
+    if period is not None:
+        b = _mp_bias(ctx, mp_text)
+        w = [ctx.exp(b(ctx.mpf(k))) for k in range(period)]
+        W, n = 10**299 + 1, int(1e300) + 5
+
+        def total(c):  # sum_{k < c} by whole periods
+            q, r = divmod(c, period)
+            return q * ctx.fsum(w) + ctx.fsum(w[:r])
+
+        S_W, T = total(W), total(n) - total(W)
+        out = B.mass_enclosures(W, n)
+        assert out.window_mass.lo <= float(S_W / (S_W + T)) <= out.window_mass.hi
+        assert out.distant_mass.lo <= float(T / (S_W + T)) <= out.distant_mass.hi
+
+
+def test_envelope_with_bounded_and_exponential_terms():
+    """Theorem 15c': D_oo(W) with sin/cos and e^(g d) terms, against mpmath (private context, 30 digits): direct sums
+    for the fast decays, Hurwitz zeta plus a fast-converging correction for -2 log(1 + d) + e^-d."""
+    from otprior.encodings import Bias
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    for text, mp_text, cut in (("-d + sin(d)", "-d + sin(d)", 200), ("-0.01*d^2 + cos(d)", "-0.01*d**2 + cos(d)", 400),
+                               ("-exp(d/10)", "-exp(d/10)", 120)):
+        b = _mp_bias(ctx, mp_text)
+        w = [ctx.exp(b(ctx.mpf(k))) for k in range(cut)]
+        ref = ctx.fsum(w[64:]) / ctx.fsum(w)
+        e = Bias(text).limit_enclosure(64)
+        assert e.lo <= float(ref) <= e.hi and e.hi - e.lo <= 2.0**-50 * e.hi, text
+    corr = lambda lo: ctx.fsum((1 + ctx.mpf(k)) ** -2 * ctx.expm1(ctx.exp(-ctx.mpf(k))) for k in range(lo, 200))  # noqa: E731
+    T = ctx.zeta(2, 65) + corr(64)
+    S = ctx.zeta(2, 1) - ctx.zeta(2, 65) + corr(0) - corr(64)
+    e = Bias("-2*log(1+d) + exp(-d)").limit_enclosure(64)
+    assert e.lo <= float(T / (S + T)) <= e.hi and e.hi - e.lo <= 2.0**-50
+
+
+def _mp_lerch_masses(ctx, s, beta, W, n=None):
+    """(m, D) of b = -s log(1 + d) + beta sin(d) from mpmath alone: Jacobi-Anger with Hurwitz zeta and mpmath's Lerch
+    transcendent for the twisted sums (sum_{k >= W} z^k (1 + k)^-s = z^W Phi(z, s, W + 1)); n = None is the limit."""
+    phase = -ctx.pi / 2  # sin(x) = cos(x - pi/2)
+
+    def tail(a):  # sum_{k >= a} (1 + k)^-s e^{beta sin k}
+        out = ctx.besseli(0, beta) * ctx.zeta(s, a + 1)
+        for m in range(1, 25):
+            z = ctx.expj(m)
+            out += 2 * ctx.besseli(m, beta) * ctx.re(ctx.expj(m * phase) * z**a * ctx.lerchphi(z, s, a + 1))
+        return out
+
+    S = ctx.fsum(ctx.exp(-s * ctx.log(1 + k) + beta * ctx.sin(k)) for k in range(W))
+    T = tail(W) - (0 if n is None else tail(n))
+    return S / (S + T), T / (S + T)
+
+
+@pytest.mark.parametrize("n", [2000, pytest.param(None, marks=pytest.mark.slow), pytest.param(10**6, marks=pytest.mark.slow)])
+def test_a_periodic_term_beside_a_decay(n):
+    """Theorem 15f: -1.2 log(1 + d) + 0.5 sin(d) was refused beyond n = 2^22 (Theorem 15's remainder does not shrink)
+    and its D_oo named the wrong step. Against mpmath's direct sum (n = 2000) and its Lerch transcendent (the limit,
+    n = 1e6), 30 digits, private context."""
+    from otprior.encodings import Bias
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    B = Bias("-1.2*log(1+d) + 0.5*sin(d)")
+    if n == 2000:
+        m_ref, D_ref = _mp_masses(ctx, "-1.2*log(1+d) + 0.5*sin(d)", 64, n, n)
+    else:
+        m_ref, D_ref = _mp_lerch_masses(ctx, ctx.mpf(1.2), ctx.mpf(0.5), 64, n)
+    if n is None:
+        e = B.limit_enclosure(64)
+        assert e.lo <= float(D_ref) <= e.hi and e.hi - e.lo <= 2.0**-50
+        return
+    out = B.mass_enclosures(64, n)
+    assert out.route.startswith("Jacobi-Anger with twisted")
+    assert out.window_mass.lo <= float(m_ref) <= out.window_mass.hi and out.distant_mass.lo <= float(D_ref) <= out.distant_mass.hi
+    assert out.window_mass.hi - out.window_mass.lo <= 1e-15 * float(m_ref)
+    assert B.window_mass(64, n) == pytest.approx(float(m_ref), rel=1e-14)
+    big = B.mass_enclosures(64, int(1e300))  # answered at any length (the reference above covers moderate n only)
+    assert big.route.startswith("Jacobi-Anger with twisted") and big.window_mass.hi - big.window_mass.lo <= 1e-15
+
+
+def test_flat_ranges_and_hostile_biases_answer_or_refuse_at_once():
+    """Theorem 15d(iv): e^{e^{-e^d}} is flat beyond d = 1024 (Theorem 15 refused it: its Taylor coefficients on a
+    wide piece are not finite); against mpmath (terms beyond d = 60 equal 1 to far below a double). Hostile
+    expressions at n = 1e300 answer or refuse by name within a bounded time (exp(-exp(d)) at n = 2^53 once asked
+    Arb for 1e15 bits and never returned)."""
+    from otprior.encodings import Bias
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    g = [ctx.exp(ctx.exp(-ctx.exp(ctx.mpf(k)))) for k in range(60)]
+
+    def part(a, c):  # sum_{a <= k < c}
+        return (ctx.fsum(g[a:min(c, 60)]) if a < 60 else 0) + max(0, c - max(a, 60))
+
+    for W, n in ((64, 2**62), (10**299, int(1e300))):
+        out = Bias("exp(-exp(d))").mass_enclosures(W, n)
+        S, T = part(0, W), part(W, n)
+        assert out.window_mass.lo <= float(S / (S + T)) <= out.window_mass.hi
+        assert out.distant_mass.lo <= float(T / (S + T)) <= out.distant_mass.hi
+    _answer_or_refuse_at_once(("exp(-exp(d))", "1e300*sin(d)", "d^d"), ((64, int(1e300)),))
+
+
+@pytest.mark.slow
+def test_more_hostile_biases_answer_or_refuse_at_once():
+    _answer_or_refuse_at_once(("exp(-exp(d))", "1e-300*sin(d)", "1e300*sin(d)", "d^d", "-d^d^d", "exp(exp(d))*sin(d)",
+                               "1e300*d^2", "1e300*sqrt(d) - 1e300*sqrt(d + 1)"), ((64, int(1e300)), (2**53, 2**53 + 1), (1, 2)))
+
+
+def _answer_or_refuse_at_once(texts, points):
+    import time
+
+    from otprior.encodings import Bias
+
+    for text in texts:
+        B = Bias(text)
+        for W, n in points:
+            start = time.process_time()
+            try:
+                r = B.mass_enclosures(W, n)
+                assert 0.0 <= r.window_mass.lo <= r.window_mass.hi <= 1.0
+            except otprior.DomainError as exc:
+                assert exc.parameter in ("n", "bias") and "outside the valid domain" in str(exc)
+            assert time.process_time() - start < 3.0, (text, W, n)

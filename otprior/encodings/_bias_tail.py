@@ -28,6 +28,13 @@ all below e^-230 of the largest dropped), and checks itself against a second rul
 must agree to ``1e-11``); where the check fails the caller takes the certified route. Not a proof:
 its error is measured against the certified route and 30-digit references (at most a few ulps, and
 about ``|b| eps`` relative where ``|b|`` is large, the conditioning of ``e^b`` in double precision).
+
+Beyond Theorem 15 (same file of proofs): interval bounds of ``b`` on a piece, with monotone functions
+evaluated at the ends of their argument (:func:`_interval`), give the cut's suprema, the dominance bounds
+of a growing bias in the log domain (:func:`log_sum_bounds`) and the reverse cut of a sum whose weight is
+at its far end (Theorem 15d); ``beta sin(omega d + phi)`` is summed by the Jacobi–Anger expansion with
+geometric sums of cosines (:func:`periodic_sum_arb`, Theorem 15e) and ``h + beta sin(omega d + phi)`` by
+the same expansion with twisted Euler–Maclaurin sums of ``e^h`` (:func:`mixed_sum_arb`, Theorem 15f).
 """
 
 from __future__ import annotations
@@ -40,7 +47,10 @@ import numpy as np
 from .._power_sums import _B2J_FRACTIONS
 from ..expression import import_sympy
 
-__all__ = ["compile_bias", "em_sum_arb", "direct_sum_arb", "float_tail_log", "infinite_sum_arb", "tail_envelope"]
+__all__ = [
+    "compile_bias", "em_sum_arb", "direct_sum_arb", "float_tail_log", "infinite_sum_arb", "log_sum_bounds",
+    "mixed_sum_arb", "periodic_form", "periodic_split", "periodic_sum_arb", "point_interval", "tail_envelope",
+]
 
 ORDER = 6  # p: Bernoulli terms B_2 .. B_12, remainder through f^(12)
 EVAL_LIMIT = 6000  # evaluations of the integrand in one acb.integral (then: not proved)
@@ -94,10 +104,14 @@ def compile_bias(expr, d):
             return ("mul", tuple(node(a) for a in e.args))
         if e.is_Pow:
             base, ex = e.args
+            lin = _linear(base, d) if ex.is_Number else None
+            if ex.is_Integer and lin is not None and ex < 0 and base != d:
+                # 1/(1 + d): in u = log x as exp(-(log g + u + log1p((a/g) e^-u))), analytic in a wide region (as a
+                # power of 1 + e^u its pole at u = i pi made Arb's integral take 3700 evaluations to 1e300)
+                return ("powlin", _const(lin[0]), _const(lin[1]), _const(ex))
             if ex.is_Integer:
                 return ("powi", node(base), int(ex))
             if ex.is_Number:
-                lin = _linear(base, d)
                 if lin is not None:
                     return ("powlin", _const(lin[0]), _const(lin[1]), _const(ex))
                 return ("powc", node(base), _const(ex))
@@ -291,6 +305,13 @@ def _b_over_fact(j):
 def remainder_bound(tree, a, c, order=ORDER, doubling=False):
     """:math:`|B_{2p}|\\int_a^c |f^{(2p)}|/(2p)!`, bounded piece by piece (Theorem 15), or ``None``."""
     B2p = abs(flint.arb(_b_over_fact(order))) * math.factorial(2 * order)
+    total = sup_coeff_sum(tree, a, c, 2 * order, doubling)
+    return None if total is None else B2p * total
+
+
+def sup_coeff_sum(tree, a, c, k, doubling=False):
+    """:math:`\\sum_i (x_{i+1} - x_i)\\sup_{[x_i, x_{i+1}]}|c_k|` over pieces of ``[a, c]`` (``c_k = f^{(k)}/k!``), an upper
+    bound of :math:`\\int_a^c |f^{(k)}|/k!` and of :math:`\\sum_{j=a}^{c-1}\\sup_{[j, j+1]}|f^{(k)}|/k!`; ``None`` if not finite."""
     total = flint.arb(0)
     x = a
     while x < c:
@@ -301,30 +322,33 @@ def remainder_bound(tree, a, c, order=ORDER, doubling=False):
         y = min(c, 2 * x) if doubling or x < _DOUBLING_END else min(c, max(2 * x, min(x * x, x << 24)))
         ball = flint.arb(x).union(flint.arb(y))
         try:
-            cc = _coeffs(tree, ball, 2 * order + 1)[2 * order]
+            cc = _coeffs(tree, ball, k + 1)[k]
         except (ValueError, ZeroDivisionError, ArithmeticError):
             return None
         if not cc.is_finite():
             return None
         total += (y - x) * abs(cc).upper()
         x = y
-    return B2p * total
+    return total
 
 
 def _cut(tree, a, c, level):
     """``(X, rest)``: the least piece end ``X - 1 >= a`` with :math:`\\sum_{k=X}^{c} f(k) \\le` ``rest`` :math:`\\le` ``level``,
     or ``(c + 1, None)`` (Theorem 15(iv), ``proofs/closed_form_tails.md``).
 
-    Pieces ``[x, y]`` from ``a``: the offset ``x - a`` doubles up to ``a``, then 48 doublings of ``x``, then
-    ``y = min(x^2, 2^24 x)``; each contributes
+    Pieces ``[x, y]`` from ``a``: the offset ``x - a`` doubles 48 times, then grows by up to ``2^24`` up to ``a``,
+    then 48 doublings of ``x``, then ``y = min(x^2, 2^24 x)`` (about 90 pieces from ``a = 1e299``, where doubling
+    offsets took 1000); each contributes
     (integers in it) x (supremum of ``f`` on the piece as one Arb ball), an upper bound of its terms
     whatever the shape of ``f``. ``level`` is a ball; the bound is proved ``<= level``."""
     edges = [a]
-    doublings = 0
+    doublings = offset_steps = 0
     while edges[-1] < c:
         x = edges[-1]
-        if x - a < a:  # offsets from a double first: a tail that dies within a << a terms of a far start
-            y = a + 2 * (x - a) + 1
+        if x - a < a:  # offsets from a grow first: a tail that dies within a << a terms of a far start
+            o = x - a
+            y = a + (2 * o + 1 if offset_steps < _CUT_DOUBLINGS else max(2 * o, min(o * o, o << 24)))
+            offset_steps += 1
         elif doublings < _CUT_DOUBLINGS:
             y, doublings = 2 * x, doublings + 1
         else:
@@ -333,24 +357,28 @@ def _cut(tree, a, c, level):
     if len(edges) < 3:
         return c + 1, None
     log_level = level.log() if level > 0 else flint.arb("nan")
+    splits = [128]
 
     def bound(x, y, depth):
         """(integers in [x, y]) x sup f on [x, y]; a wide piece whose ball is too loose (midpoint-radius
         arithmetic: -d^2 on [x, 2^24 x] has a positive upper end) is split at its geometric mean, 5 times at most."""
         try:
-            bb = _eval(tree, flint.arb(x).union(flint.arb(y)), flint.arb)
             # sup f = e^{sup b}, from the exact upper end (not Arb's 30-bit bound of e^ball); far below the
             # level, e^cap with cap = log(level) - 64 - log(count) >= sup b serves (e increasing), and Arb
-            # never meets exp(-e^(1e18))
-            top = bb.upper()
-            if bb.is_finite() and log_level.is_finite():
+            # never meets exp(-e^(1e18)); the interval bound of Theorem 15d (monotone functions at the ends of
+            # their argument) keeps -e^d's pieces negative, the ball of the whole piece serves where it has none
+            U = _interval(tree, x, y)[1]
+            bb = flint.arb(U) if U is not None else _eval(tree, flint.arb(x).union(flint.arb(y)), flint.arb)
+            top = bb.upper() if bb.is_finite() else None
+            if top is not None and log_level.is_finite():
                 cap = (log_level - 64 - flint.arb(y - x + 1).log()).lower()
                 top = top if top > cap else cap
             v = flint.arb(top).exp() if bb.is_finite() else flint.arb("nan")
         except (ValueError, ZeroDivisionError, ArithmeticError):
             v = flint.arb("nan")
         out = (y - x + 1) * v.upper() if v.is_finite() else None
-        if depth < 5 and y - x > 1 and (out is None or not (out <= level * flint.arb(2) ** -12)):
+        if depth < 5 and y - x > 1 and splits[0] > 0 and (out is None or not (out <= level * flint.arb(2) ** -12)):
+            splits[0] -= 1  # at most 128 splits per cut: an oscillating 1e300 sin(d) split every piece 63 ways (seconds)
             try:  # no split where f at the left end already says the piece is not negligible (a power law)
                 bx = _eval(tree, flint.arb(x), flint.arb)
                 if bx.is_finite() and not ((y - x + 1) * flint.arb(bx.upper()).exp() <= level * flint.arb(2) ** -12):
@@ -363,13 +391,13 @@ def _cut(tree, a, c, level):
                 return left + right
         return out
 
-    pieces = [bound(x, y, 0) for x, y in zip(edges[:-1], edges[1:], strict=True)]
     suffix = flint.arb(0)
     best = (c + 1, None)
-    for i in range(len(pieces) - 1, 0, -1):  # the terms k >= edges[i]: pieces i .. end
-        if pieces[i] is None:
+    for i in range(len(edges) - 2, 0, -1):  # the terms k >= edges[i]: pieces i .. end, bounded from the end on
+        piece = bound(edges[i], edges[i + 1], 0)  # (lazily: a power law stops at its last piece)
+        if piece is None:
             break
-        suffix += pieces[i]
+        suffix += piece
         if not (suffix <= level):
             break
         best = (edges[i], suffix)
@@ -379,6 +407,38 @@ def _cut(tree, a, c, level):
 def _fmt(k):
     """An integer for a message: exact below 1e18, else as a double."""
     return str(k) if k < 10**18 else f"{float(k):.6g}"
+
+
+_END_DIRECT = 1024  # a growing sum's last terms summed one by one when its reverse cut leaves at most this many
+
+
+def _reverse_cut(tree, a, c, level):
+    """``(Y, rest)``: the largest piece end ``Y > a`` with :math:`\\sum_{k=a}^{Y-1} f(k) \\le` ``rest`` :math:`\\le` ``level``,
+    or ``(a, None)`` (Theorem 15d(iii): the mirror of the cut, for a sum whose weight is at its far end).
+
+    Pieces below ``c``: offsets ``c + 1 - Y`` of ``2^j - 1`` for 48 doublings, then growing by up to ``2^24``; each
+    contributes (integers in it) x ``e^{sup b}`` (:func:`_interval`), an upper bound of its terms."""
+    ends = [c + 1]
+    o, steps = 1, 0
+    while c + 1 - o > a:
+        ends.append(c + 1 - o)
+        o = 2 * o + 1 if steps < _CUT_DOUBLINGS else max(2 * o, min(o * o, o << 24))
+        steps += 1
+    ends.append(a)  # pieces [ends[j+1], ends[j] - 1], from the top down
+    bounds = []
+    for hi, lo in zip(ends[:-1], ends[1:], strict=True):
+        U = _interval(tree, lo, hi - 1)[1]
+        bounds.append(None if U is None else (hi - lo) * flint.arb(U).exp())
+    best = (a, None)
+    suffix = flint.arb(0)
+    for j in range(len(bounds) - 1, 0, -1):  # the terms below ends[j]: pieces j .. end
+        if bounds[j] is None or not bounds[j].is_finite():
+            break
+        suffix += bounds[j]
+        if not (suffix <= level):
+            break
+        best = (ends[j], suffix)
+    return best
 
 
 def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False, scale=None, bits=None, why=None):
@@ -392,6 +452,12 @@ def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False, sca
     reason of a ``None``."""
     why = [] if why is None else why
     bits = prec - 36 if bits is None else bits
+    try:  # Theorem 15d(iv): b flat on [a, c] (exp(-exp(d)) beyond 1024, 1e-300 log(1 + d)): every term in [e^L, e^U]
+        L, U = _interval(tree, a, c)
+    except (ValueError, ZeroDivisionError, ArithmeticError):
+        L = U = None
+    if L is not None and U is not None and U - L <= flint.arb(2) ** -(bits + 2):
+        return (c - a + 1) * flint.arb(L).exp().union(flint.arb(U).exp())
     ca = _coeffs(tree, flint.arb(a), 2 * order)
     if not ca[0].is_finite():
         why.append(f"e^b({_fmt(a)}) is not a finite ball")
@@ -399,6 +465,14 @@ def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False, sca
     floor = ca[0] if scale is None or not scale.is_finite() else ca[0].max(scale)
     rest = None
     if integral is None:
+        fc = f_ball(tree, c)
+        if fc.is_finite() and fc > ca[0] * 2**16:  # the weight sits at the far end (a growing bias): Theorem 15d(iii)
+            Y, low = _reverse_cut(tree, a, c, floor.max(fc) * flint.arb(2) ** -(bits + 6))
+            if low is not None and c - Y < _END_DIRECT:
+                return direct_sum_arb(tree, Y, c) + flint.arb(0).union(low)
+            if low is not None:
+                inner = em_sum_arb(tree, Y, c, prec, order, None, doubling, floor.max(fc), bits, why)
+                return None if inner is None else inner + flint.arb(0).union(low)
         X, rest = _cut(tree, a, c, floor * flint.arb(2) ** -(bits + 6))
         c = X - 1
         if c - a < 16:
@@ -437,6 +511,218 @@ def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False, sca
         return None
     est = est + flint.arb(0, R.upper())
     return est if rest is None else est + flint.arb(0).union(rest)
+
+
+# -- tight interval bounds of b on a piece (Theorem 15d) --------------------------------------
+_SATURATE = flint.arb(2) ** 1100  # exp's argument is clipped here for lower bounds (e^(2^1100) dwarfs every mass)
+
+
+def _lo(v):
+    return flint.arb(v.lower()) if v is not None and v.is_finite() else None
+
+
+def _hi(v):
+    return flint.arb(v.upper()) if v is not None and v.is_finite() else None
+
+
+def _interval(n, x0, x1):
+    """``(L, U)``: exact ``arb`` points with ``L <= b(x) <= U`` for every real ``x`` in ``[x0, x1]``, ``None`` for an
+    end that is not bounded (Theorem 15d, ``proofs/closed_form_tails.md``).
+
+    Monotone functions (``exp``, ``log``, powers of a positive base) are evaluated at the ends of their argument's
+    interval, so a piece ``[x, 2^24 x]`` keeps the exact range (Arb's ``exp`` of a wide ball is
+    ``e^m (1 +- expm1(r))``, whose lower end is negative once ``r > log 2``); ``exp`` of an argument above
+    ``2^1100`` has the lower bound ``e^(2^1100)`` (``exp`` increasing) and no upper one, so ``exp(exp(d))`` at
+    ``d = 1e300`` still has a lower bound."""
+    tag = n[0]
+    if tag == "x":
+        return flint.arb(x0), flint.arb(x1)
+    if tag in ("q", "pi", "e"):
+        v = _num(n, flint.arb)
+        return _lo(v), _hi(v)
+    if tag == "add":
+        L, U = flint.arb(0), flint.arb(0)
+        for a in n[1]:
+            la, ua = _interval(a, x0, x1)
+            L = None if L is None or la is None else _lo(L + la)
+            U = None if U is None or ua is None else _hi(U + ua)
+        return L, U
+    if tag == "mul":
+        out = _interval(n[1][0], x0, x1)
+        for a in n[1][1:]:
+            out = _imul(out, _interval(a, x0, x1))
+        return out
+    if tag == "powi":
+        return _ipow_int(_interval(n[1], x0, x1), n[2])
+    if tag in ("powlin", "powc", "pow"):
+        if tag == "powlin":
+            base = _interval(("add", (n[1], ("mul", (n[2], ("x",))))), x0, x1)
+        else:
+            base = _interval(n[1], x0, x1)
+        if tag != "pow" and n[-1][0] == "q" and n[-1][2] == 1:
+            return _ipow_int(base, n[-1][1])
+        ex = _interval(n[3] if tag == "powlin" else n[2], x0, x1)
+        if tag != "pow" and base[0] is not None and base[0] >= 0 and ex[0] is not None and ex[0] == ex[1]:
+            p = ex[0]
+            if base[0] == 0 and not (p > 0):
+                return None, None
+            if p > 0:
+                return _lo(base[0] ** p), (None if base[1] is None else _hi(base[1] ** p))
+            return (flint.arb(0) if base[1] is None else _lo(base[1] ** p)), _hi(base[0] ** p)
+        return _iexp(_imul(ex, _ilog(base)))  # base^ex = e^(ex log base) for a positive base
+    if tag == "loglin":
+        return _ilog(_interval(("add", (n[1], ("mul", (n[2], ("x",))))), x0, x1))
+    if tag == "log":
+        return _ilog(_interval(n[1], x0, x1))
+    if tag == "exp":
+        return _iexp(_interval(n[1], x0, x1))
+    L, U = _interval(n[1], x0, x1)  # sin, cos: Arb on the argument's ball, within [-1, 1]
+    if L is None or U is None:
+        return flint.arb(-1), flint.arb(1)
+    v = getattr(L.union(U), tag)()
+    lo, hi = _lo(v), _hi(v)
+    return (flint.arb(-1) if lo is None or lo < -1 else lo), (flint.arb(1) if hi is None or hi > 1 else hi)
+
+
+def _imul(a, b):
+    (la, ua), (lb, ub) = a, b
+    for lo, hi in (a, b):  # an exact zero factor: 0 at every point where the other is a real number (0^0 = 1 in d^d)
+        if lo is not None and hi is not None and lo == 0 and hi == 0:
+            return flint.arb(0), flint.arb(0)
+    if None not in (la, ua, lb, ub):
+        ps = [la * lb, la * ub, ua * lb, ua * ub]
+        lo = min(ps, key=lambda p: p.lower()) if all(p.is_finite() for p in ps) else None
+        hi = max(ps, key=lambda p: p.upper()) if all(p.is_finite() for p in ps) else None
+        return _lo(lo), _hi(hi)
+    for (lc, uc), (lo, hi) in ((a, b), (b, a)):  # a constant (or positive interval) times an unbounded one
+        if lc is not None and uc is not None and lc >= 0:
+            L = None if lo is None else (_lo(lo * (uc if lo < 0 else lc)))
+            U = None if hi is None else (_hi(hi * (uc if hi > 0 else lc)))
+            return L, U
+        if lc is not None and uc is not None and uc <= 0:
+            L = None if hi is None else _lo(hi * (lc if hi > 0 else uc))
+            U = None if lo is None else _hi(lo * (lc if lo < 0 else uc))
+            return L, U
+    return None, None
+
+
+def _ipow_int(a, k):
+    L, U = a
+    if k == 0:
+        return flint.arb(1), flint.arb(1)
+    if k > 0 and k % 2 == 1:
+        return (None if L is None else _lo(L**k)), (None if U is None else _hi(U**k))
+    if k > 0:
+        if L is not None and L >= 0:
+            return _lo(L**k), (None if U is None else _hi(U**k))
+        if U is not None and U <= 0:
+            return _lo(U**k), (None if L is None else _hi(L**k))
+        top = None if L is None or U is None else _hi(max(abs(L), abs(U)) ** k)
+        return flint.arb(0), top
+    if L is not None and L > 0:  # k < 0 on a positive interval: decreasing
+        return (flint.arb(0) if U is None else _lo(U**k)), _hi(L**k)
+    if U is not None and U < 0 and L is not None:
+        return _interval_recip_neg(a, k)
+    return None, None
+
+
+def _interval_recip_neg(a, k):
+    """``x^k`` (``k < 0``) on a negative interval ``[L, U]``: ``(-1)^k |x|^k`` with ``|x|`` in ``[-U, -L]``."""
+    L, U = a
+    mag = (_lo((-L) ** k), _hi((-U) ** k))  # |x|^k decreasing in |x|
+    return mag if k % 2 == 0 else (_lo(-mag[1]), _hi(-mag[0]))
+
+
+def _ilog(a):
+    L, U = a
+    if L is None or not (L > 0):
+        return None, (None if U is None or not (U > 0) else _hi(U.log()))
+    return _lo(L.log()), (None if U is None else _hi(U.log()))
+
+
+def _exp_point(v):
+    """``e^v`` for an exact point ``v`` with ``|v| <= 2^1100``, at ``log2|v|`` more bits (Arb answers ``[+/- inf]``
+    for ``e^(1e297)`` at 96 bits; with 1100 bits it is a number, ``e^(d/1000)`` at ``d = 1e300``)."""
+    man, exp = v.mid().man_exp()
+    bits = int(man).bit_length() + int(exp)  # about log2 |v|: the bits of e^v's exponent
+    if bits > 1200:  # the callers clip |v| at 2^1100; never a precision that grows with v
+        raise ArithmeticError("exp argument beyond 2^1200")
+    with _more_bits(bits + 8 if bits > 6 else 0):
+        out = v.exp()
+    return out
+
+
+def _iexp(a):
+    """``exp`` on ``[L, U]``: arguments beyond ``+-2^1100`` are clipped (``e`` increasing: ``e^L >= 0`` and
+    ``e^U <= e^(-2^1100)`` below, ``e^L >= e^(2^1100)`` above), so no precision grows with ``log2|L|`` past 1100 bits
+    (``exp(-exp(d))`` at ``d = 2^53`` asked for 1e15 bits)."""
+    L, U = a
+    if L is None or L < -_SATURATE:
+        lo = flint.arb(0)
+    else:
+        lo = _lo(_exp_point(L if L < _SATURATE else _SATURATE))
+    if U is None or U > _SATURATE:
+        hi = None
+    else:
+        hi = _hi(_exp_point(U if U > -_SATURATE else -_SATURATE))
+    return (flint.arb(0) if lo is None else lo), hi
+
+
+def _sides(a, c):
+    """Piece ends ``a = e_0 < ... < e_r = c + 1`` whose pieces ``[e_j, e_{j+1} - 1]`` are fine near both ends:
+    offsets ``2^j - 1`` from ``a`` and from ``c`` for 12 doublings, then ratios up to ``2^64`` (about 60 pieces to
+    ``1e300``; a wider piece costs at most its log-length in the bound)."""
+    def offsets(span):
+        out, o, steps = [0], 1, 0
+        while o < span:
+            out.append(o)
+            o = 2 * o + 1 if steps < 12 else max(2 * o, min(o * o, o << 64))
+            steps += 1
+        return out
+
+    half = (c - a) // 2
+    left = [a + o for o in offsets(half + 1)]
+    right = [c + 1 - o for o in offsets(c + 1 - (a + half + 1))][::-1]
+    edges = sorted(set(left + [a + half + 1] + right + [c + 1]))
+    return edges
+
+
+def point_interval(tree, k):
+    """``(L, U)`` of :func:`_interval` at the integer ``k`` (``None`` for an end that is not bounded)."""
+    try:
+        return _interval(tree, k, k)
+    except (ValueError, ZeroDivisionError, ArithmeticError):
+        return None, None
+
+
+def log_sum_bounds(tree, a, c, lower=True, upper=True):
+    """``(L, U)``: exact ``arb`` points with ``L <= log sum_{k=a}^{c} e^{b(k)} <= U`` (``None`` where not bounded, or
+    not asked for), by Theorem 15d: ``L`` the largest of ``b(a)``, ``b(c)`` (one term), ``U`` the log of the pieces'
+    bounds (integers in a piece) x ``e^{sup b}`` from :func:`_interval`, summed in the log domain."""
+    L = None
+    if lower:
+        lows = [point_interval(tree, k)[0] for k in {a, c}]
+        lows = [v for v in lows if v is not None]
+        L = max(lows, key=lambda v: v.lower()) if lows else None
+    if not upper:
+        return L, None
+    ups = []
+    edges = _sides(a, c)
+    for x, y in zip(edges[:-1], edges[1:], strict=True):
+        try:
+            u = _interval(tree, x, y - 1)[1]
+        except (ValueError, ZeroDivisionError, ArithmeticError):
+            u = None
+        if u is None:
+            return L, None
+        ups.append(_hi(flint.arb(y - x).log() + u))  # exact points: u - top below is then formed without their radii
+    if any(u is None for u in ups):
+        return L, None
+    top = max(ups)
+    acc = flint.arb(0)
+    for u in ups:
+        acc += (u - top).exp()
+    return L, _hi(top + acc.log())
 
 
 # -- the float route -----------------------------------------------------------------------
@@ -565,7 +851,7 @@ def _lin_node(node):
     return (al, ga) if ga > 0 and al >= 0 else None
 
 
-def tail_envelope(tree):
+def tail_envelope(tree, names=None):
     """``bound(X)``: a ball :math:`\\ge \\sum_{k\\ge X} e^{b(k)}` for integers ``X >= 2`` (``None`` where the
     envelope does not hold at that ``X``), or a string saying why no envelope applies (Theorem 15c,
     ``proofs/closed_form_tails.md``).
@@ -573,10 +859,23 @@ def tail_envelope(tree):
     ``b`` must be a sum of a constant and terms ``c h(d)`` with ``h`` one of ``d``, ``log(alpha + gamma d)``,
     ``(alpha + gamma d)^p`` (``p != 0``), ``log(alpha + gamma d)^p`` (``p >= 1``, ``c < 0``)."""
     logs, lin, stretched, drops = [], flint.fmpq(0), [], []
-    for c, node in _terms(tree):
+    bounded, expos = flint.fmpq(0), []  # Theorem 15c': sum of |c| over sin/cos terms; (c, alpha, gamma) of c e^(alpha + gamma d)
+    for i, (c, node) in enumerate(_terms(tree)):
         tag = node[0]
+        term = names[i] if names is not None and i < len(names) else None
         if tag == "one" or c == 0:
             continue
+        if tag in ("sin", "cos") and c is not None:
+            bounded += abs(c)  # |h| <= 1: an increment of at most 2|c|
+            continue
+        if tag == "exp" and c is not None:
+            lin_arg = _affine_parts(node[1])
+            if lin_arg is not None and lin_arg[0][1] == 0 and lin_arg[1][1] == 0 and lin_arg[0][0] != 0:
+                gamma, alpha = lin_arg[0][0], lin_arg[1][0]
+                if gamma < 0 or c < 0:
+                    expos.append((c, alpha, gamma))
+                    continue
+                return f"the term {term or 'c e^(g d)'} grows without bound (Theorem 15c bounds no increment of it)"
         if tag == "x":
             lin += c
         elif tag == "loglin":
@@ -592,21 +891,25 @@ def tail_envelope(tree):
             elif p < 0:
                 drops.append((c, al, ga, p))  # increases to 0: at most |c| (alpha + gamma X)^p
             else:
-                return f"the term {c} (d-power {p}) grows without bound"
+                return f"the term {term or c} (a power {p} of d) grows without bound (Theorem 15c bounds no increment of it)"
         elif tag in ("powi", "powc") and node[1][0] == "loglin" and c < 0:
             p = flint.fmpq(node[2]) if tag == "powi" else _frac(node[2])
             if p is None or p < 1:
                 return "a power of a logarithm below 1"
             logs.append((c, _frac(node[1][1]), _frac(node[1][2]), p))
         else:
-            return "a term outside d, log(a + g d), (a + g d)^p and -log(a + g d)^p (e.g. sin, exp, products)"
+            shown = f"the term {term}" if term else "a term"
+            return (f"{shown} is outside Theorem 15c's forms (c d, c log(a + g d), c (a + g d)^p, -c log(a + g d)^p, "
+                    "c sin(.), c cos(.), c e^(a + g d)), so no envelope of the tail beyond a cut-off is proved")
     if lin > 0:
-        return f"the linear term {lin} d grows without bound"
+        return f"the linear part {lin} d grows without bound (Theorem 15c bounds no increment of it)"
     if any(x is None for t in logs for x in t[1:3]):
         return "a logarithm with a constant other than a number"
     A = max((al / ga for _, al, ga, _ in logs), default=flint.fmpq(0))
-    if not (lin < 0 or stretched or sum(c for c, _, _, p in logs if p == 1) < -1 or any(p > 1 for *_, p in logs)):
-        return "no term that makes the weights summable by itself (a linear, stretched or log term with total slope below -1)"
+    fast = any(c < 0 and g > 0 for c, _, g in expos)
+    if not (lin < 0 or stretched or fast or sum(c for c, _, _, p in logs if p == 1) < -1 or any(p > 1 for *_, p in logs)):
+        return ("no term that makes the weights summable by itself (a linear, stretched, -e^(g d) or log term with total "
+                "slope below -1); the envelope of Theorem 15c needs one (a log slope of -1 or above diverges: D_oo = 1)")
 
     def bound(X, f_X):
         """The envelope's bound of sum_{k >= X} f(k), given the ball f_X = f(X)."""
@@ -624,9 +927,17 @@ def tail_envelope(tree):
                 s -= flint.arb(c) * flint.arb(p) * L ** (flint.arb(p) - 1)
         for c, al, ga, p in drops:
             extra += -flint.arb(c) * (flint.arb(al) + flint.arb(ga) * x) ** flint.arb(p)
+        extra += 2 * flint.arb(bounded)  # Theorem 15c': sin and cos terms
+        faster = flint.arb(0)  # Theorem 15c': -|c| e^(al + ga x) with ga > 0 decays at least at the rate |c| ga e^(al + ga X)
+        for c, al, ga in expos:
+            e_X = (flint.arb(al) + flint.arb(ga) * x).exp()
+            if ga < 0 and c < 0:
+                extra += -flint.arb(c) * e_X  # increases to 0
+            elif ga > 0:
+                faster += -flint.arb(c) * flint.arb(ga) * e_X
         best = None
-        if lin < 0:
-            rate = -flint.arb(lin) - (0 if s >= 0 else -s / (flint.arb(A) + x))
+        if lin < 0 or faster > 0:
+            rate = -flint.arb(lin) + faster - (0 if s >= 0 else -s / (flint.arb(A) + x))
             if rate > 0:
                 best = 1 / rate
         if s > 1:
@@ -648,21 +959,253 @@ def tail_envelope(tree):
     return bound
 
 
-def infinite_sum_arb(tree, lo, N, prec, bits=64):
+def infinite_sum_arb(tree, lo, N, prec, bits=64, names=None):
     """:math:`\\sum_{k \\ge lo} e^{b(k)}` as a ball (Theorem 15c), or a string saying why not.
 
     Terms below ``N`` one by one, then Theorem 15 up to ``C - 1`` and Theorem 15c's envelope beyond, for the
     first ``C = 2^k``, ``k = 64, 128, ..., 16384``, whose envelope is below ``2^-(bits + 6)`` of the sum so far."""
-    env = tail_envelope(tree)
+    env = tail_envelope(tree, names)
     if isinstance(env, str):
         return env
     for k in (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384):
         C = max(1 << k, 2 * max(lo, N))
-        head = range_sum_arb(tree, lo, C - 1, N, prec)
+        why = []
+        head = range_sum_arb(tree, lo, C - 1, N, prec, why)
+        split = periodic_split(tree) if head is None else None
+        if split is not None:  # h + beta sin(omega d + phi): Theorem 15f up to the envelope's start
+            head = mixed_sum_arb(tree, split, lo, C - 1, N, prec, why=why)
         if head is None or not (head > 0):
-            return "Theorem 15 does not enclose the sum up to the envelope's start"
+            step = why[-1] if why else "a ball that is not positive"
+            return f"the envelope holds, but Theorem 15 does not enclose the sum from {lo} up to its start 2^{k}: {step}"
         fC = f_ball(tree, C)
         rest = env(C, fC)
         if rest is not None and rest.is_finite() and rest <= head * flint.arb(2) ** -(bits + 6):
             return head + flint.arb(0).union(rest)
     return "the envelope of Theorem 15c stays above 2^-70 of the sum up to d = 2^16384"
+
+
+# -- an undamped periodic bias (Theorem 15e) --------------------------------------------------
+_JA_TERMS = 400  # Bessel terms at most (|beta| up to about 150)
+
+
+def _affine_parts(node):
+    """``node`` as ``sum_i q_i pi^{e_i} x^{f_i}`` (``e_i, f_i`` in {0, 1}, ``q_i`` exact fractions): returns
+    ``(omega, phi)``, each a pair ``(q, q_pi)`` meaning ``q + q_pi pi``, or ``None`` for any other form."""
+    terms = node[1] if node[0] == "add" else (node,)
+    omega, phi = [flint.fmpq(0), flint.fmpq(0)], [flint.fmpq(0), flint.fmpq(0)]
+    for t in terms:
+        factors = t[1] if t[0] == "mul" else (t,)
+        q, has_pi, has_x = flint.fmpq(1), 0, 0
+        for f in factors:
+            if f[0] == "q":
+                q *= _frac(f)
+            elif f == ("pi",):
+                has_pi += 1
+            elif f == ("x",):
+                has_x += 1
+            else:
+                return None
+        if has_pi > 1 or has_x > 1:
+            return None
+        (omega if has_x else phi)[has_pi] += q
+    return tuple(omega), tuple(phi)
+
+
+def periodic_form(tree):
+    """``(beta, kind, omega, phi)`` when ``b = beta sin(omega d + phi)`` or ``beta cos(omega d + phi)`` (numbers
+    ``beta != 0``, ``omega``, ``phi``, each ``q + q_pi pi`` with exact fractions), else ``None`` (Theorem 15e)."""
+    c, node = _terms(tree)[0] if len(_terms(tree)) == 1 else (None, None)
+    if c is None or node[0] not in ("sin", "cos") or c == 0:
+        return None
+    parts = _affine_parts(node[1])
+    if parts is None or (parts[0][0] == 0 and parts[0][1] == 0):
+        return None
+    return c, node[0], parts[0], parts[1]
+
+
+def _bessel_tail(beta, M):
+    """A ball ``>= sum_{m > M} I_m(|beta|)`` (Theorem 15e): ``I_m(x) <= (x/2)^m e^{x^2/4}/m!`` and a geometric tail."""
+    x = abs(flint.arb(beta))
+    h = x / 2
+    if not (h < M + 2):
+        return None
+    first = h ** (M + 1) / flint.arb(M + 1).gamma() * (x * x / 4).exp()
+    return (first / (1 - h / (M + 2))).upper()
+
+
+def periodic_sum_arb(form, a, c, bits=70):
+    """:math:`\\sum_{k=a}^{c} e^{\\beta\\cos(\\omega k+\\phi')}` (``sin`` as ``cos`` with ``phi' = phi - pi/2``) by the
+    Jacobi-Anger expansion (Theorem 15e): ``I_0(beta) N + 2 sum_{m=1}^{M} I_m(beta) C_m`` with
+    ``C_m = sum_k cos(m(omega k + phi'))`` in closed form, plus ``[-1, 1]`` times ``2 N sum_{m>M} I_m(|beta|)``.
+    Call under :func:`otprior._balls.arb_precision` with ``log2(c)`` bits to spare. ``None`` if ``M`` would exceed
+    400 terms (an amplitude above about 150)."""
+    beta, kind, omega, phi = form
+    if c < a:
+        return flint.arb(0)
+    pi = flint.arb.pi()
+    w = flint.arb(omega[0]) + flint.arb(omega[1]) * pi
+    p = flint.arb(phi[0]) + flint.arb(phi[1]) * pi - (pi / 2 if kind == "sin" else 0)
+    bb = flint.arb(beta)
+    if not (abs(bb) < 150):
+        return None  # about 400 Bessel terms and more: refused at once
+    N = c - a + 1
+    floor = (-abs(bb)).exp() * N  # every term is at least e^-|beta|
+    M = max(4, int(float(abs(bb).upper())) + 4)
+    while True:
+        tail = _bessel_tail(beta, M)
+        if tail is not None and tail * 2 * N <= floor * flint.arb(2) ** -(bits + 4):
+            break
+        M += max(4, M // 4)
+        if M > _JA_TERMS:
+            return None
+    total = bb.bessel_i(0) * N
+    for m in range(1, M + 1):
+        # omega rational: m omega / 2 is never a multiple of pi; omega = q_pi pi: it is when 2 | m q_pi (exactly)
+        whole = omega[0] == 0 and (omega[1] * m / 2).q == 1
+        if whole:  # m omega k is a multiple of 2 pi: every term's phase is m phi'
+            Cm = (m * p).cos() * N
+        else:
+            den = (m * w / 2).sin()
+            if den.contains(0):
+                Cm = flint.arb(0).union(flint.arb(N)).union(flint.arb(-N))
+            else:
+                Cm = (m * w * N / 2).sin() / den * (m * w * (a + c) / 2 + m * p).cos()
+        total += 2 * bb.bessel_i(m) * Cm
+    return total + flint.arb(0, (2 * N * tail).upper())
+
+
+# -- a periodic term beside a smooth bias (Theorem 15f) ----------------------------------------
+TWIST_ORDER = 12  # p: terms of the twisted summation formula, remainder through g^(12)
+
+
+def periodic_split(tree):
+    """``(tree_h, form)`` when ``b = h + beta sin(omega d + phi)`` (or ``cos``) with one such top-level term (the form
+    of :func:`periodic_form`) beside at least one other, else ``None``."""
+    if tree[0] != "add":
+        return None
+    found = [i for i, t in enumerate(tree[1]) if periodic_form(t) is not None]
+    if len(found) != 1:
+        return None
+    rest = tuple(t for i, t in enumerate(tree[1]) if i != found[0])
+    return (rest[0] if len(rest) == 1 else ("add", rest)), periodic_form(tree[1][found[0]])
+
+
+def _twist_coefficients(z, p):
+    """``a_j = [t^j] 1/(z e^t - 1)``, ``j < p``, for ``z != 1`` (acb balls): ``(z - 1) a_j = -sum_{i=1}^{j} z a_{j-i}/i!``."""
+    out = [1 / (z - 1)]
+    for j in range(1, p):
+        s = flint.acb(0)
+        for i in range(1, j + 1):
+            s += out[j - i] / math.factorial(i)
+        out.append(-z * s / (z - 1))
+    return out
+
+
+def _phase(m, omega, k):
+    """``m omega k`` as an ``arb`` to the current precision, ``omega = (q, q_pi)`` exact (``m k q`` is a fraction)."""
+    with _more_bits(int(m * k).bit_length() + 10):
+        out = flint.arb(omega[0] * m * k) + flint.arb(omega[1] * m * k) * flint.arb.pi()
+    return out + 0  # rounded back to the caller's precision
+
+
+def twisted_sum_arb(tree_h, m, omega, a, c, p=TWIST_ORDER, parts=None):
+    """:math:`\\sum_{k=a}^{c} g(k) e^{i\\theta k}` with ``g = e^h`` (Theorem 15f): ``z^{c+1} q(c+1) - z^a q(a)`` with
+    ``q = sum_{j<p} a_j g^{(j)}``, plus a disc of radius ``K_p p! sum_pieces (len) sup|g^(p)/p!|``,
+    ``K_p = sum_{j<p} |a_j|/(p - j)!``; ``None`` if ``e^{i theta}`` is not proved ``!= 1`` or a bound is not finite.
+    ``theta = m omega`` with ``omega = (q, q_pi)`` exact; the phases ``theta k`` are formed with ``log2 k`` more bits.
+    ``parts``: :func:`twist_parts` of ``(tree_h, a, c, p)``, shared by every ``m``."""
+    z = flint.acb(0, _phase(m, omega, 1)).exp()
+    if (z - 1).contains(0):
+        return None
+    coef = _twist_coefficients(z, p)
+    K = flint.arb(0)
+    for j, aj in enumerate(coef):
+        K += abs(aj) / math.factorial(p - j)
+    sup, cs_a, cs_c = twist_parts(tree_h, a, c, p) if parts is None else parts
+    if sup is None:
+        return None
+    R = (K * math.factorial(p) * sup).upper()
+
+    def q(cs):
+        out = flint.acb(0)
+        for j in range(p):
+            out += coef[j] * math.factorial(j) * cs[j]
+        return out
+
+    za, zc = flint.acb(0, _phase(m, omega, a)).exp(), flint.acb(0, _phase(m, omega, c + 1)).exp()
+    out = zc * q(cs_c) - za * q(cs_a)
+    if not out.is_finite() or not R.is_finite():
+        return None
+    return out + flint.acb(flint.arb(0, R), flint.arb(0, R))
+
+
+def twist_parts(tree_h, a, c, p=TWIST_ORDER):
+    """What :func:`twisted_sum_arb` needs of ``g = e^h`` whatever ``z``: the bound of
+    ``sum_pieces (len) sup|g^(p)/p!|`` on ``[a, c + 1]`` (``None`` if not finite) and the Taylor coefficients at
+    ``a`` and ``c + 1``."""
+    return sup_coeff_sum(tree_h, a, c + 1, p), _coeffs(tree_h, flint.arb(a), p), _coeffs(tree_h, flint.arb(c + 1), p)
+
+
+class _more_bits:
+    """Raise ``flint.ctx.prec`` by ``extra`` bits for a block (the caller holds :func:`arb_precision`'s lock)."""
+
+    def __init__(self, extra):
+        self.extra = extra
+
+    def __enter__(self):
+        self.old = flint.ctx.prec
+        flint.ctx.prec = self.old + self.extra
+
+    def __exit__(self, *exc):
+        flint.ctx.prec = self.old
+
+
+def mixed_sum_arb(tree, split, lo, hi, N, prec, bits=64, why=None):
+    """:math:`\\sum_{k=lo}^{hi} e^{b(k)}` for ``b = h + beta cos(omega d + phi')`` (Theorem 15f): terms below ``N`` one by
+    one, beyond ``I_0(beta) sum g + 2 sum_{m<=M} I_m(beta) Re(e^{i m phi'} sum g z_m^k)`` with ``g = e^h``,
+    ``z_m = e^{i m omega}`` (Theorem 15 for ``sum g``, :func:`twisted_sum_arb` for the rest), and
+    ``[-1, 1] 2 sum_{m>M} I_m(|beta|) sum g``; ``None`` if a step is not proved (reason appended to ``why``)."""
+    why = [] if why is None else why
+    tree_h, (beta, kind, omega, phi) = split
+    if hi < lo:
+        return flint.arb(0)
+    total = direct_sum_arb(tree, lo, min(hi, N - 1)) if lo < N else flint.arb(0)
+    start = max(lo, N)
+    if hi < start:
+        return total
+    if hi - start < 16:
+        return total + direct_sum_arb(tree, start, hi)
+    bb = flint.arb(beta)
+    if not (abs(bb) < 150):
+        why.append("the periodic term's amplitude is above 150 (the Jacobi-Anger series would need more than 400 terms)")
+        return None
+    damp = (-abs(bb)).exp()
+    S0 = em_sum_arb(tree_h, start, hi, prec, scale=total * damp if lo < N else None, bits=bits, why=why)
+    if S0 is None or not (S0 > 0):
+        return None
+    M = max(4, int(float(abs(bb).upper())) + 4)
+    while True:
+        tail = _bessel_tail(beta, M)
+        if tail is not None and tail * 2 <= damp * flint.arb(2) ** -(bits + 5):
+            break
+        M += max(4, M // 4)
+        if M > _JA_TERMS:
+            why.append("the Jacobi-Anger series needs more than 400 Bessel terms")
+            return None
+    pi = flint.arb.pi()
+    ph = flint.arb(phi[0]) + flint.arb(phi[1]) * pi - (pi / 2 if kind == "sin" else 0)
+    out = bb.bessel_i(0) * S0
+    parts = None
+    for m in range(1, M + 1):
+        if omega[0] == 0 and (omega[1] * m / 2).q == 1:  # m omega in 2 pi Z: the twisted sum is the plain one
+            part = (m * ph).cos() * S0
+        else:
+            parts = twist_parts(tree_h, start, hi) if parts is None else parts
+            tw = twisted_sum_arb(tree_h, m, omega, start, hi, parts=parts)
+            if tw is None:
+                why.append(f"the twisted sum of e^h e^(i {m} omega k) on [{_fmt(start)}, {_fmt(hi)}] was not enclosed "
+                           f"(Theorem 15f's remainder of order {TWIST_ORDER} is not finite there)")
+                return None
+            part = (flint.acb(0, m * ph).exp() * tw).real
+        out += 2 * bb.bessel_i(m) * part
+    return total + out + flint.arb(0, (2 * tail * S0.upper()).upper())

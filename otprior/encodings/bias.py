@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import flint
 import mpmath
 import numpy as np
 
@@ -31,6 +32,12 @@ from ._bias_tail import (
     direct_sum_arb,
     float_tail_log,
     infinite_sum_arb,
+    log_sum_bounds,
+    mixed_sum_arb,
+    periodic_form,
+    periodic_split,
+    periodic_sum_arb,
+    point_interval,
     range_sum_arb,
 )
 
@@ -39,6 +46,7 @@ __all__ = ["Bias", "BiasMasses"]
 _EM_HEADS = (64, 256, 1024)  # certified route: terms summed one by one before Theorem 15's tail
 _FLOAT_HEAD = 1 << 12  # float route: terms summed directly (numpy) before the tail
 _EM_BITS = 55  # certified masses: relative radius at most 2^-55
+_DOMINANCE = 746  # e^-746 < 2^-1076: a mass below it has the double enclosure [0, 2^-1074], the tightest there is
 
 
 def _unit(e):
@@ -80,6 +88,91 @@ def _linear_bias(b, d):
         return None
     beta = poly.coeff_monomial(d)
     return Fraction(sp.Rational(beta).p, sp.Rational(beta).q)
+
+
+def _dominant_masses(tree, window, n):
+    """``(m, D)`` as Arb balls when one side outweighs the other by more than ``e^746`` (Theorem 15d,
+    ``proofs/closed_form_tails.md``), else ``None``.
+
+    With ``S_W = sum_{k<W} e^{b(k)}``, ``T = sum_{W<=k<n} e^{b(k)}`` and bounds ``L <= log <= U`` of each
+    (:func:`log_sum_bounds`): ``m = S_W/(S_W + T) <= S_W/T <= e^{U_S - L_T}``, and ``D <= e^{U_T - L_S}`` likewise;
+    the other mass is one minus it. Below ``e^-746`` the double enclosure ``[0, 2^-1074]`` is the tightest possible,
+    so nothing more is asked of the sums (a growing bias at ``n = 1e300``, ``e^{-e^d}`` past its first terms)."""
+    if n <= window:
+        return None
+    out = _dominant_at(tree, window, n, 96)
+    if out is None and n.bit_length() > 64:
+        # log2 n more bits: the arguments of exp (d/1000 at d = 1e300) are then exact to well below 1
+        out = _dominant_at(tree, window, n, 96 + n.bit_length())
+    return out
+
+
+def _dominant_at(tree, window, n, prec):
+    """:func:`_dominant_masses` at ``prec`` bits."""
+    with arb_precision(prec):
+        small = flint.arb(0).union(flint.arb(-_DOMINANCE).exp())
+        Ls = log_sum_bounds(tree, 0, window - 1, upper=False)[0]
+        Lt = log_sum_bounds(tree, window, n - 1, upper=False)[0]
+        # a side's upper bound is formed only where the other side's lower bound could beat it (U >= L)
+        if Lt is not None and (Ls is None or Lt - Ls > _DOMINANCE):
+            Us = log_sum_bounds(tree, 0, window - 1, lower=False)[1]
+            if Us is not None and Lt - Us > _DOMINANCE:
+                return small, 1 - small
+        if Ls is not None and (Lt is None or Ls - Lt > _DOMINANCE):
+            Ut = log_sum_bounds(tree, window, n - 1, lower=False)[1]
+            if Ut is not None and Ls - Ut > _DOMINANCE:
+                return 1 - small, small
+    return None
+
+
+@functools.lru_cache(maxsize=128)
+def _periodic(tree):
+    return periodic_form(tree)
+
+
+@functools.lru_cache(maxsize=128)
+def _split(tree):
+    return periodic_split(tree)
+
+
+def _periodic_balls(tree, window, n, why):
+    """``(m, D)`` of ``b = beta sin(omega d + phi)`` (or ``cos``) by Theorem 15e's Jacobi-Anger closed form, as
+    Arb balls of relative radius below ``2^-55``; ``None`` for any other bias (or an amplitude too large)."""
+    form = _periodic(tree)
+    if form is None:
+        return None
+    with arb_precision(110 + n.bit_length() + 16):
+        S_W = periodic_sum_arb(form, 0, window - 1)
+        T = periodic_sum_arb(form, window, n - 1)
+        if S_W is None or T is None:
+            why.append(f"the Jacobi-Anger series of e^({form[0]} {form[1]}(...)) needs more than 400 Bessel terms "
+                       "(an amplitude above about 150)")
+            return None
+        m = 1 / (1 + T / S_W)
+        D = T / (S_W + T) if T == 0 else 1 / (1 + S_W / T)
+        if is_tight(m, _EM_BITS) and is_tight(D, _EM_BITS):
+            return m, D
+    why.append("the Jacobi-Anger closed form was not tight to 2^-55")
+    return None
+
+
+def _maybe_dominant(tree, window, n):
+    """Whether the single terms at ``0, W - 1, W, n - 1`` differ by more than ``e^700`` times the other side's number
+    of terms (then :func:`_dominant_masses` is tried before the Euler-Maclaurin route, which would work hard to fail;
+    a power law at ``W = 1e299``, ``b(0) - b(W) = 757 < 690 + 700``, is not)."""
+    if n <= window:
+        return False
+    with arb_precision(96 + n.bit_length()):
+        ends = [point_interval(tree, k) for k in (0, window - 1, window, n - 1)]
+    lows = [v[0] for v in ends]
+    highs = [v[1] for v in ends]
+
+    def gap(a, b, count):  # one side's largest end term against the other's, times its number of terms, in double
+        la = [float(v) for v in (lows[i] for i in a) if v is not None]
+        hb = [float(v) if v is not None else math.inf for v in (highs[i] for i in b)]
+        return max(la, default=-math.inf) - max(hb, default=math.inf) - math.log(count)
+
+    return gap((2, 3), (0, 1), window) > 700 or gap((0, 1), (2, 3), n - window) > 700
 
 
 def _geometric_ratio(beta, window, n):
@@ -419,6 +512,15 @@ class Bias(Encoding):
     A linear bias ``alpha + beta d`` is a geometric sum in closed form at every length and window
     (Theorem 15b). The verdict's ``D_oo(W)`` is :meth:`limit_enclosure`'s midpoint (Theorem 15c: Theorem 15 up
     to a cut-off and a proved envelope of the rest) where the bias's terms fit the envelope, else sampled.
+
+    Further routes, at every ``n`` and window (certified, the float being the ball's midpoint):
+    where one side outweighs the other by more than ``e^746`` (a growing bias such as ``sqrt(d)``,
+    ``exp(d/1000)``, ``d^2``, ``exp(exp(d))``; ``-exp(d)`` past its first terms) the small mass is
+    ``[0, 2^-1074]`` from interval bounds of ``b`` alone (Theorem 15d); ``beta sin(omega d + phi)`` (or
+    ``cos``) is a Jacobi–Anger closed form (Theorem 15e); ``h + beta sin(omega d + phi)`` adds twisted
+    Euler–Maclaurin sums to Theorem 15 (Theorem 15f). Still refused beyond ``n = 2**22``, by name and
+    at once: two periodic terms, a periodic factor, amplitudes above 150, and weights whose logarithms
+    are beyond Arb's range on both sides (``exp(exp(d))`` from ``d = 64``).
     """
 
     name = "bias"
@@ -498,18 +600,59 @@ class Bias(Encoding):
         Theorem 15 (direct head of 4096 terms, Euler–Maclaurin tail checked by two quadrature
         rules), else the midpoint of the certified enclosure (:meth:`mass_enclosures`), else the
         direct head plus Theorem 13's monotone tail; a callable bias sums directly (``n <= 2**22``)."""
+        if window >= n:  # T is an empty sum: m = 1, D = 0 whatever the weights
+            return 1.0, 0.0
         if n <= 1 << 16 or self._callable is not None:
             return super()._masses(window, n)
         geometric = self._geometric_balls(window, n)
         if geometric is not None:  # a linear bias: the closed form's midpoint (Theorem 15b)
             return float(geometric[0].mid()), float(geometric[1].mid())
+        tree = _compiled(*reversed(self._sym))
+        periodic = None if tree is None else _periodic_balls(tree, window, n, [])
+        if periodic is not None:  # beta sin(omega d + phi): the closed form's midpoint (Theorem 15e)
+            return float(periodic[0].mid()), float(periodic[1].mid())
+        if tree is not None and self._float_maybe_dominant(window, n):
+            head = _float_head(*reversed(self._sym)) if window <= _FLOAT_HEAD else None
+            with np.errstate(all="ignore"):
+                last = float(np.asarray(self.bias(np.array([float(n - 1)])), dtype=float).ravel()[0])
+            if head is not None and last - _logsumexp(head[:window]) > 800:  # one far term outweighs the window
+                return 0.0, 1.0
+            dominant = _dominant_masses(tree, window, n)
+            if dominant is not None:
+                return float(dominant[0].mid()), float(dominant[1].mid())
         fast = self._em_float(window, n)
         if fast is not None:
             return fast
-        balls = self._em_balls(window, n)
+        why = []
+        balls = self._em_balls(window, n, why)
         if balls is not None:
             return float(balls[0].mid()), float(balls[1].mid())
-        return self._monotone_masses(window, n)
+        dominant = None if tree is None else _dominant_masses(tree, window, n)
+        if dominant is not None:
+            return float(dominant[0].mid()), float(dominant[1].mid())
+        try:
+            return self._monotone_masses(window, n)
+        except DomainError as exc:
+            if not why:
+                raise
+            # name the step that failed first (Theorem 15's), not only the fallback's cap
+            raise DomainError("n", n, f"a length at which Theorem 15 or 15d encloses exp({self.expression}) (here "
+                              f"{why[-1]}; and Theorem 13's fallback: {exc.domain})") from None
+
+    def _float_maybe_dominant(self, window, n):
+        """The double-precision pre-test of :func:`_maybe_dominant`: ``b`` at ``0, W - 1, W, n - 1`` in numpy (a
+        value that overflows counts as a gap)."""
+        with np.errstate(all="ignore"):
+            try:
+                v = np.asarray(self.bias(np.array([0.0, window - 1.0, float(window), float(n - 1)])), dtype=float)
+            except (ValueError, TypeError, OverflowError):
+                return True
+        if np.any(np.isnan(v)):
+            return True
+        s, t = max(v[0], v[1]), max(v[2], v[3])
+        if not (np.isfinite(s) and np.isfinite(t)):
+            return True
+        return bool(t - s - math.log(window) > 700 or s - t - math.log(n - window) > 700)
 
     def _em_float(self, window, n):
         """``(m, D)`` in double precision by Theorem 15 (p = 2) beyond a direct head, or ``None``."""
@@ -523,13 +666,18 @@ class Bias(Encoding):
             return None
         logsumexp = _logsumexp
 
+        def one(k):  # a range of a single term: b(k) itself (W = n - 1 fell back to the certified route, 60 ms)
+            with np.errstate(all="ignore"):
+                v = float(np.asarray(fns[0](np.array([float(k)])), dtype=float).ravel()[0])
+            return v if not math.isnan(v) and v != math.inf else None
+
         if window > N:
             lh = logsumexp(logw)
-            tw = float_tail_log(fns, N, window - 1, lh) if window - 1 > N else None
+            tw = float_tail_log(fns, N, window - 1, lh) if window - 1 > N else one(N)
             if tw is None:
                 return None
             log_head = np.logaddexp(lh, tw)
-            tn = float_tail_log(fns, window, n - 1) if n - 1 > window else None  # T alone: D's relative accuracy
+            tn = float_tail_log(fns, window, n - 1) if n - 1 > window else one(window)  # T alone: D's relative accuracy
             if tn is None:
                 return None
             log_tail = tn
@@ -539,8 +687,10 @@ class Bias(Encoding):
             if tn is None:
                 return None
             log_tail = np.logaddexp(logsumexp(logw[window:]), tn) if window < N else tn
-        m = 1.0 / (1.0 + math.exp(min(log_tail - log_head, 800.0)))
-        D = 1.0 / (1.0 + math.exp(min(log_head - log_tail, 800.0)))
+        # 1/(1 + e^x) as e^(-log(1 + e^x)): no overflow of e^x (math.exp(800) raised for log(1 + d) at n = 1e300),
+        # and subnormal masses keep their digits
+        m = float(np.exp(-np.logaddexp(0.0, log_tail - log_head)))
+        D = float(np.exp(-np.logaddexp(0.0, log_head - log_tail)))
         return m, D
 
     def _geometric_balls(self, window, n):
@@ -558,7 +708,7 @@ class Bias(Encoding):
                 return m, D
         return None
 
-    def _em_balls(self, window, n, why=None):
+    def _em_balls(self, window, n, why=None, used=None):
         """``(m, D)`` as Arb balls of relative radius below ``2^-55`` (Theorem 15b for a linear bias,
         else Theorem 15), or ``None``."""
         d, b = self._sym
@@ -569,6 +719,9 @@ class Bias(Encoding):
         if geometric is not None:
             return geometric
         why = [] if why is None else why
+        periodic = _periodic_balls(tree, window, n, why)
+        if periodic is not None:
+            return periodic
         # b(W) is formed to 2^-70 of 1 (e^b to 2^-70 of itself) and a far window's ends resolved
         try:
             with np.errstate(all="ignore"):
@@ -576,20 +729,31 @@ class Bias(Encoding):
         except (ValueError, TypeError, OverflowError):  # complex or not a number there: the balls will say so
             bw = math.nan
         extra = int(math.log2(1.0 + abs(bw))) if math.isfinite(bw) else 0
-        prec = 96 + extra + (int(math.log2(window)) if window > 1 << 32 else 0)
+        # the ends of T's range [W, n - 1] are resolved in u = log x when (n - W)/W is tiny (Theorem 15, far windows):
+        # log2(W / (n - W)) bits more, not log2 W (1100 bits at W = 1e299 made far windows 10x dearer)
+        prec = 96 + extra + (window // (n - window)).bit_length()
+        split = _split(tree)
         for N in _EM_HEADS:
-            with arb_precision(prec):
-                try:
-                    S_W = range_sum_arb(tree, 0, window - 1, N, prec, why)
-                    T = range_sum_arb(tree, window, n - 1, N, prec, why)
-                except (ValueError, ZeroDivisionError, ArithmeticError):
-                    return None
-                if S_W is None or T is None or not (S_W > 0) or not (T >= 0):
-                    continue
-                m = 1 / (1 + T / S_W)
-                D = T / (S_W + T) if T == 0 else 1 / (1 + S_W / T)
-                if is_tight(m, _EM_BITS) and is_tight(D, _EM_BITS):
-                    return m, D
+            for twisted in ((True, False) if split is not None else (False,)):
+                # h + beta sin(omega d + phi): Theorem 15f first (Theorem 15's remainder does not shrink there)
+                with arb_precision(prec + 16 if twisted else prec):
+                    try:
+                        if twisted:
+                            S_W = mixed_sum_arb(tree, split, 0, window - 1, N, prec + 16, why=why)
+                            T = mixed_sum_arb(tree, split, window, n - 1, N, prec + 16, why=why)
+                        else:
+                            S_W = range_sum_arb(tree, 0, window - 1, N, prec, why)
+                            T = range_sum_arb(tree, window, n - 1, N, prec, why)
+                    except (ValueError, ZeroDivisionError, ArithmeticError):
+                        continue
+                    if S_W is None or T is None or not (S_W > 0) or not (T >= 0):
+                        continue
+                    m = 1 / (1 + T / S_W)
+                    D = T / (S_W + T) if T == 0 else 1 / (1 + S_W / T)
+                    if is_tight(m, _EM_BITS) and is_tight(D, _EM_BITS):
+                        if twisted and used is not None:
+                            used.append("twisted")
+                        return m, D
         return None
 
     def mass_enclosures(self, window, n) -> BiasMasses:
@@ -599,14 +763,19 @@ class Bias(Encoding):
         (64, 256 or 1024) are summed in Arb and the rest enclosed by Theorem 15
         (``proofs/closed_form_tails.md``): Euler–Maclaurin of order 12 with the remainder bounded by
         the expression's 12th derivative on geometric pieces, and the integral by Arb's
-        ``acb.integral``. The relative radius is at most ``2^-55``.
+        ``acb.integral``. The relative radius is at most ``2^-55``. ``route`` says which theorem answered:
+        "direct Arb sum", "Euler-Maclaurin (Theorem 15)", "geometric closed form (Theorem 15b)",
+        "dominance bound (Theorem 15d)" (one mass below ``e^-746``: ``[0, 2^-1074]`` and ``[1 - 2^-53, 1]``,
+        the tightest double enclosures), "Jacobi-Anger closed form (Theorem 15e)", "Jacobi-Anger with
+        twisted Euler-Maclaurin sums (Theorem 15f)" or "empty distant sum" (``W = n``).
 
         Raises
         ------
         DomainError
             (parameter ``n``) for a callable bias, an expression outside the compiled grammar
-            (``Abs``, ``Min``, ``Max``), or one whose tail the theorem does not enclose that
-            tightly (e.g. ``sin(d)`` without decay).
+            (``Abs``, ``Min``, ``Max``), or one whose tail no theorem encloses that tightly (e.g. two
+            periodic terms beside a decay), naming the step that failed; (parameter ``bias``) when the
+            weights of a short sum are beyond Arb's range and no side dominates.
         """
         from .._validation import check_int, check_window
 
@@ -616,10 +785,14 @@ class Bias(Encoding):
             raise DomainError("n", n, "one integer length (call once per length)")
         n = values[0]
         check_window(window, n)
+        if window >= n:  # T is an empty sum: m = 1, D = 0 exactly, whatever the weights (e^(1e300 d) included)
+            return BiasMasses(Enclosure(1.0, 1.0, 1.0, 0.0), Enclosure(0.0, 0.0, 0.0, 0.0), "empty distant sum", True)
         d, b = self._sym
         tree = None if self._callable is not None else _compiled(b, d)
         if tree is None:
             raise DomainError("n", n, "a length for an expression bias in the grammar of Theorem 15 (not a callable, Abs, Min, Max)")
+        dominant_route = "dominance bound (Theorem 15d)"
+
         def masses(m, D, route, exact):
             # both masses lie in [0, 1]: the outward-rounded ends are clipped there (a proved
             # end above 1 says nothing more); a ball that is not finite (e^b overflows Arb's
@@ -630,6 +803,9 @@ class Bias(Encoding):
                 raise DomainError("bias", self.expression, f"a bias whose weights e^b(d), d < {n}, are finite "
                                   "numbers in ball arithmetic") from None
             pair = [dataclasses.replace(e, lo=min(max(e.lo, 0.0), 1.0), hi=min(max(e.hi, 0.0), 1.0)) for e in pair]
+            if route == dominant_route:  # a mass below e^-746: [0, 2^-1074] and [1 - 2^-53, 1] are the tightest
+                below = math.nextafter(1.0, 0.0)
+                pair = [dataclasses.replace(e, lo=below) if e.lo > 0.5 else e for e in pair]
             return BiasMasses(pair[0], pair[1], route, exact)
 
         if n <= _EM_HEADS[0]:
@@ -638,16 +814,34 @@ class Bias(Encoding):
                 T = direct_sum_arb(tree, window, n - 1)
                 m = 1 / (1 + T / S_W)
                 D = T / (S_W + T)
-                return masses(m, D, "direct Arb sum", True)
-        why = []
-        balls = self._em_balls(window, n, why)
+            if not (m.is_finite() and D.is_finite()):  # e^b beyond Arb's range (exp(exp(d))): the logs may still say
+                dominant = _dominant_masses(tree, window, n)
+                if dominant is not None:
+                    return masses(*dominant, dominant_route, False)
+            return masses(m, D, "direct Arb sum", True)
+        if _linear_bias(b, d) is None and _periodic(tree) is None and _maybe_dominant(tree, window, n):
+            dominant = _dominant_masses(tree, window, n)
+            if dominant is not None:
+                return masses(*dominant, dominant_route, False)
+        why, used = [], []
+        balls = self._em_balls(window, n, why, used)
         if balls is None:
+            dominant = _dominant_masses(tree, window, n)
+            if dominant is not None:
+                return masses(*dominant, dominant_route, False)
             reason = f"; here {why[-1]}" if why else ""
             raise DomainError(
                 "n", n, f"a length whose tail Theorem 15 encloses to 2^-55 for exp({self.expression}) (lengths up to "
                 f"{_EM_HEADS[0]} are summed directly; beyond, the tail must be smooth enough for order 12){reason}"
             )
-        route = "geometric closed form (Theorem 15b)" if _linear_bias(b, d) is not None else "Euler-Maclaurin (Theorem 15)"
+        if _linear_bias(b, d) is not None:
+            route = "geometric closed form (Theorem 15b)"
+        elif _periodic(tree) is not None:
+            route = "Jacobi-Anger closed form (Theorem 15e)"
+        elif used:
+            route = "Jacobi-Anger with twisted Euler-Maclaurin sums (Theorem 15f)"
+        else:
+            route = "Euler-Maclaurin (Theorem 15)"
         with arb_precision(96):
             return masses(balls[0], balls[1], route, False)
 
@@ -728,15 +922,17 @@ class Bias(Encoding):
         """A proved enclosure of :math:`D_\\infty(W) = \\lim_n D_n(W)` for a summable expression bias.
 
         :math:`D_\\infty = T_\\infty/(S_W + T_\\infty)` with :math:`S_W = \\sum_{d<W} e^{b(d)}` (Theorem 15 or direct
-        terms) and :math:`T_\\infty = \\sum_{d \\ge W} e^{b(d)}`: Theorem 15 up to ``C - 1`` and the envelope of
-        Theorem 15c (``proofs/closed_form_tails.md``) beyond, all in Arb; relative radius below ``2^-55``.
+        terms) and :math:`T_\\infty = \\sum_{d \\ge W} e^{b(d)}`: Theorem 15 (or 15f for a periodic term beside a
+        decay) up to ``C - 1`` and the envelope of Theorems 15c and 15c' (``proofs/closed_form_tails.md``; sin, cos
+        and ``c e^(a + g d)`` terms included) beyond, all in Arb; relative radius below ``2^-55``.
         A linear bias ``alpha + beta d`` (``beta < 0``) is the geometric closed form ``e^{beta W}``.
 
         Raises
         ------
         DomainError
-            (parameter ``expr``) naming why no enclosure is proved: a callable bias, a term outside
-            Theorem 15c's envelope (e.g. ``sin``, ``exp`` or a product), or a sum that is not summable.
+            (parameter ``expr``) naming the step that failed: a callable bias, a term outside the
+            envelope's forms (by its text, e.g. ``-exp(-d)*sin(d)``), no summable term (e.g. ``0.5*sin(d)``,
+            ``-log(1 + d)``), or, the envelope holding, Theorem 15 up to its cut-off (with the reason).
         """
         from .._validation import check_int
 
@@ -759,12 +955,12 @@ class Bias(Encoding):
             with arb_precision(96):
                 try:
                     S_W = range_sum_arb(tree, 0, window - 1, N, 96)
-                    T = infinite_sum_arb(tree, window, N, 96)
+                    T = infinite_sum_arb(tree, window, N, 96, names=[str(a) for a in import_sympy().Add.make_args(b)])
                 except (ValueError, ZeroDivisionError, ArithmeticError):
                     S_W, T = None, "an Arb evaluation failed"
                 if isinstance(T, str):
                     why = T
-                    if T.startswith(("a ", "the linear", "no term", "the term")):
+                    if not T.startswith("the envelope holds"):
                         break  # the envelope's form: no head changes it
                     continue
                 if S_W is None or not (S_W > 0) or not (T > 0):
