@@ -108,6 +108,19 @@ def test_mass_of_any_encoding(capsys):
     assert code == 2 and "--heads" in err
 
 
+def test_mass_prints_a_tiny_window_mass_as_itself(capsys):
+    """The window share is computed as itself, not as 1 - D (which is 0 in double when D rounds to 1)."""
+    code, out, _ = run(capsys, "mass", "bias", "--expr", "0.5*sin(d)", "--window", "64", "--n", "1e300", "--json")
+    assert code == 0
+    (row,) = json.loads(out)["rows"]
+    # the total is n I_0(1/2) up to a relative O(log n / n) (equidistribution of d mod 2 pi)
+    from scipy.special import i0
+
+    ref = math.fsum(math.exp(0.5 * math.sin(d)) for d in range(64)) / (1e300 * i0(0.5))
+    assert row["window_mass"] == pytest.approx(ref, rel=1e-12, abs=0)
+    assert row["distant_mass"] == 1.0
+
+
 @pytest.mark.parametrize(
     "argv, needle",
     [
