@@ -1,6 +1,7 @@
 """Untrusted bias expressions: parsed by the whitelist grammar, classified under a budget."""
 
 import ast
+import math
 import os
 import signal
 import subprocess
@@ -146,8 +147,14 @@ def test_any_text_is_parsed_or_refused_quickly(text):
 def test_numeric_bias_values_are_checked():
     enc = Bias("-d**d**d")
     assert 0 < enc.window_mass(2, 50) <= 1  # the weights underflow to 0, never NaN
-    with pytest.raises(DomainError):
-        Bias("exp(d)").window_mass(2, 5000)  # +inf bias: refused, not a NaN mass
+    # weights beyond double's range (e^(e^d), d up to 4999): the far end outweighs the window by far
+    # more than e^746, so the window's share is 0 in double (Theorem 15d), never a NaN
+    assert Bias("exp(d)").window_mass(2, 5000) == 0.0
+    assert Bias("exp(d)").distant_mass(2, 5000) == 1.0
+    w = [math.exp(-math.exp(k)) for k in range(10)]  # the mirror: e^(-e^d) is below 1e-4000 beyond d = 9
+    assert Bias("-exp(d)").distant_mass(2, 5000) == pytest.approx(math.fsum(w[2:]) / math.fsum(w), rel=1e-13)
+    with pytest.raises(DomainError, match="finite"):  # +-inf in double and no side dominates: refused
+        Bias("exp(d)*sin(d)").window_mass(2, 5000)
 
 
 # --- the text is checked without sympy; sympy runs in the budgeted child ---------------------------

@@ -602,8 +602,19 @@ class Bias(Encoding):
         direct head plus Theorem 13's monotone tail; a callable bias sums directly (``n <= 2**22``)."""
         if window >= n:  # T is an empty sum: m = 1, D = 0 whatever the weights
             return 1.0, 0.0
-        if n <= 1 << 16 or self._callable is not None:
+        if self._callable is not None:
             return super()._masses(window, n)
+        if n <= 1 << 16:
+            try:
+                return super()._masses(window, n)
+            except DomainError:
+                # weights beyond double's range (exp(d) at d >= 710): Theorem 15d's dominance bound
+                # answers where one side outweighs the other by e^746; otherwise the refusal stands
+                tree = _compiled(*reversed(self._sym))
+                dominant = None if tree is None else _dominant_masses(tree, window, n)
+                if dominant is None:
+                    raise
+                return float(dominant[0].mid()), float(dominant[1].mid())
         geometric = self._geometric_balls(window, n)
         if geometric is not None:  # a linear bias: the closed form's midpoint (Theorem 15b)
             return float(geometric[0].mid()), float(geometric[1].mid())
