@@ -458,7 +458,7 @@ def _acb_eval(e, sym, k):
     if e.is_Rational:
         return acb(int(e.p)) / int(e.q)
     if e.is_Float:
-        q = sp.Rational(e)  # the Float's exact binary value
+        q = sp.Rational(str(e))  # the decimal as written (the parser keeps a number's shortest decimal)
         return acb(int(q.p)) / int(q.q)
     if e is sp.pi:
         return acb(flint.arb.pi())

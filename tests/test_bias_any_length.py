@@ -2,6 +2,7 @@
 the expression on the whole half-line."""
 
 import math
+import re
 
 import mpmath
 import numpy as np
@@ -136,7 +137,10 @@ _SWEEP_BIASES = (
 
 def _mp_bias(ctx, text):
     """The bias as an mpmath function, from its own text (no otprior code)."""
-    env = {"log": ctx.log, "sqrt": ctx.sqrt, "exp": ctx.exp, "sin": ctx.sin, "cos": ctx.cos, "pi": ctx.pi}
+    env = {"log": ctx.log, "sqrt": ctx.sqrt, "exp": ctx.exp, "sin": ctx.sin, "cos": ctx.cos, "pi": ctx.pi,
+           "mpf": ctx.mpf}
+    # decimals as written (the library encloses the decimal, not its double): 0.01 -> mpf("0.01")
+    text = re.sub(r"(?<![\w.])(\d+\.\d*(?:e[+-]?\d+)?)", r'mpf("\1")', text)
     code = compile(text, "<bias>", "eval")  # the test's own constant strings, not user input
     return lambda x: eval(code, {"__builtins__": {}}, {**env, "d": x})  # noqa: S307
 
@@ -312,7 +316,7 @@ def test_far_windows_keep_the_exponent_of_their_weights():
     ctx = mpmath.MPContext()
     ctx.dps = 30
     W, n = 10**299, int(1e300)
-    s = ctx.mpf(1.1)  # the double the parser reads "1.1" as: at W = 1e299, D moves by 688 x its 9e-17 offset
+    s = ctx.mpf("1.1")  # the decimal as written: at W = 1e299, D moves by 688 x the double's 9e-17 offset from it
     z, zw, zn = ctx.zeta(s), ctx.zeta(s, W + 1), ctx.zeta(s, n + 1)
     m, D = (z - zw) / (z - zn), (zw - zn) / (z - zn)  # D ~ 2.4e-31 formed directly, not as 1 - m
     out = Bias("-1.1*log(1+d)").mass_enclosures(W, n)
@@ -608,3 +612,43 @@ def _answer_or_refuse_at_once(texts, points):
             except otprior.DomainError as exc:
                 assert exc.parameter in ("n", "bias") and "outside the valid domain" in str(exc)
             assert time.process_time() - start < 3.0, (text, W, n)
+
+
+def _jacobi_anger_sum(ctx, beta, omega, count):
+    """sum_{d < count} e^{beta sin(omega d)} = sum_m I_m(beta) (-i)^m sum_d e^{i m omega d} (an independent
+    mpmath route: the geometric sums in closed form, |m| <= 60)."""
+    total = count * ctx.besseli(0, beta)
+    for m in range(1, 61):
+        for s in (m, -m):
+            z = ctx.expj(s * omega)
+            total += ctx.besseli(m, beta) * ctx.mpc(0, -1) ** s * (1 - z**count) / (1 - z)  # I_-m = I_m
+    return total.real
+
+
+@pytest.mark.parametrize("n", [10**12, 10**15])
+def test_a_decimal_constant_is_enclosed_as_written_near_a_resonance(n):
+    """sin(6.28318530717959 d) is within 4e-15 of a whole turn per step: over 1e15 terms the phase drifts by
+    n times the constant's error, so the enclosure must be for the decimal as written (its double's binary
+    value moved the window mass by 3.7% at n = 1e15 and was enclosed instead)."""
+    ctx = mpmath.MPContext()
+    ctx.dps = 60
+    omega = ctx.mpf("6.28318530717959")
+    ref = _jacobi_anger_sum(ctx, 1, omega, 64) / _jacobi_anger_sum(ctx, 1, omega, n)
+    m = get("bias", expr="sin(6.28318530717959*d)").mass_enclosures(64, n).window_mass
+    assert m.lo <= ref <= m.hi
+
+
+@pytest.mark.parametrize("n", [10**18 + 1, 10**17 + 3])
+def test_the_float_route_never_reads_the_bias_beyond_the_sum(n):
+    """float(n - 1) rounds to n or beyond above 2^53, and numpy's sin(2 pi k) at k = 1e18 is noise: a shortcut
+    that read b there returned m = 0 for a zeta ratio of 0.99; the float route now agrees with the certified
+    one (which refuses these amplitudes) or answers the right value."""
+    b = get("bias", expr="1000*sin(2*pi*d)-2*log(1+d)")
+    try:
+        m = b.window_mass(64, n)
+    except otprior.DomainError:
+        return
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    ref = (ctx.zeta(2, 1) - ctx.zeta(2, 65)) / (ctx.zeta(2, 1) - ctx.zeta(2, n + 1))  # sin(2 pi d) = 0
+    assert m == pytest.approx(float(ref), rel=1e-12)

@@ -83,7 +83,10 @@ def _const(e):
     if e is sp.E:
         return ("e",)
     if e.is_Number and e.is_real:
-        q = sp.Rational(e)  # a Float's exact binary value
+        # a decimal constant as the user wrote it (the parser stores a number as the shortest decimal of its
+        # double, ``repr``, which sympy prints back digit for digit): near a resonance (sin(6.28318530717959 d)
+        # at n = 1e15) the double's binary value moves the mass by 4%; the float route evaluates the double
+        q = sp.Rational(str(e)) if e.is_Float else sp.Rational(e)
         return ("q", int(q.p), int(q.q))
     raise Unsupported(str(e))
 
