@@ -173,6 +173,58 @@ class ALiBi(Encoding):
         mass = -math.expm1(-m * window) / denom
         return mass, D
 
+    def _slope_ball(self):
+        """The effective slope as an Arb ball: the (bfloat16-rounded) slope exactly, divided by
+        :math:`\\sqrt{\\mathrm{head\\_dim}}` in Arb for Falcon (not by the double quotient)."""
+        import flint
+
+        from .._balls import arb_from_float
+
+        m = float(bf16_round(self.slope)) if self.bf16 else float(self.slope)
+        ball = arb_from_float(m)
+        return ball / flint.arb(self.head_dim).sqrt() if self.variant == "falcon" else ball
+
+    def _certified(self, window, n):
+        """Theorem 16b (``proofs/closed_form_tails.md``): the geometric closed form at any ``n``; a
+        zero slope is the uniform prior (Theorem 16a); Falcon's bfloat16 rows are summed term by term
+        in Arb up to ``n = 4096`` (Theorem 16f) and have no proved route beyond."""
+        from ._certified import BF16_DIRECT, direct_masses_arb, geometric_masses, uniform_masses
+
+        if self.bf16:
+            if n > BF16_DIRECT:
+                return None
+            return direct_masses_arb(lambda: self._bf16_row_balls(n), window, "falcon bfloat16 row")
+        if self.effective_slope == 0.0 and float(self.slope) == 0.0:
+            return uniform_masses(window, n)
+        return geometric_masses(self._slope_ball, window, n, f"ALiBi slope {self.slope!r}")
+
+    def _bf16_row_balls(self, n):
+        """The bfloat16 row (distance order) as balls: the rounded logits are exact doubles; only
+        Falcon's division by :math:`\\sqrt{\\mathrm{head\\_dim}}` is done in Arb."""
+        import flint
+
+        from .._balls import arb_from_float
+
+        top = float(n)
+        m = float(bf16_round(self.slope))
+        d = np.arange(n, dtype=float)
+        row = bf16_round(m * bf16_round(top - 1.0 - d)) - bf16_round(m * bf16_round(top - 1.0))  # exact differences
+        scale = flint.arb(self.head_dim).sqrt() if self.variant == "falcon" else flint.arb(1)
+        return [arb_from_float(v) / scale for v in row]
+
+    def _uncertified_reason(self):
+        return "Falcon's bfloat16 rows are certified by direct summation up to n = 4096 only"
+
+    def _limit_certified(self, window):
+        """:math:`D_\\infty(W) = e^{-mW}` (Theorem 16g), 1 for a zero slope; none for bfloat16 rows (they oscillate)."""
+        if self.bf16:
+            return None
+        from ._certified import ONE, certify
+
+        if float(self.slope) == 0.0:
+            return ONE
+        return certify(lambda: ((-self._slope_ball() * window).exp(),) * 2, f"ALiBi limit, slope {self.slope!r}")[0]
+
     def _verdict(self):
         if self.bf16:
             return self._bf16_verdict()
