@@ -100,10 +100,18 @@ def _ulps_rel(x, ref):
 
 
 def _hurwitz_mass(ctx, s, a, n):
-    """sum_{k<W} (k + a)^-s / sum_{k<n} (k + a)^-s by Hurwitz zeta differences (valid for every s != 1)."""
+    """sum_{k<W} (k + a)^-s / sum_{k<n} (k + a)^-s: term by term over at most 200 terms, else Hurwitz zeta
+    differences (digamma at s = 1)."""
     s, a = ctx.mpf(s), ctx.mpf(a)
-    z = ctx.zeta(s, a)
-    return (z - ctx.zeta(s, a + W)) / (z - ctx.zeta(s, a + n))
+
+    def S(x, y):
+        if y - x <= 200:
+            return ctx.fsum((a + k) ** -s for k in range(x, y))
+        if s == 1:
+            return ctx.digamma(a + y) - ctx.digamma(a + x)
+        return ctx.zeta(s, a + x) - ctx.zeta(s, a + y)
+
+    return S(0, W) / S(0, n)
 
 
 def _sumem_mass(ctx, f, n):
@@ -255,6 +263,43 @@ def kerple_power_limits():
         ref = float(_limit_reference("kerple-power", dict(r1=r1, r2=r2), ctx))
         rows.append(dict(what=f"kerple-power r1={r1} r2={r2} D_oo(64)", value=lim, known=value, ref=ref, seconds=t,
                          ulps_vs_ref=_ulps_rel(lim, ref), agrees_with_known=abs(lim - value) <= 1e-14))
+    return rows
+
+
+EXTREMES = (
+    ("alibi", dict(slope=1e-300)), ("alibi", dict(slope=1e300)), ("cable", dict(min_increment=1e-300)),
+    ("kerple-log", dict(r1=1.0, r2=0.3)), ("kerple-log", dict(r1=1e-300, r2=0.3)), ("kerple-log", dict(r1=1.5, r2=1e-300)),
+    ("kerple-log", dict(r1=1.5, r2=1e300)), ("kerple-log", dict(r1=1e300, r2=0.3)), ("log-distance", dict(alpha=1.0)),
+    ("kerple-power", dict(r1=1e-300, r2=2.0)), ("kerple-power", dict(r1=1e300, r2=2.0)), ("fire", dict(c=1e300)),
+    ("fire", dict(c=1e-300)), ("t5", dict(values=(0.0,) + (-800.0,) * 31)), ("t5", dict(num_buckets=2, max_distance=2, values=(0.0, -1.0))),
+)
+
+
+def sweep_extremes():
+    """Extreme parameters of each family at n = 1e6, 1e18, 1e300: float and certified time, the enclosure's
+    width and, where a closed form is computable here (mpmath, private context, 60 digits), the reference."""
+    import mpmath
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 60
+    rows = []
+    for name, kw in EXTREMES:
+        enc = get(name, **kw)
+        for n in (10**6, 10**18, int(1e300)):
+            what = f"{name} {', '.join(f'{k}={v:g}' for k, v in kw.items() if not isinstance(v, tuple))}"
+            try:
+                t, m = cpu_timed(lambda n=n, enc=enc: enc.window_mass(W, n), 1)
+                t_c, out = cpu_timed(lambda n=n, enc=enc: enc.mass_enclosures(W, n), 1)
+            except (ValueError, otprior.PrecisionError) as err:
+                rows.append(dict(what=what, n=label(n), route=f"refused: {str(err)[:70]}"))
+                continue
+            e = out.window_mass
+            ref = None
+            if name in ("alibi", "cable", "log-distance") or (name == "kerple-log" and kw["r1"] < 1e15 and kw["r2"] > 1e-100):
+                ref = _mp_reference(name, kw, n, ctx)
+            rows.append(dict(what=what, n=label(n), route=out.route, float_s=t, cert_s=t_c, value=m, lo=e.lo, hi=e.hi,
+                             width=(e.hi - e.lo) / e.hi if e.hi > 0 else 0.0,
+                             ref=None if ref is None else float(ref), ref_in=None if ref is None else bool(e.lo <= ref <= e.hi)))
     return rows
 
 
@@ -482,6 +527,7 @@ def main():
     results = dict(encodings=sweep_encodings(ns, args.quick), biases=sweep_biases(ns, args.quick), kerple_limits=kerple_power_limits())
     if not args.quick:
         results["margin"] = sweep_margin()
+        results["extremes"] = sweep_extremes()
     if not (args.quick or args.only_encodings):
         results.update(ot=sweep_ot(ns), vectorised=vectorised_ratio(), exact_vs_auto=exact_ratio(True))
     groups = [g for g in ("ot", "encodings", "biases", "margin") if g in results]
@@ -536,6 +582,14 @@ def main():
                      "IG incomplete gamma / Euler-Maclaurin (12, 15), OT ot_window_mass(certified=True), D direct Arb sum.\n\n")
             fh.write("\n".join(point_table(results, ns)) + "\n\n")
             fh.write(f"Points missing a target ({len(misses)}):\n\n" + "".join(f"- {m}\n" for m in misses) + "\n")
+            fh.write("Extreme parameters (W = 64; float ms / certified ms, the enclosure's relative width, and the mpmath "
+                     "reference where a closed form is computable here):\n\n| encoding | n | float ms | certified ms | width | "
+                     "route | reference |\n|---|---|---|---|---|---|---|\n" + "".join(
+                         f"| {r['what']} | {r['n']} | " + (f"{r['float_s'] * 1e3:.2f} | {r['cert_s'] * 1e3:.2f} | {r['width']:.2g} | "
+                                                           f"{r['route']} | " + ("—" if r.get("ref") is None else
+                                                                                 ("in" if r["ref_in"] else "OUT")) + " |\n"
+                                                           if "cert_s" in r else f"— | — | — | {r['route']} | — |\n")
+                         for r in results["extremes"]) + "\n")
             fh.write("KERPLE-power D_oo(64) at slow decays:\n\n" + "".join(
                 f"- {r['what']}: {r['value']!r} (known {r['known']}, mpmath {r['ref']!r}, {r['ulps_vs_ref']:.1f} ulp)\n"
                 for r in results["kerple_limits"]))

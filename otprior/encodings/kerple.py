@@ -126,6 +126,12 @@ class KerpleLog(Encoding):
 
     def _masses(self, window, n):
         if not self._in_log_distance_domain():
+            if self.r1 > 2.0:
+                # Theorem 16c's tail bound with H >= 1 (the d = 0 term):
+                # D <= (1 + r2 W)^-r1 (1 + (W + 1/r2)/(r1 - 1)); below 2^-1075 the doubles are m = 1, D = 0
+                log_bound = -self.r1 * math.log1p(self.r2 * window) + math.log1p((window + 1.0 / self.r2) / (self.r1 - 1.0))
+                if log_bound < -746.0:
+                    return 1.0, 0.0
             out = self.mass_enclosures(window, n)
             return out.window_mass.mid, out.distant_mass.mid
         return power_law_masses(window, n, self.r1, 1.0 / self.r2)
