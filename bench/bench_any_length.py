@@ -271,7 +271,8 @@ EXTREMES = (
     ("kerple-log", dict(r1=1.0, r2=0.3)), ("kerple-log", dict(r1=1e-300, r2=0.3)), ("kerple-log", dict(r1=1.5, r2=1e-300)),
     ("kerple-log", dict(r1=1.5, r2=1e300)), ("kerple-log", dict(r1=1e300, r2=0.3)), ("log-distance", dict(alpha=1.0)),
     ("kerple-power", dict(r1=1e-300, r2=2.0)), ("kerple-power", dict(r1=1e300, r2=2.0)), ("fire", dict(c=1e300)),
-    ("fire", dict(c=1e-300)), ("t5", dict(values=(0.0,) + (-800.0,) * 31)), ("t5", dict(num_buckets=2, max_distance=2, values=(0.0, -1.0))),
+    ("fire", dict(c=1e-300)), ("alibi", dict(slope=0.5, variant="falcon", head_dim=64)),
+    ("t5", dict(values=(0.0,) + (-800.0,) * 31)), ("t5", dict(num_buckets=2, max_distance=2, values=(0.0, -1.0))),
 )
 
 
@@ -286,7 +287,7 @@ def sweep_extremes():
     for name, kw in EXTREMES:
         enc = get(name, **kw)
         for n in (10**6, 10**18, int(1e300)):
-            what = f"{name} {', '.join(f'{k}={v:g}' for k, v in kw.items() if not isinstance(v, tuple))}"
+            what = f"{name} {', '.join(f'{k}={v:g}' if isinstance(v, float) else f'{k}={v}' for k, v in kw.items() if not isinstance(v, tuple))}"
             try:
                 t, m = cpu_timed(lambda n=n, enc=enc: enc.window_mass(W, n), 1)
                 t_c, out = cpu_timed(lambda n=n, enc=enc: enc.mass_enclosures(W, n), 1)

@@ -249,17 +249,28 @@ def test_multi_head_and_bfloat16_rows():
         assert _inside(out.window_mass, ref[0])
     lims = enc.limit_enclosure(W)
     assert all(_inside(e, ctx.exp(-ctx.mpf(s) * W)) for e, s in zip(lims, enc.slope, strict=True))
-    # Falcon's bfloat16 rows: every term summed in Arb up to 4096 keys, against transformers' own row
+    # Falcon's bfloat16 rows (Theorem 16f): every term in Arb up to 4096 keys, runs of equal rounded positions
+    # beyond; the reference is transformers' own row, its equal values counted by numpy and summed in mpmath
     torch = pytest.importorskip("torch")
     falcon = pytest.importorskip("transformers.models.falcon.modeling_falcon")
-    n, head_dim = 300, 64
-    alibi = falcon.build_alibi_tensor(torch.ones(1, n, dtype=torch.long), 1, torch.float32).reshape(n).double().numpy()
-    row = ((alibi - alibi[-1]) / math.sqrt(head_dim))[::-1]
-    m, D = _direct_ref(ctx, [ctx.mpf(float(x)) for x in row], 8)
-    out = ALiBi(float(alibi[1] - alibi[0]), variant="falcon", head_dim=head_dim).mass_enclosures(8, n)
-    assert out.route.startswith("direct") and abs(out.window_mass.mid - m) <= 1e-12 and abs(out.distant_mass.mid - D) <= 1e-12
+    head_dim = 64
+    for n, w in [(300, 8), (5000, 16), (200_001, 64), (200_001, 1)]:
+        alibi = falcon.build_alibi_tensor(torch.ones(1, n, dtype=torch.long), 1, torch.float32).reshape(n).double().numpy()
+        row = ((alibi - alibi[-1]) / math.sqrt(head_dim))[::-1]  # distance order; slope 2^-8 for one head
+        vals_h, cnt_h = np.unique(row[:w], return_counts=True)
+        vals_d, cnt_d = np.unique(row[w:], return_counts=True)
+        H = ctx.fsum(int(c) * ctx.exp(ctx.mpf(float(v))) for v, c in zip(vals_h, cnt_h, strict=True))
+        T = ctx.fsum(int(c) * ctx.exp(ctx.mpf(float(v))) for v, c in zip(vals_d, cnt_d, strict=True))
+        enc = ALiBi(float(alibi[1] - alibi[0]), variant="falcon", head_dim=head_dim)
+        out = enc.mass_enclosures(w, n)
+        assert _inside(out.window_mass, H / (H + T)) and _inside(out.distant_mass, T / (H + T)), (n, w, out)
+        assert out.route.startswith("direct" if n <= 4096 else "bfloat16")
+        f = enc.window_mass(w, n)
+        assert abs(f - out.window_mass.mid) <= 8 * EPS * f
+    far = ALiBi(0.5, variant="falcon", head_dim=64).mass_enclosures(8, 10**18)  # any length: about 128 runs per octave
+    assert 0.0 < far.window_mass.lo <= far.window_mass.hi < 1e-12
     with pytest.raises(DomainError):
-        ALiBi(0.5, variant="falcon", head_dim=64).mass_enclosures(8, 10**6)  # no closed form for bfloat16 rows
+        ALiBi(0.5, variant="falcon", head_dim=64).mass_enclosures(8, 2**129)  # positions beyond float32's range
     with pytest.raises(DomainError):
         ALiBi(0.5, variant="falcon", head_dim=64).limit_enclosure(8)  # they oscillate: no limit
 

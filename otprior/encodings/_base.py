@@ -351,8 +351,9 @@ class Encoding:
         :math:`T = \\sum_{W \\le d < n} e^{b(d)}` in a closed form in Arb ball arithmetic (Theorem 16,
         ``proofs/closed_form_tails.md``): exact rationals for a uniform prior, geometric sums for a
         linear bias, Hurwitz zeta differences for power laws, bucket counts for T5, the linear pieces
-        of FIRE's ``f``; then :math:`m = 1/(1 + T/H)`, :math:`D = 1/(1 + H/T)`, with relative radius
-        at most :math:`2^{-55}`, rounded outward to doubles and clipped to [0, 1].
+        of FIRE's ``f``, runs of equal rounded positions for bfloat16 ALiBi rows; then
+        :math:`m = 1/(1 + T/H)`, :math:`D = 1/(1 + H/T)`, with relative radius at most :math:`2^{-55}`,
+        rounded outward to doubles and clipped to [0, 1].
 
         Returns
         -------
@@ -363,8 +364,8 @@ class Encoding:
         Raises
         ------
         DomainError
-            (parameter ``n``) for a family without a proved route (a general callable FIRE ``f``,
-            Falcon's bfloat16 rows beyond direct summation), or ``n`` above 1e300.
+            (parameter ``n``) for a family without a proved route (a general callable FIRE ``f``), or ``n``
+            above 1e300.
         PrecisionError
             where the balls stay wide at 4096 bits.
         """
