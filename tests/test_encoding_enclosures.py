@@ -214,6 +214,12 @@ def test_fire_pieces_are_exact_for_mlps_and_extreme_c():
             m, D = _direct_ref(ctx, logw, W)
             out = enc.mass_enclosures(W, n)
             assert _inside(out.window_mass, m) and _inside(out.distant_mass, D), (c, mlp is None, out, m, D)
+    # eps = 0 and |c| (n - 1) tiny: the exponent s = -8/Lambda_n is about -3e297, every term summed in Arb
+    n = 2200  # the distant range beyond 2048 keys
+    lam = ctx.log1p(ctx.mpf(1e-300) * (n - 1))
+    m, D = _direct_ref(ctx, [-8 * ctx.log1p(ctx.mpf(1e-300) * d) / lam for d in range(n)], W)
+    out = FIRE(c=1e-300, eps=0.0).mass_enclosures(W, n)
+    assert _inside(out.window_mass, m) and _inside(out.distant_mass, D)
     # beyond 2^16 keys the float route is the enclosure's midpoint; c = 1e300 no longer overflows to uniform
     big = FIRE(c=1e300)
     assert big.window_mass(W, 10**18) > 10 * W / 10**18  # the uniform prior would give W / n
@@ -298,15 +304,21 @@ def test_limits_enclose_their_references_and_agree_with_the_verdicts():
 
 
 @pytest.mark.slow
-def test_kerple_power_and_fire_mlp_at_any_length_against_mpmath():
-    """KERPLE-power at 1e6..1e300 against 4096 direct terms plus mpmath's sumem; a FIRE MLP at 1e6 against
-    mpmath's sumem on each linear piece."""
+def test_kerple_power_and_fire_em_pieces_against_mpmath():
+    """KERPLE-power at 1e6..1e18 against 4096 direct terms plus mpmath's sumem; FIRE's Euler-Maclaurin pieces
+    against every term summed in mpmath."""
     ctx = _ctx(30)
     r1, r2 = ctx.mpf(0.05), ctx.mpf(0.4)
 
     def f(x):
         return ctx.exp(-r1 * x**r2)
 
+    # FIRE's Euler-Maclaurin pieces (Theorem 16e(iii)): slowly varying terms, every term summed here
+    for c, eps, n in [(1e-300, 0.0, 40000), (1e-9, 1e-6, 100000)]:
+        lam = ctx.log1p(ctx.mpf(c) * (n - 1)) + ctx.mpf(eps)
+        m, D = _direct_ref(ctx, [-8 * ctx.log1p(ctx.mpf(c) * d) / lam for d in range(n)], W)
+        out = FIRE(c=c, eps=eps).mass_enclosures(W, n)
+        assert _inside(out.window_mass, m) and _inside(out.distant_mass, D), (c, eps, n, out, m)
     enc = get("kerple-power", r1=0.05, r2=0.4)
     H = ctx.fsum(f(ctx.mpf(k)) for k in range(W))
     head = ctx.fsum(f(ctx.mpf(k)) for k in range(W, 4096))
