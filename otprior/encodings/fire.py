@@ -230,13 +230,19 @@ class FIRE(Encoding):
                 if a1 - a0 < direct:  # short: every term e^(a_k) (|c| d + 1)^(s_k) in Arb
                     e = flint.arb(flint.fmpq(icpt.numerator, icpt.denominator)).exp()
                     total += e * sum(((s * (c * d).log1p()).exp() for d in range(a0, a1 + 1)), flint.arb(0))
-                elif slow:  # Euler-Maclaurin of order 4: relative remainder about (|s| c)^4 / 720 <= 2^-57
-                    total += _em_piece(flint.arb(flint.fmpq(icpt.numerator, icpt.denominator)), s, c, a0, a1)
-                elif abs(s) > 2**20:
-                    return None
                 else:
-                    scale = flint.arb(flint.fmpq(icpt.numerator, icpt.denominator)).exp() * c**s
-                    total += scale * hurwitz_sum(-s, a, a0, a1)
+                    em = None
+                    if slow:  # Euler-Maclaurin of order 4, kept where its remainder is below 2^-60 of the piece
+                        em = _em_piece(flint.arb(flint.fmpq(icpt.numerator, icpt.denominator)), s, c, a0, a1)
+                        if not (em.rad() <= em.mid().abs_lower() * flint.arb(2) ** -60) and not (abs(s) > 2**20):
+                            em = None  # a small |s| over a short range: the Hurwitz difference does better
+                    if em is not None:
+                        total += em
+                    elif abs(s) > 2**20:
+                        return None
+                    else:
+                        scale = flint.arb(flint.fmpq(icpt.numerator, icpt.denominator)).exp() * c**s
+                        total += scale * hurwitz_sum(-s, a, a0, a1)
             total += sum((self._term_ball(d, lam) for d in alone if d0 <= d <= d1), flint.arb(0))
             start = max(end, alone[-1] if alone else end) + 1
         return total
