@@ -327,3 +327,61 @@ def test_kerple_power_and_fire_em_pieces_against_mpmath():
         T = head + ctx.sumem(f, [4096, n - 1])
         out = enc.mass_enclosures(W, n)
         assert _inside(out.window_mass, H / (H + T)) and _inside(out.distant_mass, T / (H + T))
+
+
+@pytest.mark.slow
+def test_random_parameters_and_lengths_enclose_their_references():
+    """Seeded random parameters over each family's domain and lengths 2..1e300: every enclosure holds the
+    mpmath reference (Hurwitz zeta, geometric closed form, every term of a short row, transformers' buckets)."""
+    ctx = _ctx(50)
+    rng = np.random.default_rng(11)
+    checked = 0
+    for _ in range(150):
+        fam = str(rng.choice(["alibi", "kerple-log", "fire", "fire-mlp", "t5", "kerple-power"]))
+        small = rng.random() < 0.4 or fam in ("fire-mlp", "kerple-power")
+        n = int(rng.integers(2, 1500)) if small else int(10 ** rng.uniform(0.5, 300))
+        w = int(min(n, max(1, 10 ** rng.uniform(0, min(6, math.log10(n))))))
+        if fam == "alibi":
+            kw = dict(slope=float(10 ** rng.uniform(-300, 3)))
+        elif fam == "kerple-log":
+            kw = dict(r1=float(10 ** rng.uniform(-3, 1.5)), r2=float(10 ** rng.uniform(-5, 5)))
+        elif fam == "kerple-power":
+            kw = dict(r1=float(10 ** rng.uniform(-3, 1)), r2=float(rng.uniform(0.05, 2)))
+        elif fam == "fire":
+            kw = dict(c=float(10 ** rng.uniform(-5, 5)), eps=float(rng.choice([0.0, 1e-6])))
+        elif fam == "fire-mlp":
+            mlp = (rng.normal(size=6), rng.normal(size=6), rng.normal(size=(1, 6)), rng.normal(size=1))
+            kw = dict(c=float(10 ** rng.uniform(-3, 3)), L=float(rng.uniform(1, 600)), mlp=mlp)
+        else:
+            kw = dict(values=tuple(float(x) for x in np.sort(rng.normal(size=32))[::-1] * 3))
+        out = get("fire" if fam == "fire-mlp" else fam, **kw).mass_enclosures(w, n)
+        if w == n:
+            continue
+        if fam == "fire":
+            c = ctx.mpf(kw["c"])
+            lam = ctx.log1p(c * max(n - 1, 512)) + ctx.mpf(kw["eps"])
+            ref = _hurwitz_ref(ctx, 8 / lam, 1 / c, w, n) if (1 / kw["c"] < 1e3 or n < 200) else None
+        elif fam == "fire-mlp":
+            W1, b1, W2, b2 = kw["mlp"]
+            c = ctx.mpf(kw["c"])
+            lam = ctx.log1p(c * max(n - 1, kw["L"])) + ctx.mpf(1e-6)
+
+            def f(u, W1=W1, b1=b1, W2=W2, b2=b2):
+                h = (max(ctx.mpf(0), ctx.mpf(a) * u + ctx.mpf(b)) for a, b in zip(W1, b1, strict=True))
+                return ctx.fsum(ctx.mpf(v) * x for v, x in zip(W2[0], h, strict=True)) + ctx.mpf(b2[0])
+
+            ref = _direct_ref(ctx, [f(ctx.log1p(c * d) / lam) for d in range(n)], w)
+        elif fam == "kerple-log":
+            ref = _hurwitz_ref(ctx, kw["r1"], 1 / ctx.mpf(kw["r2"]), w, n) if 1 / kw["r2"] < 1e3 else None
+        elif fam == "kerple-power":
+            r1, r2 = ctx.mpf(kw["r1"]), ctx.mpf(kw["r2"])
+            ref = _direct_ref(ctx, [-r1 * ctx.mpf(d) ** r2 for d in range(n)], w)
+        else:
+            ref = _reference(fam, kw, w, n, ctx)
+        if ref is None:
+            continue
+        checked += 1
+        m, D = ref
+        assert _inside(out.window_mass, m), (fam, kw, n, w, out, m)
+        assert _inside(out.distant_mass, D) or (D < 1e-40 and out.distant_mass.hi < 1e-30), (fam, kw, n, w, out, D)
+    assert checked > 100
