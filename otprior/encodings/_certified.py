@@ -25,7 +25,7 @@ BITS = 55  # relative radius of every certified mass: at most 2^-55
 START_PREC, MAX_PREC = 96, 4096
 MAX_LENGTH = int(1e300)  # the longest row a certified route accepts (the double 1e300 as an exact integer)
 _DIRECT = 64  # ranges shorter than this are summed term by term in Arb
-BF16_DIRECT = 4096  # rows summed term by term in Arb (Falcon's bfloat16 rows: no closed form)
+DIRECT_ROW = 4096  # rows up to this length may be summed term by term in Arb (Theorem 16f)
 ONE = Enclosure(lo=1.0, hi=1.0, mid=1.0, rad=0.0)  # D_oo(W) = 1 of a diluting prior, exactly
 ZERO = Enclosure(lo=0.0, hi=0.0, mid=0.0, rad=0.0)
 

@@ -191,10 +191,10 @@ class ALiBi(Encoding):
         """Theorem 16b (``proofs/closed_form_tails.md``): the geometric closed form at any ``n``; a
         zero slope is the uniform prior (Theorem 16a); Falcon's bfloat16 rows are summed term by term
         in Arb up to ``n = 4096``, beyond by runs of equal rounded positions (Theorem 16f, ``n < 2^128``)."""
-        from ._certified import BF16_DIRECT, direct_masses_arb, geometric_masses, uniform_masses
+        from ._certified import DIRECT_ROW, direct_masses_arb, geometric_masses, uniform_masses
 
         if self.bf16:
-            if n <= BF16_DIRECT:
+            if n <= DIRECT_ROW:
                 return direct_masses_arb(lambda: self._bf16_row_balls(n), window, "falcon bfloat16 row")
             return self._bf16_counted(window, n, certified=True)
         if self.effective_slope == 0.0 and float(self.slope) == 0.0:

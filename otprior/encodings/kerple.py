@@ -298,18 +298,16 @@ class KerplePower(Encoding):
     def _certified(self, window, n):
         """Theorem 12 / 15 balls (:meth:`_mass_balls`) at any ``n``; a short row summed term by term in Arb
         (Theorem 16f) where they do not tighten; the uniform prior when ``r1 = 0`` (Theorem 16a)."""
-        from .._balls import arb_from_float, arb_precision
-        from ._certified import BF16_DIRECT, BITS, MassEnclosures, direct_masses_arb, uniform_masses, unit
+        from .._balls import arb_from_float, arb_precision, is_tight
+        from ._certified import BITS, DIRECT_ROW, MassEnclosures, direct_masses_arb, uniform_masses, unit
 
         if self.r1 == 0.0:
             return uniform_masses(window, n)
         m, D, prec = self._mass_balls(window, n)
         with arb_precision(max(prec, 128)):
-            from .._balls import is_tight
-
             if is_tight(m, BITS) and is_tight(D, BITS):
                 return MassEnclosures(unit(m), unit(D), "incomplete gamma / Euler-Maclaurin balls (Theorems 12, 15)", False)
-        if n <= BF16_DIRECT:
+        if n <= DIRECT_ROW:
             r1, r2 = arb_from_float(self.r1), arb_from_float(self.r2)
             return direct_masses_arb(lambda: [-r1 * _arb_pow(d, r2) for d in range(n)], window, "KERPLE-power row")
         return None
