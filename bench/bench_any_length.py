@@ -100,10 +100,18 @@ def _ulps_rel(x, ref):
 
 
 def _hurwitz_mass(ctx, s, a, n):
-    """sum_{k<W} (k + a)^-s / sum_{k<n} (k + a)^-s by Hurwitz zeta differences (valid for every s != 1)."""
+    """sum_{k<W} (k + a)^-s / sum_{k<n} (k + a)^-s: term by term over at most 200 terms, else Hurwitz zeta
+    differences (digamma at s = 1)."""
     s, a = ctx.mpf(s), ctx.mpf(a)
-    z = ctx.zeta(s, a)
-    return (z - ctx.zeta(s, a + W)) / (z - ctx.zeta(s, a + n))
+
+    def S(x, y):
+        if y - x <= 200:
+            return ctx.fsum((a + k) ** -s for k in range(x, y))
+        if s == 1:
+            return ctx.digamma(a + y) - ctx.digamma(a + x)
+        return ctx.zeta(s, a + x) - ctx.zeta(s, a + y)
+
+    return S(0, W) / S(0, n)
 
 
 def _sumem_mass(ctx, f, n):
@@ -114,59 +122,70 @@ def _sumem_mass(ctx, f, n):
     return H / (H + head + tail)
 
 
+def _t5_buckets(n_max):
+    """Causal buckets of distances 0..n_max-1 from transformers' own T5 code (None without transformers)."""
+    try:
+        import torch
+        from transformers.models.t5.modeling_t5 import T5Attention
+    except ImportError:
+        return None
+    rel = -torch.arange(n_max)[None, :]
+    return T5Attention._relative_position_bucket(rel, bidirectional=False, num_buckets=32, max_distance=128)[0].tolist()
+
+
 def _mp_reference(name, kw, n, ctx):
     """An independent value of m_n(64) at 30 digits (mpmath, private context), or None. Nothing of
     otprior is called: Hurwitz zeta (log-distance, KERPLE-log, FIRE's default piece), the geometric
-    closed form (ALiBi), W/n (NoPE), direct terms plus sumem (KERPLE-power; at 1e300 to infinity,
-    the difference being below e^-(1e100))."""
+    closed form (ALiBi, CABLE's worst case), W/n (NoPE, RoPE, YaRN: no bias), direct terms plus sumem
+    (KERPLE-power; at 1e300 to infinity, the difference being below e^-(1e100)), T5: the buckets of
+    transformers' own code up to 200, every distance from the last bucket's first on sharing its value."""
     if name == "log-distance":
         return _hurwitz_mass(ctx, kw["alpha"], 1, n)
     if name == "kerple-log":  # -r1 log(1 + r2 d) = const - r1 log(d + 1/r2)
         return _hurwitz_mass(ctx, kw["r1"], 1 / ctx.mpf(kw["r2"]), n)
-    if name == "fire":  # f(u) = -8u: weights (c d + 1)^-s, s = 8 / (log(c max(n - 1, L) + 1) + eps)
-        c, L, eps = ctx.mpf("0.1"), ctx.mpf(512), ctx.mpf("1e-6")
+    if name == "fire":  # f(u) = -8u: weights (c d + 1)^-s, s = 8 / (log(c max(n - 1, L) + 1) + eps); c, eps the doubles
+        c, eps = ctx.mpf(0.1), ctx.mpf(1e-6)
         s = 8 / (ctx.log(c * ctx.mpf(max(n - 1, 512)) + 1) + eps)
-        return _hurwitz_mass(ctx, s, 1 / c, n) if n - 1 >= L else None  # Lambda_n as written needs n - 1 >= L
-    if name == "alibi":
-        q = ctx.exp(-ctx.mpf(kw["slope"]))
-        return (1 - q**W) / (1 - q ** ctx.mpf(n))
-    if name == "nope":
+        return _hurwitz_mass(ctx, s, 1 / c, n)
+    if name in ("alibi", "cable"):
+        mu = ctx.mpf(kw.get("slope", kw.get("min_increment")))
+        return ctx.expm1(-mu * W) / ctx.expm1(-mu * n)
+    if name in ("nope", "rope", "yarn"):
         return ctx.mpf(W) / n
     if name == "kerple-power":
         r1, r2 = ctx.mpf(kw["r1"]), ctx.mpf(kw["r2"])
         return _sumem_mass(ctx, lambda x: ctx.exp(-r1 * x**r2), n)
+    if name == "t5":
+        b = _t5_buckets(200)
+        if b is None:
+            return None
+        start = b.index(31)
+        v = [ctx.exp(ctx.mpf(kw["values"][k])) for k in b[:start]]
+        H = ctx.fsum(v[:W])
+        T = ctx.fsum(v[W:]) + (n - start) * ctx.exp(ctx.mpf(kw["values"][31]))
+        return H / (H + T)
     return None
 
 
 def _limit_reference(name, kw, ctx):
-    """D_oo(64) independently (mpmath), or None."""
+    """D_oo(64) independently (mpmath), or None; 1 for the diluting families (Theorem 11)."""
     if name in ("log-distance", "kerple-log"):
         s, a = (kw["alpha"], 1) if name == "log-distance" else (kw["r1"], 1 / ctx.mpf(kw["r2"]))
         s, a = ctx.mpf(s), ctx.mpf(a)
         return ctx.zeta(s, a + W) / ctx.zeta(s, a)
-    if name == "alibi":
-        return ctx.exp(-ctx.mpf(kw["slope"]) * W)
+    if name in ("alibi", "cable"):
+        return ctx.exp(-ctx.mpf(kw.get("slope", kw.get("min_increment"))) * W)
     if name == "kerple-power":
         return 1 - _sumem_mass(ctx, lambda x: ctx.exp(-ctx.mpf(kw["r1"]) * x ** ctx.mpf(kw["r2"])), int(1e300))
+    if name in ("nope", "rope", "yarn", "t5", "fire", "causal-ot"):
+        return ctx.mpf(1)
     return None
 
 
 def _certified(name, enc, kw, n):
-    """(enclosure lo, hi, route) of m_n(64) where the family has a proved route, else None."""
-    if name == "log-distance":
-        e = otprior.window_mass_bounds(W, n, kw["alpha"])
-        return e.lo, e.hi, "Hurwitz/Euler-Maclaurin balls (Theorem 8)"
-    if name == "kerple-power":
-        from otprior._balls import arb_precision, enclosure_from_arb
-
-        m = enc._mass_balls(W, n)[0]
-        with arb_precision(128):
-            e = enclosure_from_arb(m)  # outward-rounded float ends
-        return e.lo, e.hi, "Theorem 12 / 15 balls"
-    if name == "causal-ot":
-        e = otprior.ot_window_mass(W, n, kw["rho"], certified=True)
-        return e.lo, e.hi, "ot_window_mass(certified=True)"
-    return None
+    """(enclosure lo, hi, route) of m_n(64): every registered family's ``mass_enclosures`` (Theorem 16)."""
+    out = enc.mass_enclosures(W, n)
+    return out.window_mass.lo, out.window_mass.hi, out.route
 
 
 def _stated_units(name, m, ref):
@@ -199,19 +218,25 @@ def sweep_encodings(ns, quick):
         except (ValueError, otprior.PrecisionError) as err:
             t_lim, lim = None, f"refused: {str(err)[:60]}"
         lim_ref = _limit_reference(name, kw, ctx)
+        try:
+            t_le, le = cpu_timed(lambda enc=enc: enc.limit_enclosure(W), reps)
+        except (ValueError, otprior.PrecisionError):
+            t_le, le = None, None
         rows.append(dict(what=name, n="oo", route="limit", float_s=None, limit=lim, limit_s=t_lim,
                          limit_ref=None if lim_ref is None else float(lim_ref),
-                         limit_ulps=None if lim_ref is None or isinstance(lim, str) else _ulps_rel(lim, float(lim_ref))))
+                         limit_ulps=None if lim_ref is None or isinstance(lim, str) else _ulps_rel(lim, float(lim_ref)),
+                         limit_enclosure=None if le is None else [le.lo, le.hi], limit_enclosure_s=t_le,
+                         limit_ref_in=None if le is None or lim_ref is None else bool(le.lo <= lim_ref <= le.hi)))
         for n in ns:
             try:
                 t, m = cpu_timed(lambda n=n, enc=enc: enc.window_mass(W, n), 3)
                 t_d, _ = cpu_timed(lambda n=n, enc=enc: enc.distant_mass(W, n), 3)
                 m = float(np.ravel(m)[0])
                 row = dict(what=name, n=label(n), n_int=n, route="float", float_s=max(t, t_d), value=m)
-                cert = _certified(name, enc, kw, n)
-                if cert is not None:
-                    t_c, (lo, hi, croute) = cpu_timed(lambda n=n, enc=enc, name=name, kw=kw: _certified(name, enc, kw, n), reps)
-                    row.update(cert_s=t_c, width=(hi - lo) / hi if hi > 0 else 0.0, route=croute, float_in=bool(lo <= m <= hi))
+                t_c, cert = cpu_timed(lambda n=n, enc=enc, name=name, kw=kw: _certified(name, enc, kw, n), reps)
+                lo, hi, croute = cert
+                row.update(cert_s=t_c, width=(hi - lo) / hi if hi > 0 else 0.0, route=croute, float_in=bool(lo <= m <= hi),
+                           float_ulps_vs_cert=_ulps_rel(m, 0.5 * (lo + hi)))
                 ref = _mp_reference(name, kw, n, ctx)
                 if ref is not None:
                     row.update(ref=float(ref), float_ulps=_ulps_rel(m, float(ref)), units=_stated_units(name, m, float(ref)))
@@ -238,6 +263,49 @@ def kerple_power_limits():
         ref = float(_limit_reference("kerple-power", dict(r1=r1, r2=r2), ctx))
         rows.append(dict(what=f"kerple-power r1={r1} r2={r2} D_oo(64)", value=lim, known=value, ref=ref, seconds=t,
                          ulps_vs_ref=_ulps_rel(lim, ref), agrees_with_known=abs(lim - value) <= 1e-14))
+    return rows
+
+
+EXTREMES = (
+    ("alibi", dict(slope=1e-300)), ("alibi", dict(slope=1e300)), ("cable", dict(min_increment=1e-300)),
+    ("kerple-log", dict(r1=1.0, r2=0.3)), ("kerple-log", dict(r1=1e-300, r2=0.3)), ("kerple-log", dict(r1=1.5, r2=1e-300)),
+    ("kerple-log", dict(r1=1.5, r2=1e300)), ("kerple-log", dict(r1=1e300, r2=0.3)), ("log-distance", dict(alpha=1.0)),
+    ("kerple-power", dict(r1=1e-300, r2=2.0)), ("kerple-power", dict(r1=1e300, r2=2.0)), ("fire", dict(c=1e300)),
+    ("fire", dict(c=1e-300)), ("alibi", dict(slope=0.5, variant="falcon", head_dim=64)),
+    ("t5", dict(values=(0.0,) + (-800.0,) * 31)), ("t5", dict(num_buckets=2, max_distance=2, values=(0.0, -1.0))),
+)
+
+
+def sweep_extremes():
+    """Extreme parameters of each family at n = 1e6, 1e18, 1e300: float and certified time, the enclosure's
+    width and, where a closed form is computable here (mpmath, private context, 60 digits), the reference."""
+    import mpmath
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 60
+    rows = []
+    for name, kw in EXTREMES:
+        enc = get(name, **kw)
+        try:
+            enc.mass_enclosures(W, 10**6)  # one-time tables (Falcon's bfloat16 runs) outside the timings
+        except (ValueError, otprior.PrecisionError):
+            pass
+        for n in (10**6, 10**18, int(1e300)):
+            what = f"{name} {', '.join(f'{k}={v:g}' if isinstance(v, float) else f'{k}={v}' for k, v in kw.items() if not isinstance(v, tuple))}"
+            try:
+                t, m = cpu_timed(lambda n=n, enc=enc: enc.window_mass(W, n), 1)
+                t_c, out = cpu_timed(lambda n=n, enc=enc: enc.mass_enclosures(W, n), 1)
+            except (ValueError, otprior.PrecisionError) as err:
+                rows.append(dict(what=what, n=label(n), route=f"refused: {str(err).split('valid domain: ')[-1][:90]}"))
+                continue
+            e = out.window_mass
+            ref = None
+            closed = (name in ("alibi", "cable") and "variant" not in kw) or name == "log-distance"  # bfloat16 rows: none
+            if closed or (name == "kerple-log" and kw["r1"] < 1e15 and kw["r2"] > 1e-100):
+                ref = _mp_reference(name, kw, n, ctx)
+            rows.append(dict(what=what, n=label(n), route=out.route, float_s=t, cert_s=t_c, value=m, lo=e.lo, hi=e.hi,
+                             width=(e.hi - e.lo) / e.hi if e.hi > 0 else 0.0,
+                             ref=None if ref is None else float(ref), ref_in=None if ref is None else bool(e.lo <= ref <= e.hi)))
     return rows
 
 
@@ -322,6 +390,8 @@ def sweep_margin():
     return rows
 
 
+ROUTE_TAGS = (("geometric", "G"), ("Euler", "EM"), ("exact rational", "R"), ("Hurwitz", "HZ"), ("bucket", "B"),
+              ("linear pieces", "P"), ("incomplete gamma", "IG"), ("ot_window_mass", "OT"), ("direct", "D"))
 FLOAT_TARGET, CERT_TARGET = 1e-3, 50e-3  # seconds, at n >= 1e6 (the issue's targets)
 
 
@@ -405,7 +475,7 @@ def point_table(results, ns):
                 if r.get("cert_s") is not None:
                     cell += f" / {r['cert_s'] * 1e3:.1f}"
                     route = r.get("route", "")
-                    cell += " G" if route.startswith("geometric") else " EM" if route.startswith("Euler") else ""
+                    cell += next((f" {tag}" for prefix, tag in ROUTE_TAGS if route.startswith(prefix)), "")
             cells.setdefault(r["what"], {})[r["n_int"]] = cell
     for fam, row in cells.items():
         md.append(f"| {fam} | " + " | ".join(row.get(n, "—") for n in cols) + " |")
@@ -463,6 +533,7 @@ def main():
     results = dict(encodings=sweep_encodings(ns, args.quick), biases=sweep_biases(ns, args.quick), kerple_limits=kerple_power_limits())
     if not args.quick:
         results["margin"] = sweep_margin()
+        results["extremes"] = sweep_extremes()
     if not (args.quick or args.only_encodings):
         results.update(ot=sweep_ot(ns), vectorised=vectorised_ratio(), exact_vs_auto=exact_ratio(True))
     groups = [g for g in ("ot", "encodings", "biases", "margin") if g in results]
@@ -510,10 +581,21 @@ def main():
                      f"on a shared machine (load average {load[0]:.1f}); references from mpmath in a private context "
                      "(Hurwitz zeta, closed forms, direct terms plus sumem), never from otprior.\n\n")
             fh.write("\n".join(md) + "\n\n")
-            fh.write("Per length: float ms (window and distant mass, the slower) / certified ms; G: Theorem 15b's geometric "
-                     "closed form, EM: Theorem 15's Euler-Maclaurin tail (user biases).\n\n")
+            fh.write("Per length: float ms (window and distant mass, the slower) / certified ms (`mass_enclosures`, every "
+                     "family; D_oo ref marked (in) when inside `limit_enclosure`); routes: G geometric closed form "
+                     "(Theorems 15b, 16b), EM Theorem 15's Euler-Maclaurin tail (user biases), R exact rational W/n (16a), "
+                     "HZ Hurwitz zeta (Theorems 8, 16c), B T5 bucket counts (16d), P FIRE's exact linear pieces (14, 16e), "
+                     "IG incomplete gamma / Euler-Maclaurin (12, 15), OT ot_window_mass(certified=True), D direct Arb sum.\n\n")
             fh.write("\n".join(point_table(results, ns)) + "\n\n")
             fh.write(f"Points missing a target ({len(misses)}):\n\n" + "".join(f"- {m}\n" for m in misses) + "\n")
+            fh.write("Extreme parameters (W = 64; float ms / certified ms, the enclosure's relative width, and the mpmath "
+                     "reference where a closed form is computable here):\n\n| encoding | n | float ms | certified ms | width | "
+                     "route | reference |\n|---|---|---|---|---|---|---|\n" + "".join(
+                         f"| {r['what']} | {r['n']} | " + (f"{r['float_s'] * 1e3:.2f} | {r['cert_s'] * 1e3:.2f} | {r['width']:.2g} | "
+                                                           f"{r['route']} | " + ("—" if r.get("ref") is None else
+                                                                                 ("in" if r["ref_in"] else "OUT")) + " |\n"
+                                                           if "cert_s" in r else f"— | — | — | {r['route']} | — |\n")
+                         for r in results["extremes"]) + "\n")
             fh.write("KERPLE-power D_oo(64) at slow decays:\n\n" + "".join(
                 f"- {r['what']}: {r['value']!r} (known {r['known']}, mpmath {r['ref']!r}, {r['ulps_vs_ref']:.1f} ulp)\n"
                 for r in results["kerple_limits"]))

@@ -152,7 +152,7 @@ def test_mass_prints_a_tiny_window_mass_as_itself(capsys):
         (["prior", "--rho", "0.5", "--n", "1e12", "--full"], "--n"),
         (["mass", "causal-ot", "--rho", "0.5", "--window", "4", "--n", "1e12"], "--n"),
         (["mass", "alibi", "--heads", "1e12", "--window", "4", "--n", "64"], "--heads"),
-        (["mass", "t5", "--max-distance", "1e12", "--window", "4", "--n", "64"], "--max-distance"),
+        (["mass", "t5", "--max-distance", "10000000000000000000", "--window", "4", "--n", "64"], "--max-distance"),
         (["mass", "alibi", "--heads", "5e6", "--window", "4", "--n", "64"], "--heads"),
         (["mass", "fire", "--window", "4", "--n", "64", "--dps", "20"], "--dps"),
         (["report", "--out", ""], "--out"),

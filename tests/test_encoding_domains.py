@@ -13,7 +13,6 @@ from scipy.special import logsumexp
 from otprior import classify
 from otprior._validation import MACHINE_EPSILON, DomainError, PrecisionError
 from otprior.encodings import FIRE, ALiBi, KerplePower, T5Buckets, fire_input
-from otprior.limits import ResourceError
 
 
 def _direct_window_mass(bias_row, window):
@@ -99,12 +98,25 @@ def test_kerple_power_extreme_parameters_answer_or_refuse(r1, r2):
             assert m == pytest.approx(ref, rel=1e-12)
 
 
-def test_t5_long_max_distance_is_refused_by_the_allocation_cap():
+def test_t5_long_max_distance_answers_by_bucket_counts_without_allocation():
+    """Theorem 16d: the masses come from nb bucket intervals, not from arrays over the distances, so a
+    max_distance of 1e12 (formerly refused by the allocation cap) answers, float and certified."""
+    import math
+
     enc = T5Buckets(32, 10**12, values=np.linspace(0.0, -3.0, 32))
-    assert enc.last_bucket_start() > 10**10  # a binary search: no allocation
-    with pytest.raises(ResourceError) as info:
-        enc.window_mass(4, 10**13)
-    assert info.value.parameter == "max_distance"
+    start = enc.last_bucket_start()
+    assert start > 10**10  # a binary search: no allocation
+    out = enc.mass_enclosures(4, 10**13)
+    m = enc.window_mass(4, 10**13)
+    assert out.window_mass.lo <= m <= out.window_mass.hi or abs(m - out.window_mass.mid) <= 8e-16 * m
+    # independent check: the distances 0..3 are exact buckets 0..3; beyond, every key of the last bucket
+    # has value -3, and the buckets between are bounded by their extreme values (a bracket of the truth)
+    head = math.fsum(math.exp(v) for v in np.linspace(0.0, -3.0, 32)[:4])
+    lo_tail = (10**13 - 4) * math.exp(-3.0)
+    hi_tail = (start - 4) * 1.0 + (10**13 - start) * math.exp(-3.0)
+    assert head / (head + hi_tail) <= out.window_mass.lo and out.window_mass.hi <= head / (head + lo_tail)
+    kind, b_star, distant, last = enc.far_profile(4)
+    assert kind == "constant-tail" and b_star == 0.0 and last == -3.0 and -3.0 < distant < 0.0
 
 
 def test_machine_epsilon_is_the_spacing_of_doubles_at_one():

@@ -16,13 +16,16 @@ options can be generated, ``bias`` and ``_verdict`` implemented (``_masses`` for
 
 Each encoding offers ``bias(d, n=None)``, ``window_mass(window, n)`` and
 ``distant_mass(window, n)`` (``n`` array-like; multi-head instances answer with a leading
-head axis) and is classified by :func:`otprior.classify` (Theorem 11,
-``proofs/classification.md``; with a normaliser, ``proofs/normalisers.md``).
+head axis), proved enclosures ``mass_enclosures(window, n)`` (:class:`MassEnclosures`) and
+``limit_enclosure(window)`` at any ``n`` up to 1e300 (Theorem 16, ``proofs/closed_form_tails.md``;
+a FIRE with a general callable ``f`` has none), and is classified by :func:`otprior.classify`
+(Theorem 11, ``proofs/classification.md``; with a normaliser, ``proofs/normalisers.md``).
+A new family gives its closed form in ``_certified(window, n)`` and ``_limit_certified(window)``.
 """
 
 from __future__ import annotations
 
-from ._base import REGISTRY, Encoding, Verdict, register
+from ._base import REGISTRY, Encoding, MassEnclosures, Verdict, register
 from .alibi import ALiBi, alibi_slopes, bf16_round
 from .bias import Bias
 from .cable import CABLE, cable_row_bias
@@ -42,6 +45,7 @@ __all__ = [
     "classify",
     "Encoding",
     "Verdict",
+    "MassEnclosures",
     "register",
     "NoPE",
     "RoPE",

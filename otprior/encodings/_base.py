@@ -19,8 +19,9 @@ from .._registry import Registry
 from .._validation import DomainError, check_int, check_real, check_window, refuse_masked
 from ..content_bound import content_band
 from ..limits import check_allocation
+from ._certified import MAX_LENGTH, ONE, ZERO, MassEnclosures
 
-__all__ = ["Encoding", "Verdict", "REGISTRY", "register", "decisive", "DIRECT_MAX"]
+__all__ = ["Encoding", "Verdict", "REGISTRY", "register", "decisive", "DIRECT_MAX", "MassEnclosures"]
 
 REGISTRY = Registry("encoding")
 register = REGISTRY.register
@@ -341,6 +342,86 @@ class Encoding:
             return D, D
         lo, hi = content_band(D, self.score_bound)
         return lo, hi
+
+    # -- certified routes (Theorem 16, proofs/closed_form_tails.md) ----------------------
+    def mass_enclosures(self, window, n):
+        """Proved enclosures of :math:`m_n(W)` and :math:`D_n(W)` at one length ``n`` (any integer up to 1e300).
+
+        Each family encloses its two sums :math:`H = \\sum_{d<W} e^{b(d)}`,
+        :math:`T = \\sum_{W \\le d < n} e^{b(d)}` in a closed form in Arb ball arithmetic (Theorem 16,
+        ``proofs/closed_form_tails.md``): exact rationals for a uniform prior, geometric sums for a
+        linear bias, Hurwitz zeta differences for power laws, bucket counts for T5, the linear pieces
+        of FIRE's ``f``, runs of equal rounded positions for bfloat16 ALiBi rows; then
+        :math:`m = 1/(1 + T/H)`, :math:`D = 1/(1 + H/T)`, with relative radius at most :math:`2^{-55}`,
+        rounded outward to doubles and clipped to [0, 1].
+
+        Returns
+        -------
+        MassEnclosures
+            ``(window_mass, distant_mass, route, exact)``; a tuple of them, one per head, for a
+            multi-head encoding.
+
+        Raises
+        ------
+        DomainError
+            (parameter ``n``) for a family without a proved route (a general callable FIRE ``f``), or ``n``
+            above 1e300.
+        PrecisionError
+            where the balls stay wide at 4096 bits.
+        """
+        window = check_int(window, "window")
+        values, shape = check_lengths(n)
+        if shape not in (None, ()):  # a 0-d array is one length
+            raise DomainError("n", n, "one integer length (call once per length)")
+        n = values[0]
+        if n > MAX_LENGTH:
+            raise DomainError("n", n, "an integer length at most 1e300")
+        check_window(window, n)
+        if n > MAX_LENGTH:
+            raise DomainError("n", n, "an integer length at most 1e300")
+        hs = self.per_head()
+        if hs is not None:
+            return tuple(h.mass_enclosures(window, n) for h in hs)
+        if window == n:  # every key in the window: m = 1, D = 0 exactly, whatever the bias
+            return MassEnclosures(ONE, ZERO, "window = n (every key in the window)", True)
+        out = self._certified(window, n)
+        if out is None:
+            raise DomainError("n", n, f"a length of an encoding with a proved route ({self.name} has none here: "
+                              f"{self._uncertified_reason()})")
+        return out
+
+    def limit_enclosure(self, window):
+        """A proved enclosure of :math:`D_\\infty(W) = \\lim_n D_n(W)` of the constant-score prior.
+
+        ``[1, 1]`` for a diluting encoding (Theorem 11); the closed form's limit for a bounded one
+        (Theorem 16g: :math:`e^{-mW}` for ALiBi, :math:`\\zeta(\\alpha, W + o)/\\zeta(\\alpha, o)` for power
+        laws, Theorem 12's sums for KERPLE-power). A tuple per head for a multi-head encoding.
+
+        Raises
+        ------
+        DomainError
+            (parameter ``window``) where no proved limit exists (an oscillating or undecided encoding).
+        """
+        window = check_int(window, "window")
+        hs = self.per_head()
+        if hs is not None:
+            return tuple(h.limit_enclosure(window) for h in hs)
+        out = self._limit_certified(window)
+        if out is None:
+            raise DomainError("window", window, f"an encoding with a proved limit ({self.name} has none here: "
+                              f"{self._uncertified_reason()})")
+        return out
+
+    def _certified(self, window: int, n: int):
+        """``MassEnclosures`` for validated scalar ``window <= n <= 1e300``, or ``None`` (no proved route)."""
+        return None
+
+    def _limit_certified(self, window: int):
+        """The enclosure of :math:`D_\\infty(W)`, or ``None`` (no proved limit)."""
+        return None
+
+    def _uncertified_reason(self) -> str:
+        return "its prior has no closed form in Theorem 16"
 
     def _verdict(self) -> Verdict:
         """The encoding's verdict under softmax, for :func:`otprior.classify` (a subclass implements it)."""

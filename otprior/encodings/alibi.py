@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -163,7 +164,9 @@ class ALiBi(Encoding):
 
     def _masses(self, window, n):
         if self.bf16:
-            return direct_masses(self.log_weights(n), window)
+            if n <= 4096:
+                return direct_masses(self.log_weights(n), window)
+            return self._bf16_counted(window, n, certified=False)
         m = self.effective_slope
         if m == 0.0:
             return window / n, (n - window) / n
@@ -172,6 +175,119 @@ class ALiBi(Encoding):
         D = -math.expm1(-m * (n - window)) * math.exp(-m * window) / denom
         mass = -math.expm1(-m * window) / denom
         return mass, D
+
+    def _slope_ball(self):
+        """The effective slope as an Arb ball: the (bfloat16-rounded) slope exactly, divided by
+        :math:`\\sqrt{\\mathrm{head\\_dim}}` in Arb for Falcon (not by the double quotient)."""
+        import flint
+
+        from .._balls import arb_from_float
+
+        m = float(bf16_round(self.slope)) if self.bf16 else float(self.slope)
+        ball = arb_from_float(m)
+        return ball / flint.arb(self.head_dim).sqrt() if self.variant == "falcon" else ball
+
+    def _certified(self, window, n):
+        """Theorem 16b (``proofs/closed_form_tails.md``): the geometric closed form at any ``n``; a
+        zero slope is the uniform prior (Theorem 16a); Falcon's bfloat16 rows are summed term by term
+        in Arb up to ``n = 4096``, beyond by runs of equal rounded positions (Theorem 16f, ``n < 2^128``)."""
+        from ._certified import DIRECT_ROW, direct_masses_arb, geometric_masses, uniform_masses
+
+        if self.bf16:
+            if n <= DIRECT_ROW:
+                return direct_masses_arb(lambda: self._bf16_row_balls(n), window, "falcon bfloat16 row")
+            return self._bf16_counted(window, n, certified=True)
+        if self.effective_slope == 0.0 and float(self.slope) == 0.0:
+            return uniform_masses(window, n)
+        return geometric_masses(self._slope_ball, window, n, f"ALiBi slope {self.slope!r}")
+
+    def _bf16_row_balls(self, n):
+        """The bfloat16 row (distance order) as balls: the rounded logits are exact doubles; only
+        Falcon's division by :math:`\\sqrt{\\mathrm{head\\_dim}}` is done in Arb."""
+        import flint
+
+        from .._balls import arb_from_float
+
+        top = float(n)
+        m = float(bf16_round(self.slope))
+        d = np.arange(n, dtype=float)
+        row = bf16_round(m * bf16_round(top - 1.0 - d)) - bf16_round(m * bf16_round(top - 1.0))  # exact differences
+        scale = flint.arb(self.head_dim).sqrt() if self.variant == "falcon" else flint.arb(1)
+        return [arb_from_float(v) / scale for v in row]
+
+    def _bf16_counted(self, window, n, certified):
+        """Theorem 16f: a bfloat16 row summed by runs of positions sharing one rounded position (hence one logit).
+
+        Key ``j`` (distance ``n - 1 - j``) has logit :math:`\\mathrm{bf16}(\\mathrm{bf16}(m)\\,p(j))`,
+        :math:`p(j) = \\mathrm{bf16}(\\mathrm{float32}(j))` non-decreasing in ``j``; the runs of equal ``p`` come from
+        :func:`bf16_position_segments` (exact integers: the positions as integers, not as doubles), so ``H``
+        and ``T`` are sums over about 128 runs per octave of ``n``, each an exact count times one weight.
+        Returns ``(m, D)`` floats, or a ``MassEnclosures`` when ``certified``.
+        """
+        import bisect
+
+        import flint
+
+        from ._certified import MassEnclosures, certify, masses_from_sums
+
+        top = n - 1
+        if top >= 1 << 128:
+            raise DomainError("n", n, "at most 2^128 keys (Falcon's bfloat16 positions overflow beyond float32's range)")
+        values, starts, counts, counts_f, values_f = _segment_arrays()
+        k = bisect.bisect_right(starts, top)  # runs 0..k-1 reach the row
+        logits = bf16_round(float(bf16_round(self.slope)) * values_f[:k])
+        if not np.all(np.isfinite(logits)):
+            raise DomainError("n", n, "a length whose bfloat16 logits bf16(m) x position stay below float32's largest (3.4e38)")
+        cut = n - window  # keys j >= cut are in the window
+        i = bisect.bisect_right(starts, cut, 0, k) - 1  # the run holding key j = cut
+        last = n - starts[k - 1]  # the last run ends at the query
+        # exact counts: distant runs 0..i (run i up to cut), window runs i..k-1 (run i from cut)
+        run_i_end = starts[i + 1] if i + 1 < k else n
+        cw = {i: run_i_end - cut}
+        cd = {i: cut - starts[i]}
+        q = logits[-1]  # the query's own logit (the last key)
+        scale = math.sqrt(self.head_dim) if self.variant == "falcon" else 1.0
+        if not certified:
+            c = counts_f[:k].copy()
+            c[k - 1] = float(last)
+            w = np.exp((logits - q) / scale)  # exponents <= 0: the logits do not decrease with the position
+            tw = c[i + 1:k] @ w[i + 1:k] + float(cw[i]) * w[i]
+            td = math.fsum((c[:i] * w[:i]).tolist()) + float(cd[i]) * w[i]
+            H, T = float(tw), float(td)
+            return H / (H + T), T / (H + T)
+        hc, dc = {}, {}
+        lg_list = logits.tolist()
+        for r in range(k):
+            cnt = last if r == k - 1 else counts[r]
+            h = cw[i] if r == i else (cnt if r > i else 0)
+            d = cd[i] if r == i else (cnt if r < i else 0)
+            if h:
+                hc[lg_list[r]] = hc.get(lg_list[r], 0) + h
+            if d:
+                dc[lg_list[r]] = dc.get(lg_list[r], 0) + d
+
+        def balls():
+            sc = flint.arb(self.head_dim).sqrt() if self.variant == "falcon" else flint.arb(1)
+            qq = flint.arb(q)  # doubles convert exactly
+            H = sum((flint.arb(c) * ((flint.arb(lg) - qq) / sc).exp() for lg, c in hc.items()), flint.arb(0))
+            T = sum((flint.arb(c) * ((flint.arb(lg) - qq) / sc).exp() for lg, c in dc.items()), flint.arb(0))
+            return masses_from_sums(H, T)
+
+        m, D = certify(balls, "falcon bfloat16 row")
+        return MassEnclosures(m, D, "bfloat16 position runs (Theorem 16f)", True)
+
+    def _uncertified_reason(self):
+        return "Falcon's bfloat16 rows oscillate (Theorem 11c): no limit"
+
+    def _limit_certified(self, window):
+        """:math:`D_\\infty(W) = e^{-mW}` (Theorem 16g), 1 for a zero slope; none for bfloat16 rows (they oscillate)."""
+        if self.bf16:
+            return None
+        from ._certified import ONE, certify
+
+        if float(self.slope) == 0.0:
+            return ONE
+        return certify(lambda: ((-self._slope_ball() * window).exp(),) * 2, f"ALiBi limit, slope {self.slope!r}")[0]
 
     def _verdict(self):
         if self.bf16:
@@ -231,3 +347,90 @@ class ALiBi(Encoding):
             return None
         m = self.effective_slope
         return ("minus-infinity",) if m > 0 else ("constant-tail", 0.0, -math.inf, 0.0)
+
+
+def _round_threshold(v, bits):
+    """The least integer ``x >= 0`` with ``RNE_bits(x) >= v``, for ``v`` a positive integer with at most ``bits``
+    significant bits (Theorem 16f): ``x > mid`` or ``x = mid`` when the tie goes up (``v``'s significand even),
+    ``mid`` the midpoint between ``v`` and its predecessor on the ``bits``-bit grid."""
+    from fractions import Fraction
+
+    if v.bit_length() <= bits:
+        return v  # every integer below 2^bits is on the grid
+    u = 1 << (v.bit_length() - bits)  # the grid spacing at v
+    if v & (u - 1):
+        raise ValueError("v is not on the grid")
+    pred_u = u // 2 if v == 1 << (v.bit_length() - 1) else u  # below a power of two the spacing halves
+    mid = Fraction(2 * v - pred_u, 2)
+    tie_up = (v // u) % 2 == 0
+    if mid.denominator == 1:
+        return int(mid) if tie_up else int(mid) + 1
+    return int(mid) + 1  # mid = k + 1/2: the least integer above it
+
+
+def _grid_up(x, bits):
+    """The least integer on the ``bits``-bit grid that is ``>= x`` (``x >= 0`` an integer)."""
+    if x.bit_length() <= bits:
+        return x
+    u = 1 << (x.bit_length() - bits)
+    return -(-x // u) * u
+
+
+@functools.lru_cache(maxsize=1)
+def _segment_table():
+    """Every run of :func:`bf16_position_segments_uncached` up to float32's range, once: ``(values, starts)``."""
+    segs = bf16_position_segments_uncached((1 << 128) - 1)
+    return tuple(v for v, _ in segs), tuple(t for _, t in segs)
+
+
+@functools.lru_cache(maxsize=1)
+def _segment_arrays():
+    """The table as ``(values, starts, counts, counts as doubles, values as doubles)`` (run ``r`` holds positions
+    ``starts[r] .. starts[r+1] - 1``; the last count is set per row)."""
+    values, starts = _segment_table()
+    counts = [b - a for a, b in zip(starts[:-1], starts[1:], strict=True)] + [0]
+    return values, starts, counts, np.asarray([float(c) for c in counts]), np.asarray([float(v) for v in values])
+
+
+def bf16_position_segments(top):
+    """:func:`bf16_position_segments_uncached` from a table built once (``top`` below ``2^128``)."""
+    import bisect
+
+    top = int(top)
+    if top >= 1 << 128:
+        raise DomainError("n", top + 1, "at most 2^128 keys (Falcon's bfloat16 positions overflow beyond float32's range)")
+    values, starts = _segment_table()
+    k = bisect.bisect_right(starts, top)
+    return list(zip(values[:k], starts[:k], strict=True))
+
+
+def bf16_position_segments_uncached(top):
+    """``[(v, t_v)]``: the values ``v = bf16(float32(j))`` taken by the integer positions ``0 <= j <= top``, each
+    with the least position ``t_v`` that reaches it (Theorem 16f). ``bf16(float32(j))`` is non-decreasing in ``j``,
+    so positions ``t_v <= j < t_{v'}`` (``v'`` the next value) all round to ``v``. Exact integer arithmetic: a
+    position is rounded to 24 significant bits (float32, ties to even), then to 8 (bfloat16, ties to even).
+    """
+    values = list(range(min(top, 255) + 1))  # below 2^8 every integer is its own bfloat16
+    out = [(v, v) for v in values]
+    s = 1
+    while True:
+        done = False
+        for q in range(128, 256):
+            v = q << s
+            # R8(R24(j)) >= v  <=>  R24(j) >= g (g: the least 24-bit grid point reaching v)  <=>  j >= t
+            g = _grid_up(_round_threshold(v, 8), 24)
+            t = _round_threshold(g, 24)
+            if t > top:
+                done = True
+                break
+            out.append((v, t))
+        if done:
+            return out
+        s += 1
+
+
+def _bf16_logits(m, values):
+    """``bf16(bf16(m) * v)`` for bfloat16 positions ``v`` (the product of two 8-bit significands is exact in a
+    double, then rounded once to bfloat16, as the model's bfloat16 multiply); ``inf`` beyond float32's range."""
+    with np.errstate(over="ignore"):
+        return bf16_round(float(bf16_round(m)) * np.asarray([float(v) for v in values], dtype=float))

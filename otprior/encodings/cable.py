@@ -74,6 +74,26 @@ class CABLE(Encoding):
         D = math.exp(-e * window) * np.expm1(-e * (nf - window)) / den
         return m, D
 
+    def _certified(self, window, n):
+        """Theorem 16b: the worst-case prior (constant increments ``epsilon``) is ALiBi's with slope ``epsilon``:
+        the geometric closed form at any ``n`` (the uniform prior when ``epsilon = 0``). The token-dependent
+        prior itself is not a closed form; :math:`D_n(W) \\le e^{-\\varepsilon W}` bounds it (Lemma 11b)."""
+        from .._balls import arb_from_float
+        from ._certified import geometric_masses, uniform_masses
+
+        if self.min_increment == 0.0:
+            return uniform_masses(window, n)
+        return geometric_masses(lambda: arb_from_float(self.min_increment), window, n, f"CABLE epsilon {self.min_increment!r}")
+
+    def _limit_certified(self, window):
+        """:math:`e^{-\\varepsilon W}` of the worst case (Theorem 16g), 1 when ``epsilon = 0``."""
+        from .._balls import arb_from_float
+        from ._certified import ONE, certify
+
+        if self.min_increment == 0.0:
+            return ONE
+        return certify(lambda: ((-arb_from_float(self.min_increment) * window).exp(),) * 2, "CABLE limit")[0]
+
     def _verdict(self):
         e = self.min_increment
         if e == 0.0:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._registry import param
-from .._validation import DomainError, PrecisionError, check_real
+from .._validation import ALPHA, OFFSET, DomainError, PrecisionError, check_real
 from ._base import DIRECT_MAX, Encoding, Verdict, decisive, nonneg, per_head_values, register
 from .power_law import power_law_masses, power_law_masses_array, power_law_verdict
 
@@ -119,14 +119,53 @@ class KerpleLog(Encoding):
             return -r1 * np.log1p(r2 * d.ravel()[None, :])
         return -self.r1 * np.log1p(self.r2 * d)
 
+    def _in_log_distance_domain(self):
+        """Whether ``(r1, 1/r2)`` lies in the log-distance routine's domain (exponent up to 1e15, offset in
+        [1e-300, 1e300]); outside it the masses are the midpoints of Theorem 16c's balls."""
+        return self.r1 <= ALPHA.high and OFFSET.low <= 1.0 / self.r2 <= OFFSET.high
+
     def _masses(self, window, n):
+        if not self._in_log_distance_domain():
+            if self.r1 > 2.0:
+                # Theorem 16c's tail bound with H >= 1 (the d = 0 term):
+                # D <= (1 + r2 W)^-r1 (1 + (W + 1/r2)/(r1 - 1)); below 2^-1075 the doubles are m = 1, D = 0
+                log_bound = -self.r1 * math.log1p(self.r2 * window) + math.log1p((window + 1.0 / self.r2) / (self.r1 - 1.0))
+                if log_bound < -746.0:
+                    return 1.0, 0.0
+            out = self.mass_enclosures(window, n)
+            return out.window_mass.mid, out.distant_mass.mid
         return power_law_masses(window, n, self.r1, 1.0 / self.r2)
 
     def _masses_array(self, window, n):
+        if not self._in_log_distance_domain():
+            return None
         return power_law_masses_array(window, n, self.r1, 1.0 / self.r2)
 
     def far_profile(self, window):
         return ("minus-infinity",) if self.r1 > 0 else ("constant-tail", 0.0, -math.inf, 0.0)
+
+    def _balls(self):
+        """``(s, a)`` as balls: :math:`(1 + r_2 d)^{-r_1} = r_2^{-r_1}(d + a)^{-r_1}` with :math:`a = 1/r_2`
+        formed in Arb (not the double ``1/r2``, which the float route uses)."""
+        from .._balls import arb_from_float
+
+        return (lambda: arb_from_float(self.r1)), (lambda: 1 / arb_from_float(self.r2))
+
+    def _certified(self, window, n):
+        """Theorem 16c: Hurwitz zeta differences in ``d + 1/r2`` at any ``n`` (the uniform prior when ``r1 = 0``)."""
+        from ._certified import hurwitz_masses, uniform_masses
+
+        if self.r1 == 0.0:
+            return uniform_masses(window, n)
+        return hurwitz_masses(*self._balls(), window, n, f"KERPLE-log r1={self.r1!r}, r2={self.r2!r}")
+
+    def _limit_certified(self, window):
+        """Theorem 16g: :math:`\\zeta(r_1, W + 1/r_2)/\\zeta(r_1, 1/r_2)` for ``r1 > 1``; 1 (diluting) otherwise."""
+        from ._certified import ONE, hurwitz_limit
+
+        if self.r1 <= 1.0:
+            return ONE
+        return hurwitz_limit(*self._balls(), window, f"KERPLE-log limit r1={self.r1!r}, r2={self.r2!r}")
 
     def _verdict(self):
         return power_law_verdict(self, self.r1, 1.0 / self.r2, f"r1 = {decisive(self.r1, 1.0)}, r2 = {self.r2:.6g}")
@@ -256,6 +295,37 @@ class KerplePower(Encoding):
             "(Theorem 12) does not tighten at 1024 bits and direct summation stops there",
         )
 
+    def _certified(self, window, n):
+        """Theorem 12 / 15 balls (:meth:`_mass_balls`) at any ``n``; a short row summed term by term in Arb
+        (Theorem 16f) where they do not tighten; the uniform prior when ``r1 = 0`` (Theorem 16a)."""
+        from .._balls import arb_from_float, arb_precision, is_tight
+        from ._certified import BITS, DIRECT_ROW, MassEnclosures, direct_masses_arb, uniform_masses, unit
+
+        if self.r1 == 0.0:
+            return uniform_masses(window, n)
+        m, D, prec = self._mass_balls(window, n)
+        with arb_precision(max(prec, 128)):
+            if is_tight(m, BITS) and is_tight(D, BITS):
+                return MassEnclosures(unit(m), unit(D), "incomplete gamma / Euler-Maclaurin balls (Theorems 12, 15)", False)
+        if n <= DIRECT_ROW:
+            r1, r2 = arb_from_float(self.r1), arb_from_float(self.r2)
+            return direct_masses_arb(lambda: [-r1 * _arb_pow(d, r2) for d in range(n)], window, "KERPLE-power row")
+        return None
+
+    def _limit_certified(self, window):
+        """Theorem 12's sums to infinity: :math:`D_\\infty(W) = T_\\infty/(H + T_\\infty)`; 1 when ``r1 = 0``."""
+        from .._balls import arb_precision, is_tight
+        from ._certified import BITS, ONE, unit
+
+        if self.r1 == 0.0:
+            return ONE
+        _, D, prec = self._mass_balls(window, None)
+        with arb_precision(max(prec, 128)):
+            return unit(D) if is_tight(D, BITS) else None
+
+    def _uncertified_reason(self):
+        return "Theorem 12's brackets do not tighten at 1024 bits for these r1, r2"
+
     def _verdict(self):
         r1, r2 = self.r1, self.r2
         if r1 == 0.0:
@@ -287,6 +357,13 @@ class KerplePower(Encoding):
             "(Theorem 12)",
             limit_fn=limit,
         )
+
+
+def _arb_pow(d, r2):
+    """:math:`d^{r_2}` as a ball, ``0^{r_2} = 0`` (``r2 > 0``)."""
+    import flint
+
+    return flint.arb(0) if d == 0 else flint.arb(d) ** r2
 
 
 def _tight(x):

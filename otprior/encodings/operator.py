@@ -48,6 +48,28 @@ class CausalOT(Encoding):
         prior = ot_prior(n, self.rho)
         return float(np.sum(prior[:window])), float(np.sum(prior[window:]))
 
+    def _certified(self, window, n):
+        """:func:`otprior.ot_window_mass` with ``certified=True`` (its own rule picks the exact recurrence
+        or Theorem 4's bounds, ``proofs/ot_asymptotics.md``); :math:`D = 1 - m`, its ends rounded outward."""
+        import math
+
+        from .._balls import Enclosure
+        from ..ot_prior import ot_window_mass
+        from ._certified import MassEnclosures
+
+        e = ot_window_mass(window, n, self.rho, certified=True)
+        lo, hi = max(e.lo, 0.0), min(e.hi, 1.0)
+        # 1 - x rounded to nearest is within half an ulp of the exact difference: one step outward bounds it
+        Dlo, Dhi = max(math.nextafter(1.0 - hi, -math.inf), 0.0), min(math.nextafter(1.0 - lo, math.inf), 1.0)
+        m = Enclosure(lo=lo, hi=hi, mid=e.mid, rad=e.rad)
+        D = Enclosure(lo=Dlo, hi=Dhi, mid=1.0 - e.mid, rad=math.nextafter(max(Dhi - (1.0 - e.mid), (1.0 - e.mid) - Dlo), math.inf))
+        return MassEnclosures(m, D, "ot_window_mass(certified=True)", False)
+
+    def _limit_certified(self, window):
+        from ._certified import ONE
+
+        return ONE  # diluting: m_t(W) <= H_W t^-(1 - rho) -> 0 (Theorem 4(iii))
+
     def _verdict(self):
         q = 1.0 - self.rho
         return Verdict(

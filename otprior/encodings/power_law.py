@@ -111,6 +111,26 @@ class LogDistance(Encoding):
     def _masses_array(self, window, n):
         return power_law_masses_array(window, n, self.alpha, self.offset)
 
+    def _certified(self, window, n):
+        """Theorem 8's Hurwitz zeta balls (:func:`otprior.log_distance.window_mass_bounds` and
+        :func:`~otprior.log_distance.distant_mass_bounds`), relative width at most :math:`2^{-61}`."""
+        from ..log_distance import distant_mass_bounds, window_mass_bounds
+        from ._certified import MassEnclosures
+
+        m = window_mass_bounds(window, n, self.alpha, offset=self.offset)
+        D = distant_mass_bounds(window, n, self.alpha, offset=self.offset)
+        return MassEnclosures(m, D, "Hurwitz zeta balls (Theorem 8)", False)
+
+    def _limit_certified(self, window):
+        """Theorem 16g: :math:`\\zeta(\\alpha, W + o)/\\zeta(\\alpha, o)` for ``alpha > 1``; 1 (diluting) otherwise."""
+        from .._balls import arb_from_float
+        from ._certified import ONE, hurwitz_limit
+
+        if self.alpha <= 1.0:
+            return ONE
+        return hurwitz_limit(lambda: arb_from_float(self.alpha), lambda: arb_from_float(self.offset), window,
+                             f"log-distance limit alpha={self.alpha!r}")
+
     def _verdict(self):
         return power_law_verdict(self, self.alpha, self.offset, f"alpha = {decisive(self.alpha, 1.0)}")
 

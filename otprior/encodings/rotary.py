@@ -21,6 +21,7 @@ import numpy as np
 from .._registry import param
 from .._validation import DomainError, check_int, check_real, real_array
 from ._base import Encoding, Verdict, nonneg, register
+from ._certified import ONE, uniform_masses
 
 __all__ = ["NoPE", "RoPE", "YaRN", "ROPE_TYPES", "rope_inverse_frequencies"]
 
@@ -68,6 +69,12 @@ class _BiasFree(Encoding):
 
     def far_profile(self, window):
         return ("constant-tail", 0.0, -math.inf, 0.0)
+
+    def _certified(self, window, n):
+        return uniform_masses(window, n)  # Theorem 16a: W/n exactly
+
+    def _limit_certified(self, window):
+        return ONE  # diluting: D_n(W) = 1 - W/n -> 1
 
 
 @register

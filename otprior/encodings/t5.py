@@ -7,6 +7,7 @@ as the library does, so that every bucket boundary falls where it falls in the m
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -65,6 +66,40 @@ def t5_bucket(d, num_buckets=32, max_distance=128, bidirectional=False):
         large = max_exact + np.where(np.isfinite(scaled), scaled, 0).astype(np.int64)
     large = np.minimum(large, nb - 1)
     return np.where(d < max_exact, d, large)
+
+
+@functools.lru_cache(maxsize=64)
+def bucket_starts(num_buckets=32, max_distance=128, bidirectional=False) -> tuple:
+    """``(s_0, ..., s_{nb-1})``: :math:`s_k` is the smallest distance whose bucket is at least ``k``.
+
+    Theorem 16d (``proofs/closed_form_tails.md``): :func:`t5_bucket` is non-decreasing in ``d``
+    (a composition of non-decreasing maps: ``log``, multiplication by positive constants, float32
+    rounding, truncation, ``min``), so bucket ``k`` holds exactly the distances in
+    :math:`[s_k, s_{k+1})` (empty when equal) and the last one :math:`[s_{nb-1}, \\infty)`;
+    ``bucket(max_distance) = nb - 1``. Found by one vectorised bisection over ``[0, max_distance]``
+    (63 steps of ``nb`` buckets at most).
+    """
+    _, md, nb, _ = _check_geometry(num_buckets, max_distance, bidirectional)
+    check_allocation(8 * 4 * nb, "num_buckets", num_buckets)
+    k = np.arange(nb, dtype=np.int64)
+    lo, hi = np.zeros(nb, dtype=np.int64), np.full(nb, md, dtype=np.int64)
+    while np.any(lo < hi):
+        mid = (lo + hi) // 2
+        up = t5_bucket(mid, num_buckets, md, bidirectional) >= k
+        hi = np.where(up, mid, hi)
+        lo = np.where(up, lo, mid + 1)
+    return tuple(int(v) for v in lo)
+
+
+def bucket_counts(starts, d0, d1):
+    """How many distances in ``[d0, d1)`` each bucket holds (Python ints: ``d1`` may be any integer)."""
+    ends = list(starts[1:]) + [None]
+    out = []
+    for s, e in zip(starts, ends, strict=True):
+        a = max(s, d0)
+        b = d1 if e is None else min(e, d1)
+        out.append(max(b - a, 0))
+    return out
 
 
 @register
@@ -148,32 +183,60 @@ class T5Buckets(Encoding):
         b = t5_bucket(d, self.num_buckets, self.max_distance, self.bidirectional)
         return table[..., b]
 
-    def _head_start(self) -> int:
-        """:meth:`last_bucket_start`, after checking the arrays over the distances before it fit the caps.
-
-        The masses and the far profile evaluate about four float arrays of that many entries
-        (distances, buckets, biases, their exponentials), up to ``max_distance`` long.
-        """
-        start = self.last_bucket_start()
-        check_allocation(4 * 8 * start, "max_distance", self.max_distance)
-        return start
+    def _starts(self):
+        return bucket_starts(self.num_buckets, self.max_distance, self.bidirectional)
 
     def _masses(self, window, n):
-        start = self._head_start()
+        """Theorem 16d: the sums are bucket counts times :math:`e^{v_k}`, over ``nb`` values.
+
+        With :math:`v^* = \\max_k v_k`, each term is :math:`c_k e^{v_k - v^*}` (counts up to 1e300 are
+        doubles, the exponentials at most 1), summed by ``math.fsum``: a few ulps. Where an exponential
+        would fall below the normal range (values spread over more than 700), the terms are formed in
+        the log domain instead, :math:`e^{v_k + \\log c_k - L}` with :math:`L` the largest of those.
+        """
+        starts = self._starts()
         table = self._table()
-        if n <= start + 1:
-            return super()._masses(window, n)
-        # exact sums before the last bucket, then (n - start) copies of its value
-        head = np.asarray(self.bias(np.arange(start)))
-        last = table[-1]
-        log_total = np.logaddexp(logsumexp(head), last + math.log(n - start))
-        if window >= start:
-            log_win = np.logaddexp(logsumexp(head), last + math.log(window - start)) if window > start else logsumexp(head)
-            log_distant = last + math.log(n - window)
-        else:
-            log_win = logsumexp(head[:window])
-            log_distant = np.logaddexp(logsumexp(head[window:]), last + math.log(n - start))
-        return float(np.exp(log_win - log_total)), float(np.exp(log_distant - log_total))
+        cw, cd = bucket_counts(starts, 0, window), bucket_counts(starts, window, n)
+        if not any(cd):
+            return 1.0, 0.0
+        used = [v for v, a, b in zip(table, cw, cd, strict=True) if a or b]
+        top = max(used)
+        if min(used) - top > -700.0:
+            e = [math.exp(v - top) for v in table]
+            H = math.fsum(float(c) * x for c, x in zip(cw, e, strict=True) if c)
+            T = math.fsum(float(c) * x for c, x in zip(cd, e, strict=True) if c)
+            return H / (H + T), T / (H + T)
+        lw = [v + math.log(c) for v, c in zip(table, cw, strict=True) if c]
+        ld = [v + math.log(c) for v, c in zip(table, cd, strict=True) if c]
+        r = logsumexp(ld) - logsumexp(lw)
+        # m = 1/(1 + e^(T - H)), D = 1/(1 + e^(H - T)) as exp(-log(1 + e^x)): no cancellation, no overflow
+        return float(np.exp(-np.logaddexp(0.0, r))), float(np.exp(-np.logaddexp(0.0, -r)))
+
+    def _certified(self, window, n):
+        """Theorem 16d: :math:`H = \\sum_k c_k(0, W) e^{v_k}`, :math:`T = \\sum_k c_k(W, n) e^{v_k}` with the exact
+        bucket counts :math:`c_k` (Python integers, any ``n``), in Arb."""
+        import flint
+
+        from .._balls import arb_from_float
+        from ._certified import MassEnclosures, certify, masses_from_sums
+
+        starts = self._starts()
+        table = self._table()
+        cw, cd = bucket_counts(starts, 0, window), bucket_counts(starts, window, n)
+
+        def balls():
+            e = [arb_from_float(v).exp() for v in table]
+            H = sum((flint.arb(c) * x for c, x in zip(cw, e, strict=True) if c), flint.arb(0))
+            T = sum((flint.arb(c) * x for c, x in zip(cd, e, strict=True) if c), flint.arb(0))
+            return masses_from_sums(H, T)
+
+        m, D = certify(balls, "T5 buckets")
+        return MassEnclosures(m, D, "bucket counts (Theorem 16d)", True)
+
+    def _limit_certified(self, window):
+        from ._certified import ONE
+
+        return ONE  # diluting: the last bucket's constant value is not summable (Theorem 11)
 
     def _verdict(self):
         s = self.last_bucket_start()
@@ -187,12 +250,13 @@ class T5Buckets(Encoding):
         )
 
     def far_profile(self, window):
+        """``("constant-tail", b_star, distant_max, last)`` from the buckets the distances reach
+        (Theorem 16d's bucket intervals: no array over the distances, any ``max_distance``)."""
         if self.values is None:
             return None
         table = self._table()
-        start = self._head_start()
-        check_allocation(4 * 8 * window, "window", window)
-        b = self.bias(np.arange(max(start, window) + 1))
-        head = float(np.max(b[:window]))
-        distant = float(np.max(b[window:start])) if start > window else -math.inf
-        return ("constant-tail", head, distant, float(table[-1]))
+        starts = self._starts()
+        last = starts[-1]
+        head = max(float(v) for v, c in zip(table, bucket_counts(starts, 0, window), strict=True) if c)
+        mid = [float(v) for v, c in zip(table, bucket_counts(starts, window, last), strict=True) if c]
+        return ("constant-tail", head, max(mid) if mid else -math.inf, float(table[-1]))
