@@ -33,7 +33,7 @@ ZERO = Enclosure(lo=0.0, hi=0.0, mid=0.0, rad=0.0)
 class MassEnclosures(NamedTuple):
     """Proved enclosures of an encoding's masses at one length (``Encoding.mass_enclosures``).
 
-    Fields as a user bias's :class:`~otprior.encodings.bias.BiasMasses`: ``window_mass`` and
+    Also a user bias's result (``BiasMasses`` is this type): ``window_mass`` and
     ``distant_mass`` (:class:`~otprior._balls.Enclosure`), ``route`` (the closed form that
     answered, naming its theorem) and ``exact`` (True where the value is a finite sum of terms
     each enclosed directly, with no tail bound).

@@ -6,7 +6,6 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import flint
 import mpmath
@@ -24,7 +23,7 @@ from ..expression import (
     parse_bias,
     run_budgeted,
 )
-from ._base import DIRECT_MAX, Encoding, Verdict, check_lengths, nonneg, register
+from ._base import DIRECT_MAX, Encoding, MassEnclosures, Verdict, check_lengths, nonneg, register
 from ._bias_tail import (
     Unsupported,
     _logsumexp,
@@ -54,13 +53,9 @@ def _unit(e):
     return dataclasses.replace(e, lo=min(max(e.lo, 0.0), 1.0), hi=min(max(e.hi, 0.0), 1.0))
 
 
-class BiasMasses(NamedTuple):
-    """Proved enclosures of a user bias's masses at one length (:meth:`Bias.mass_enclosures`)."""
-
-    window_mass: Enclosure
-    distant_mass: Enclosure
-    route: str  # "direct Arb sum" (every term), "Euler-Maclaurin (Theorem 15)" or "geometric closed form (Theorem 15b)"
-    exact: bool  # True: every term summed (an enclosure of the exact finite sum either way)
+# a user bias's enclosures have every registered encoding's fields (window_mass, distant_mass, route, exact):
+# one result type, the old name kept for code that imported it
+BiasMasses = MassEnclosures
 
 
 @functools.lru_cache(maxsize=128)
