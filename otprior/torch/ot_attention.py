@@ -236,7 +236,7 @@ def _norm(res, norm):
     return res.abs().amax(-1) if norm == "sup" else res.abs().sum(-1)
 
 
-def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=False, soft=False):
+def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=False):
     """Safeguarded Anderson iteration of ``step`` on a block, convergence checked on the device.
 
     ``x`` has shape ``(N, P, w)``: ``N * P`` independent problems. ``thr(best_img, best_res)``
@@ -264,7 +264,7 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=
     host = dev.type == "cpu" and _HOST_CHECKS
     every = 1 if host else _CHECK_EVERY
     if m > 0 and lean and host:
-        return _anderson_host(step, x, thr, max_iter=max_iter, memory=m, norm=norm, what=what, aux=aux, soft=soft)
+        return _anderson_host(step, x, thr, max_iter=max_iter, memory=m, norm=norm, what=what, aux=aux)
     if m == 0:  # the plain iteration (a contraction: the last image is the best point)
         for k in range(1, max_iter + 1):
             img = step(x)
@@ -276,7 +276,7 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=
             if k % every == 0 or k == max_iter:
                 if not bool(torch.isfinite(rn).all()):
                     raise _non_finite(what, k)
-                if bool((rn <= thr(img, rn)).all()) or (soft and k == max_iter):
+                if bool((rn <= thr(img, rn)).all()):
                     return (img, k, extra) if aux else (img, k)
         raise ConvergenceError(
             f"{what} did not reach the tolerance after max_iter={max_iter} sweeps (residual reached "
@@ -369,7 +369,7 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=
             done = best_rn <= thr(best_img, best_rn)
             if bool(failed.any()):
                 raise _non_finite(what, k)
-            if bool(done.all()) or (soft and k == max_iter):
+            if bool(done.all()):
                 return (best_img, k, best_extra) if aux else (best_img, k)
     worst = float(best_rn.max())
     raise ConvergenceError(
@@ -378,7 +378,7 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=
     )
 
 
-def _anderson_host(step, x, thr, *, max_iter, memory, norm, what, aux, soft=False):
+def _anderson_host(step, x, thr, *, max_iter, memory, norm, what, aux):
     """Safeguarded Anderson mixing on the CPU with the host reading every flag (``_fixed_point``).
 
     The same method and safeguard as the general loop of :func:`_fixed_point` (a candidate is
@@ -512,7 +512,7 @@ def _anderson_host(step, x, thr, *, max_iter, memory, norm, what, aux, soft=Fals
         trial = use
         any_trial = any_use
         done = best_rn <= thr(best_img.view(x.shape), best_rn.view(lead)).reshape(B)
-        if bool(done.all()) or (soft and k == max_iter):
+        if bool(done.all()):
             out = best_img.view(x.shape)
             if aux:
                 return out, k, tuple(e.view(*lead, -1) for e in best_extra)
