@@ -229,3 +229,13 @@ def test_bad_solver_is_refused():
     for bad in ("Anderson", "", None, 1):
         with pytest.raises(DomainError, match="solver"):
             causal_ot_attention(torch.zeros(2, 2), 0.5, solver=bad)
+
+
+def test_values_do_not_depend_on_requires_grad(monkeypatch):
+    # without a backward pass nothing is kept for it; the values are the same bits
+    monkeypatch.setattr(mod, "_MIX_WIDTH", 0)
+    S = torch.randn(2, 12, 12, generator=torch.Generator().manual_seed(6))
+    for rho, solver in ((0.5, "anderson"), (0.9, "auto")):
+        a = causal_ot_attention(S, rho, solver=solver, chunk=5)
+        b = causal_ot_attention(S.clone().requires_grad_(), rho, solver=solver, chunk=5)
+        assert torch.equal(a, b.detach())

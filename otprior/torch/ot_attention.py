@@ -529,10 +529,10 @@ def _thresholds(rho, tol, dtype):
     return thr, _max_iter(rho, thr)
 
 
-def _solve(s, rho, tol, chunk, solver="auto"):
+def _solve(s, rho, tol, chunk, solver="auto", grad=True):
     """Forward solve on ``s`` of shape (N, T, T) with the kernel: ``(A, G*, K, sweeps, saved)``.
 
-    With ``solver="anderson"``, ``saved`` holds ``(V, U, C)`` of the sweep that certified each
+    With ``solver="anderson"`` (and ``grad``: a backward pass may follow), ``saved`` holds ``(V, U, C)`` of the sweep that certified each
     prefix's duals (``(N, T, T)`` each, zero outside the prefixes), which the backward pass
     reuses instead of sweeping once more at ``G*``; otherwise ``None``.
 
@@ -549,7 +549,7 @@ def _solve(s, rho, tol, chunk, solver="auto"):
     ar = torch.arange(T, device=s.device)
     warm = prev = None
     sweeps = 0
-    keep = _lean(rho, solver)
+    keep = grad and _lean(rho, solver)  # nothing to reuse without a backward pass
     saved = tuple(torch.zeros_like(s) for _ in range(3)) if keep else None
     for p0, p1 in _blocks(T, N, chunk):
         w = p1
@@ -838,7 +838,7 @@ class _CausalOT(torch.autograd.Function):
         with torch.autocast(device_type=s.device.type, enabled=False):  # the fixed point never runs in bf16
             while path == "kernel":
                 try:
-                    A, gstar, K, sweeps, saved = _solve(s.to(work), rho, tol, chunk, solver)
+                    A, gstar, K, sweeps, saved = _solve(s.to(work), rho, tol, chunk, solver, ctx.needs_input_grad[0])
                     break
                 except _KernelRange:
                     # duals beyond exp's range: float64 (range 700), then the log domain
