@@ -66,11 +66,11 @@ def test_default_is_bit_identical_to_the_committed_operator_below_rho_0_6(refere
     # calls as the model makes them: causal_ot_attention(scores, rho, tol=tol)
     g = torch.Generator().manual_seed(11)
     for dtype in (torch.float32, torch.float64):
-        for shape, rho, tol in [((1, 1), 0.5, None), ((2, 2), 0.3, None), ((2, 2, 11, 11), 0.5, None),
-                                ((3, 7, 7), 0.5999, 1e-3), ((2, 5, 5), 1e-9, None)]:
+        for shape, rho, tol in [((1, 1), 0.5, None), ((2, 2), 0.3, None), ((1, 2, 8, 8), 0.5, None),
+                                ((3, 6, 6), 0.5999, 1e-3), ((2, 5, 5), 1e-9, None)]:
             _assert_bit_identical(reference, 3.0 * torch.randn(shape, generator=g, dtype=dtype), rho, tol=tol)
         # non-contiguous scores
-        _assert_bit_identical(reference, torch.randn(2, 9, 9, generator=g, dtype=dtype).transpose(-1, -2), 0.5)
+        _assert_bit_identical(reference, torch.randn(2, 6, 6, generator=g, dtype=dtype).transpose(-1, -2), 0.5)
 
 
 @pytest.mark.slow
