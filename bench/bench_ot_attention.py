@@ -7,10 +7,11 @@ interleaved with their baseline in this process:
    and tolerance, with the fixed point in float32 (the default for float32 scores) and in
    float64; backward against forward (float32).
 2. Forward + backward of one attention layer (two heads, head size 32, batch 1) with OT
-   attention (rho = 0.5 and 0.9) and with ``torch.nn.functional.scaled_dot_product_attention``
-   (causal softmax): the time ratio (target: within 60x at T = 1024). Peak memory is
-   measured in a fresh process per layer (peak resident set size above the size after
-   imports), the only way to isolate it.
+   attention (rho = 0.5 and 0.9; the default ``solver="auto"`` and ``solver="anderson"``)
+   and with ``torch.nn.functional.scaled_dot_product_attention`` (causal softmax), all three
+   interleaved: the time ratios (target: within 60x at T = 1024) and the speed-up of
+   ``"anderson"`` over the default. Peak memory is measured in a fresh process per layer
+   (peak resident set size above the size after imports), the only way to isolate it.
 
 Run: ``python bench/bench_ot_attention.py [--quick] [--max-length 2048]``. Writes
 ``bench/results/ot_attention.json``.
@@ -40,7 +41,7 @@ RESULTS = Path(__file__).parent / "results" / "ot_attention.json"
 
 
 
-def layer(kind, T, heads=2, hd=32, rho=0.5, seed=0):
+def layer(kind, T, heads=2, hd=32, rho=0.5, seed=0, solver="auto"):
     """One attention layer's forward + backward; returns a closure."""
     import torch
 
@@ -54,7 +55,7 @@ def layer(kind, T, heads=2, hd=32, rho=0.5, seed=0):
             y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
             s = q @ k.transpose(-1, -2) / hd**0.5
-            y = causal_ot_attention(s, rho) @ v
+            y = causal_ot_attention(s, rho, solver=solver) @ v
         y.sum().backward()
         for t in (q, k, v):
             t.grad = None
@@ -69,7 +70,7 @@ def _status_kb(key):
     raise RuntimeError(f"{key} not in /proc/self/status")
 
 
-def child(kind, T, rho):
+def child(kind, T, rho, solver="auto"):
     """Peak memory (MB above the resident size before the layer) of one layer, in this process.
 
     The kernel's high-water mark is reset first (``echo 5 > /proc/self/clear_refs``), so
@@ -78,7 +79,7 @@ def child(kind, T, rho):
     import torch
 
     torch.set_num_threads(1)
-    run = layer(kind, T, rho=rho)
+    run = layer(kind, T, rho=rho, solver=solver)
     Path("/proc/self/clear_refs").write_text("5")
     base = _status_kb("VmRSS")
     run()
@@ -143,17 +144,26 @@ def against_sdpa(lengths, rhos, reps, memory=True):
     rows = []
     for T in lengths:
         for rho in rhos:
-            funcs = {"sdpa": layer("sdpa", T), "ot": layer("ot", T, rho=rho)}
+            funcs = {
+                "sdpa": layer("sdpa", T),
+                "ot": layer("ot", T, rho=rho),
+                "ot_anderson": layer("ot", T, rho=rho, solver="anderson"),
+            }
             med, _ = interleaved(funcs, reps)
-            row = {"T": T, "rho": rho, "sdpa_s": med["sdpa"], "ot_s": med["ot"], "time_ratio": med["ot"] / med["sdpa"]}
+            row = {
+                "T": T, "rho": rho, "sdpa_s": med["sdpa"], "ot_s": med["ot"], "time_ratio": med["ot"] / med["sdpa"],
+                "ot_anderson_s": med["ot_anderson"], "time_ratio_anderson": med["ot_anderson"] / med["sdpa"],
+                "anderson_speedup": med["ot"] / med["ot_anderson"],
+            }
             if memory:
-                for kind in ("sdpa", "ot"):
+                for kind, solver in (("sdpa", "auto"), ("ot", "auto"), ("ot_anderson", "anderson")):
                     res = subprocess.run(
-                        [sys.executable, __file__, "--child", kind, str(T), str(rho)],
+                        [sys.executable, __file__, "--child", kind.split("_")[0], str(T), str(rho), solver],
                         capture_output=True, text=True, check=True,
                     )
                     row[f"{kind}_peak_mb"] = json.loads(res.stdout.strip().splitlines()[-1])["peak_mb"]
                 row["memory_ratio"] = row["ot_peak_mb"] / max(row["sdpa_peak_mb"], 1e-3)
+                row["memory_ratio_anderson"] = row["ot_anderson_peak_mb"] / max(row["sdpa_peak_mb"], 1e-3)
             rows.append(row)
             print(json.dumps(row), flush=True)
     return rows
@@ -163,14 +173,15 @@ def main(argv=None, *, sizes=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (seconds)")
     ap.add_argument("--max-length", type=int, default=2048)
+    ap.add_argument("--reps", type=int, default=None, help="interleaved runs per candidate (default 3; 1 quick)")
     ap.add_argument("--out", default=None, help="where to write the JSON (default: the committed results file; a "
                     "--quick run writes nothing unless told, so it never replaces the figures the README quotes)")
-    ap.add_argument("--child", nargs=3)
+    ap.add_argument("--child", nargs="+")
     a = ap.parse_args(argv)
     if a.out is None and not a.quick:
         a.out = str(RESULTS)
     if a.child:
-        child(a.child[0], int(a.child[1]), float(a.child[2]))
+        child(a.child[0], int(a.child[1]), float(a.child[2]), *a.child[3:4])
         return None
     import torch
 
@@ -184,12 +195,15 @@ def main(argv=None, *, sizes=None):
         "memory": not a.quick,
     }
     cfg.update(sizes or {})
+    if "reps" in cfg and a.reps is not None:
+        cfg["reps"] = a.reps
     out = {"quick": a.quick, "threads": 1, "clock": "process_time (CPU), median of interleaved warm runs",
-           "torch": torch.__version__, "tol": 1e-5}
+           "torch": torch.__version__, "tol": 1e-5, "load_average": list(os.getloadavg())}
     print("== forward against the numpy operator; backward against forward")
     out["against_numpy"] = against_numpy(cfg["numpy_lengths"], cfg["reps"])
     print("== one layer, forward + backward, against causal SDPA")
     out["against_sdpa"] = against_sdpa(cfg["sdpa_lengths"], cfg["rhos"], cfg["reps"], cfg["memory"])
+    out["load_average_after"] = list(os.getloadavg())
     if a.out is None:
         print("quick run: nothing written (--out PATH keeps it)")
         return out
