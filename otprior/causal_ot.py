@@ -429,6 +429,11 @@ class _Supports:
     point where the entry was found are both within ``_DRIFT`` of it), so it stays below the
     new largest by ``_MARGIN - 2 _DRIFT = 60``: all of them add at most ``w e^{-60}``
     (below ``1e-23`` for ``w <= 1e3``) relative to the sum, far under rounding.
+
+    The kept supports are summed in a ragged layout (one flat array of terms, segments
+    reduced by ``np.maximum.reduceat`` and ``np.add.reduceat``): at large score spreads an
+    entry keeps about two terms on average, so the work per sweep is a few gathers of that
+    many terms. The layout is rebuilt only when the set of entries evaluated sparsely changes.
     """
 
     def __init__(self, problems, width):
@@ -438,54 +443,82 @@ class _Supports:
         self.count = np.zeros(problems * width, dtype=np.int64)
         self.ref = np.zeros((problems, width))
         self.has_ref = np.zeros(problems, dtype=bool)
+        self._flat = None  # (entries, flat index into A, entry of each term, column of each term, segment starts)
+
+    def _layout(self, eu, iu, acols):
+        """The ragged layout of the supports of the entries ``eu`` (rows ``iu`` of ``A``)."""
+        flat = self._flat
+        if flat is not None and flat[0].size == eu.size and flat[5] == acols and np.array_equal(flat[0], eu):
+            return flat
+        cnt = self.count[eu]
+        k = int(cnt.max())
+        J = self.index[eu, :k]
+        rep, pos = np.nonzero(J >= 0)  # kept indices come first in each row: rep is sorted
+        cols = J[rep, pos]
+        starts = np.zeros(eu.size, dtype=np.int64)
+        np.cumsum(cnt[:-1], out=starts[1:])
+        self._flat = (eu, iu[rep] * acols + cols, rep, cols, starts, acols)
+        return self._flat
 
     def lse(self, A, ii, Xm, pp, rows):
         w = self.width
         gp = rows[pp]
-        # drift of each prefix involved since its reference point
-        involved = np.unique(pp)
+        # drift of each prefix involved since its reference point (pp is sorted: nonzero of a
+        # (problem, entry) mask in C order)
+        first = np.ones(pp.size, dtype=bool)
+        first[1:] = pp[1:] != pp[:-1]
+        involved = pp[first]
         gi = rows[involved]
         with np.errstate(invalid="ignore"):
-            diff = np.where(np.isfinite(Xm[involved]), Xm[involved] - self.ref[gi], np.nan)
+            Xi = Xm[involved]
+            fin = np.isfinite(Xi)
+            diff = np.where(fin, Xi - self.ref[gi], np.nan)
             osc = np.nanmax(diff, axis=1, initial=-np.inf) - np.nanmin(diff, axis=1, initial=np.inf)
         moved = ~self.has_ref[gi] | ~(osc <= _DRIFT)
-        for g in gi[moved]:
-            self.known[g * w : (g + 1) * w] = False
-        self.ref[gi[moved]] = np.where(np.isfinite(Xm[involved[moved]]), Xm[involved[moved]], 0.0)
-        self.has_ref[gi[moved]] = True
+        if moved.any():
+            for g in gi[moved]:
+                self.known[g * w : (g + 1) * w] = False
+            self.ref[gi[moved]] = np.where(fin[moved], Xi[moved], 0.0)
+            self.has_ref[gi[moved]] = True
         e = gp * w + ii
         out = np.empty(e.size)
         use = self.known[e]
-        if use.any():
-            eu = e[use]
-            k = int(self.count[eu].max())
-            J = self.index[eu, :k]
-            ok = J >= 0
-            # flat gathers; a missing index points at a trailing -inf
-            flat_a = np.append(A.ravel(), -np.inf)
-            flat_x = np.append(Xm.ravel(), -np.inf)
-            ia = np.where(ok, ii[use, None] * A.shape[1] + J, flat_a.size - 1)
-            ix = np.where(ok, pp[use, None] * Xm.shape[1] + J, flat_x.size - 1)
-            out[use] = _lse_rows(flat_a[ia] + flat_x[ix])
+        all_use = bool(use.all())
+        if all_use or use.any():
+            eu = e if all_use else e[use]
+            iu = ii if all_use else ii[use]
+            pu = pp if all_use else pp[use]
+            _, ia, rep, cols, starts, _ = self._layout(eu, iu, A.shape[1])
+            vals = A.ravel()[ia]
+            vals += Xm.ravel()[pu[rep] * Xm.shape[1] + cols]
+            top = np.maximum.reduceat(vals, starts)
+            vals -= top[rep]
+            np.exp(vals, out=vals)
+            total = np.add.reduceat(vals, starts)
+            res = np.log(total, out=total)
+            res += top
+            if all_use:
+                return res
+            out[use] = res
         new = ~use
-        if new.any():
-            T = A[ii[new]] + Xm[pp[new]]
-            out[new] = _lse_rows(T)
-            k = min(_KMAX, w)
-            top = np.argpartition(-T, k - 1, axis=1)[:, :k] if k < w else np.tile(np.arange(w), (T.shape[0], 1))
-            vals = np.take_along_axis(T, top, axis=1)
-            with np.errstate(invalid="ignore"):
-                keep = vals >= out[new][:, None] - _MARGIN
-                count = np.sum(T >= out[new][:, None] - _MARGIN, axis=1)
-            fits = count <= _KMAX
-            en = e[new]
-            # the kept indices first (stable order), then -1
-            order = np.argsort(~keep, axis=1, kind="stable")
-            idx = np.full((en.size, _KMAX), -1, dtype=np.int64)
-            idx[:, :k] = np.where(np.take_along_axis(keep, order, axis=1), np.take_along_axis(top, order, axis=1), -1)
-            self.index[en[fits]] = idx[fits]
-            self.count[en[fits]] = count[fits]
-            self.known[en[fits]] = True
+        T = A[ii[new]] + Xm[pp[new]]
+        lse_new = _lse_rows(T)
+        out[new] = lse_new
+        with np.errstate(invalid="ignore"):
+            keep = T >= (lse_new - _MARGIN)[:, None]
+        count = keep.sum(axis=1)
+        fits = count <= _KMAX
+        if fits.any():
+            en = e[new][fits]
+            rr, cc = np.nonzero(keep[fits])
+            starts = np.zeros(en.size, dtype=np.int64)
+            np.cumsum(count[fits][:-1], out=starts[1:])
+            slot = np.arange(rr.size) - starts[rr]
+            self._flat = None  # supports change: the layout is rebuilt
+            self.index[en] = -1
+            self.index[en[rr], slot] = cc
+            self.count[en] = count[fits]
+            self.known[en] = True
         return out
 
 
@@ -519,21 +552,32 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
     def absorbed(X, m, axis):
         # returns (log of the scaled products, their values) for LSE over `axis` of S
         Xm = np.where(m, X, -np.inf)
-        h = np.max(Xm, axis=0)
+        if axis == 1:
+            # align the prefixes before taking the column-wise largest dual (any h is exact):
+            # the duals of the prefixes of a block differ by large per-prefix constants
+            o = np.sum(np.where(m, X, 0.0), axis=1) / np.maximum(m.sum(axis=1), 1)
+            h = np.max(Xm - o[:, None], axis=0)
+        else:
+            h = np.max(Xm, axis=0)
         h = np.where(np.isfinite(h), h, 0.0)
         with np.errstate(under="ignore", divide="ignore", invalid="ignore"):
-            if axis == 1:  # LSE_j (S_ij + X_pj): h on the columns of S
-                T = S + h[None, :]
-                c = np.max(T, axis=1)
-                Kt = np.exp(T - c[:, None]).T
-            else:  # LSE_i (S_ij + F_pi): h on the rows of S
+            # the kernels are triangular: the products skip their zero tiles (_times_kt, _times_k)
+            if axis == 1:  # LSE_j (S_ij + X_pj): h on the columns of S; Kt[j, i] = 0 for j > i
+                T = ST + h[:, None]
+                c = np.max(T, axis=0)
+                T -= c[None, :]
+                Kt = np.exp(T, out=T)
+            else:  # LSE_i (S_ij + F_pi): h on the rows of S; Kt[i, j] = 0 for i < j
                 T = S + h[:, None]
                 c = np.max(T, axis=0)
                 c = np.where(np.isfinite(c), c, 0.0)
-                Kt = np.exp(T - c[None, :])
+                T -= c[None, :]
+                Kt = np.exp(T, out=T)
             Z = Xm - h[None, :]
             a = np.max(Z, axis=1)
-            R = np.exp(Z - a[:, None]) @ Kt
+            Z -= a[:, None]
+            E = np.exp(Z, out=Z)
+            R = _times_kt(E, Kt) if axis == 1 else _times_k(E, Kt)
             out = np.log(R) + a[:, None] + c[None, :]
         return out, R, Xm
 
