@@ -252,7 +252,10 @@ def _attention_one(s, rho, dual_tol, max_iter, variant, accelerate, block=_BLOCK
     prefixes = np.arange(n) if variant == "prefix" else np.array([n - 1])
     out = np.zeros((n, n))
     kernels = None
-    for start in range(0, prefixes.size, block):
+    # the blocks are independent (each cold): the widest first, so that the memory of the
+    # mixing is allocated once and reused by the narrower ones
+    workspace = {}
+    for start in reversed(range(0, prefixes.size, block)):
         P = prefixes[start : start + block]
         rows = None
         if spread <= _KERNEL_SPREAD:
@@ -262,11 +265,12 @@ def _attention_one(s, rho, dual_tol, max_iter, variant, accelerate, block=_BLOCK
                     K = np.exp(sm)  # exactly zero above the diagonal
                 kernels = (K, np.ascontiguousarray(K.T))
             try:
-                rows = _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, variant == "full", kernels)
+                rows = _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, variant == "full", kernels,
+                                     workspace)
             except _KernelRange:
                 rows = None
         if rows is None:
-            rows = _log_block(sm, P, rho, dual_tol, max_iter, accelerate, variant == "full")
+            rows = _log_block(sm, P, rho, dual_tol, max_iter, accelerate, variant == "full", workspace)
         if variant == "full":
             return rows
         w = int(P[-1]) + 1
@@ -322,7 +326,7 @@ def _times_k(U, K):
     return out
 
 
-def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full, kernels=None):
+def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full, kernels=None, workspace=None):
     """Solve the prefixes ``P`` together with matrix products (kernel domain).
 
     ``kernels``: ``(exp(sm), exp(sm).T)`` (contiguous) of a leading square at least as wide
@@ -336,7 +340,8 @@ def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full, kernels=None
     mask = np.arange(w)[None, :] <= P[:, None]
     G = _kernel_map(K, KT, mask, P, rho)
     try:
-        x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w, bound=_KERNEL_DUAL)
+        x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w, bound=_KERNEL_DUAL,
+                      workspace=workspace)
     except ConvergenceError as err:
         # a plain step that overflows or leaves the safe range: the log-domain path is exact there
         if err.failures["tolerance"].size == 0:
@@ -354,35 +359,48 @@ def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full, kernels=None
 
 
 def _kernel_map(K, KT, mask, P, rho):
-    """The normalised dual update of the prefixes ``P`` in the kernel domain."""
+    """The normalised dual update of the prefixes ``P`` in the kernel domain.
+
+    The columns below the shortest prefix of the batch belong to every prefix and are
+    updated without masks; only the columns beyond it (at most the block's size) are masked.
+    """
     maskf = mask.astype(float)
     # adding offf before a division or logarithm keeps the entries outside each prefix
     # finite; multiplying by maskf zeroes them (inside, both are exact no-ops)
     offf = 1.0 - maskf
 
     def G(x, rows):
-        if rows.size == P.size:
-            mf, of, last = maskf, offf, P
-        else:
-            mf, of, last = maskf[rows], offf[rows], P[rows]
+        last = P if rows.size == P.size else P[rows]
+        c0 = int(last.min()) + 1  # columns [0, c0) lie in every prefix of the batch
+        if c0 < x.shape[1]:
+            if rows.size == P.size:
+                mf, of = maskf[:, c0:], offf[:, c0:]
+            else:
+                mf, of = maskf[rows, c0:], offf[rows, c0:]
         with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
             V = np.exp(x)
-            V *= mf
+            if c0 < x.shape[1]:
+                V[:, c0:] *= mf
             R = _times_kt(V, KT)
-            R += of
-            U = np.divide(mf, R, out=R)
-            C = _times_k(U, K)
-            C += of
+            np.divide(1.0, R[:, :c0], out=R[:, :c0])
+            if c0 < x.shape[1]:
+                tail = R[:, c0:]
+                tail += of
+                np.divide(mf, tail, out=tail)
+            C = _times_k(R, K)
+            if c0 < x.shape[1]:
+                C[:, c0:] += of
             g = np.log(C, out=C)
             g *= -rho
             g -= g[np.arange(last.size), last][:, None]
-            g *= mf
+            if c0 < x.shape[1]:
+                g[:, c0:] *= mf
             return g
 
     return G
 
 
-def _solve(G, x0, rho, dual_tol, max_iter, accelerate, width, bound=None):
+def _solve(G, x0, rho, dual_tol, max_iter, accelerate, width, bound=None, workspace=None):
     return anderson_solve(
         G,
         x0,
@@ -393,6 +411,7 @@ def _solve(G, x0, rho, dual_tol, max_iter, accelerate, width, bound=None):
         seminorm="osc",
         floor=lambda amax: _floor(width) * (1.0 + amax),
         bound=bound,
+        workspace=workspace,
     )
 
 
@@ -414,6 +433,9 @@ _ALONE_RATIO = 1024.0
 _KMAX = 16
 _MARGIN = 100.0
 _DRIFT = 20.0
+# a log-domain block's scaled kernel is formed again when its stabiliser would move by more
+# than this (in any column in use); in between, the kernel of the last one serves (exact for any)
+_REFORM = 20.0
 
 
 class _Supports:
@@ -471,9 +493,9 @@ class _Supports:
         gi = rows[involved]
         with np.errstate(invalid="ignore"):
             Xi = Xm[involved]
-            fin = np.isfinite(Xi)
-            diff = np.where(fin, Xi - self.ref[gi], np.nan)
-            osc = np.nanmax(diff, axis=1, initial=-np.inf) - np.nanmin(diff, axis=1, initial=np.inf)
+            fin = np.isfinite(Xi)  # the columns of each prefix (-inf beyond)
+            diff = Xi - self.ref[gi]
+            osc = np.max(np.where(fin, diff, -np.inf), axis=1) - np.min(np.where(fin, diff, np.inf), axis=1)
         moved = ~self.has_ref[gi] | ~(osc <= _DRIFT)
         if moved.any():
             for g in gi[moved]:
@@ -502,27 +524,38 @@ class _Supports:
             out[use] = res
         new = ~use
         T = A[ii[new]] + Xm[pp[new]]
-        lse_new = _lse_rows(T)
-        out[new] = lse_new
+        top = np.max(T, axis=1)  # finite: every entry has a finite term (its diagonal)
         with np.errstate(invalid="ignore"):
-            keep = T >= (lse_new - _MARGIN)[:, None]
+            keep = T >= (top - _MARGIN)[:, None]
         count = keep.sum(axis=1)
         fits = count <= _KMAX
+        res_new = np.empty(T.shape[0])
+        if not fits.all():
+            res_new[~fits] = _lse_rows(T[~fits])
         if fits.any():
-            en = e[new][fits]
-            rr, cc = np.nonzero(keep[fits])
-            starts = np.zeros(en.size, dtype=np.int64)
-            np.cumsum(count[fits][:-1], out=starts[1:])
+            # the terms within _MARGIN of the largest are the support (a term left out is below
+            # max - _MARGIN <= LSE - _MARGIN); the others add at most w e^-_MARGIN relative
+            fi = np.flatnonzero(fits)
+            rr, cc = np.nonzero(keep[fi])
+            starts = np.zeros(fi.size, dtype=np.int64)
+            np.cumsum(count[fi][:-1], out=starts[1:])
+            vals = T[fi[rr], cc]
+            vals -= top[fi][rr]
+            np.exp(vals, out=vals)
+            total = np.add.reduceat(vals, starts)
+            res_new[fi] = np.log(total) + top[fi]
+            en = e[new][fi]
             slot = np.arange(rr.size) - starts[rr]
             self._flat = None  # supports change: the layout is rebuilt
             self.index[en] = -1
             self.index[en[rr], slot] = cc
-            self.count[en] = count[fits]
+            self.count[en] = count[fi]
             self.known[en] = True
+        out[new] = res_new
         return out
 
 
-def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
+def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full, workspace=None):
     """Solve the prefixes ``P`` together in the log domain (nothing can overflow).
 
     Each log-sum-exp is evaluated as a matrix product of scaled exponentials, with the
@@ -549,6 +582,10 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
     ST = np.ascontiguousarray(S.T)
     mask = np.arange(w)[None, :] <= P[:, None]
 
+    # the scaled kernel of each side and the stabiliser it was formed with: any h gives the
+    # same sums, so a kernel is reused while the stabiliser wanted moves by at most _REFORM
+    kernels = {}
+
     def absorbed(X, m, axis):
         # returns (log of the scaled products, their values) for LSE over `axis` of S
         Xm = np.where(m, X, -np.inf)
@@ -559,20 +596,26 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
             h = np.max(Xm - o[:, None], axis=0)
         else:
             h = np.max(Xm, axis=0)
-        h = np.where(np.isfinite(h), h, 0.0)
+        used = np.isfinite(h)
+        h = np.where(used, h, 0.0)
         with np.errstate(under="ignore", divide="ignore", invalid="ignore"):
+            old = kernels.get(axis)
+            if old is not None and np.max(np.abs(h - old[0]), where=used, initial=0.0) <= _REFORM:
+                h, c, Kt = old
             # the kernels are triangular: the products skip their zero tiles (_times_kt, _times_k)
-            if axis == 1:  # LSE_j (S_ij + X_pj): h on the columns of S; Kt[j, i] = 0 for j > i
+            elif axis == 1:  # LSE_j (S_ij + X_pj): h on the columns of S; Kt[j, i] = 0 for j > i
                 T = ST + h[:, None]
                 c = np.max(T, axis=0)
                 T -= c[None, :]
                 Kt = np.exp(T, out=T)
+                kernels[axis] = (h, c, Kt)
             else:  # LSE_i (S_ij + F_pi): h on the rows of S; Kt[i, j] = 0 for i < j
                 T = S + h[:, None]
                 c = np.max(T, axis=0)
                 c = np.where(np.isfinite(c), c, 0.0)
                 T -= c[None, :]
                 Kt = np.exp(T, out=T)
+                kernels[axis] = (h, c, Kt)
             Z = Xm - h[None, :]
             a = np.max(Z, axis=1)
             Z -= a[:, None]
@@ -612,7 +655,7 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
             return np.where(m, g - g[np.arange(rows.size), P[rows]][:, None], 0.0)
 
     check_allocation(8 * P.size * w, "scores", f"array of shape ({w}, {w})")
-    x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w)
+    x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w, workspace=workspace)
     if P.size > 1:
         # The shared stabiliser h cancels exactly, but each term is formed with absolute rounding
         # eps |h|: a prefix whose own duals are far smaller than the block's largest (one huge score
@@ -625,7 +668,7 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
         if alone.any():
             out = np.zeros((P.size, w))
             for idx in [np.nonzero(~alone)[0]] + [[k] for k in np.nonzero(alone)[0]]:
-                r = _log_block(sm, P[idx], rho, dual_tol, max_iter, accelerate, full)
+                r = _log_block(sm, P[idx], rho, dual_tol, max_iter, accelerate, full, workspace)
                 out[idx, : r.shape[1]] = r
             return out
     if full:
