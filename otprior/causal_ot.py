@@ -568,14 +568,18 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full, workspace=None)
         e^{X_{pj} - h_j - a_p},
 
     with ``c_i = max_j (S_ij + h_j)`` and ``a_p = max_j (X_pj - h_j)``, so every factor is
-    at most one and nothing overflows. Taking ``h_j`` the largest current dual of column
-    ``j`` over the block's prefixes, refreshed every sweep (``w^2`` exponentials, a small
-    part of the two ``|P| w^2`` products), makes the leading terms of the products of
-    order one even for scores spread over thousands, where a kernel shifted by the row
-    maxima alone underflows. A product that stays above ``1e-280`` has lost only terms
-    below ``w * 1e-308`` (relative error below ``1e-25``); the entries that fall below it
-    are evaluated exactly by ``logsumexp`` on gathered rows. The sweep is the kernel
-    path's, so the number of sweeps is the same.
+    at most one and nothing overflows. The identity holds for every ``h``; ``h`` only decides
+    which products underflow. For the sums over columns ``h_j = max_p (X_pj - o_p)``, the
+    largest dual of column ``j`` over the block's prefixes after each prefix is shifted by
+    its mean dual ``o_p`` (the duals of the prefixes of a block differ by large per-prefix
+    constants; aligned, 30% instead of 84% of the row sums underflow for scores N(0, 1) x 500
+    at ``rho = 0.9``); for the sums over rows ``h_i = max_p F_pi``. The scaled kernel
+    (``w^2`` exponentials) is formed again only when the ``h`` wanted has moved by more than
+    ``_REFORM`` in a column in use; in between, the last one serves. A product that stays
+    above ``1e-280`` has lost only terms below ``w * 1e-308`` (relative error below
+    ``1e-25``), whatever ``h``; the entries that fall below it are evaluated exactly on
+    sparse supports (``_Supports``). The sweep is the kernel path's, so the number of
+    sweeps is the same.
     """
     w = int(P[-1]) + 1
     S = sm[:w, :w]
