@@ -360,6 +360,10 @@ def main(argv=None, *, sizes=None):
         out = json.loads(Path(a.out).read_text())
     out.update({"quick": a.quick, "threads": 1, "clock": "process_time (CPU), median of interleaved warm runs",
                 "python": sys.version.split()[0], "numpy": np.__version__})
+    # the machine's load average (1, 5, 15 minutes) when the run started and ended: the ratios are
+    # interleaved, so load slows both sides, but it is part of how the figures were taken
+    load = {"sections": list(a.sections), "argv": list(argv) if argv is not None else sys.argv[1:],
+            "start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
     if "pot" in a.sections:
         print("== causal_ot_attention vs POT per prefix (matched accuracy 1e-10)")
         out["pot"] = bench_pot(cfg["pot_sizes"], cfg["pot_rhos"], cfg["strata"], max(1, reps - 2))
@@ -382,6 +386,8 @@ def main(argv=None, *, sizes=None):
     if "before_after" in a.sections and a.baseline:
         print(f"== the operator against revision {a.baseline}")
         out["before_after"] = bench_before_after(a.baseline, cfg["before_after_pot"], cfg["before_after_spread"], reps)
+    load["end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    out.setdefault("load_average", []).append(load)
     if a.out is None:
         print("quick run: nothing written (--out PATH keeps it)")
         return out
