@@ -372,6 +372,8 @@ def _kernel_map(K, KT, mask, P, rho):
     def G(x, rows):
         last = P if rows.size == P.size else P[rows]
         c0 = int(last.min()) + 1  # columns [0, c0) lie in every prefix of the batch
+        if 2 * c0 < x.shape[1]:
+            c0 = 0  # mostly masked columns (the first blocks): all masked, as one operation each
         if c0 < x.shape[1]:
             if rows.size == P.size:
                 mf, of = maskf[:, c0:], offf[:, c0:]
@@ -382,7 +384,8 @@ def _kernel_map(K, KT, mask, P, rho):
             if c0 < x.shape[1]:
                 V[:, c0:] *= mf
             R = _times_kt(V, KT)
-            np.divide(1.0, R[:, :c0], out=R[:, :c0])
+            if c0:
+                np.divide(1.0, R[:, :c0], out=R[:, :c0])
             if c0 < x.shape[1]:
                 tail = R[:, c0:]
                 tail += of
