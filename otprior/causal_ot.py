@@ -476,12 +476,10 @@ class _Supports:
         if flat is not None and flat[0].size == eu.size and flat[5] == acols and np.array_equal(flat[0], eu):
             return flat
         cnt = self.count[eu]
-        k = int(cnt.max())
-        J = self.index[eu, :k]
-        rep, pos = np.nonzero(J >= 0)  # kept indices come first in each row: rep is sorted
-        cols = J[rep, pos]
         starts = np.zeros(eu.size, dtype=np.int64)
         np.cumsum(cnt[:-1], out=starts[1:])
+        rep = np.repeat(np.arange(eu.size), cnt)  # kept indices come first in each row
+        cols = self.index[eu[rep], np.arange(rep.size) - starts[rep]]
         self._flat = (eu, iu[rep] * acols + cols, rep, cols, starts, acols)
         return self._flat
 
