@@ -24,6 +24,10 @@ alike. Sections (each writes its rows to ``bench/results/ot.json``):
 - ``certified``: the certified (Arb) prior against the double route.
 - ``design``: cold blocks of 128 prefixes against one block; the log-domain path against
   the kernel path; the Anderson memory chosen by rho against a fixed memory of 6.
+- ``before_after`` (only with ``--baseline REV``): the operator of git revision ``REV``
+  (``otprior/causal_ot.py`` and ``otprior/_anderson.py`` read with ``git show`` and run in this
+  process) against the working tree's, interleaved, on the POT sizes (scores N(0, 1),
+  ``dual_tol = 1e-10``) and on the spread inputs (x1 and x500, default ``dual_tol``).
 
 Run: ``python bench/bench_ot.py [--quick] [--out PATH]`` (``--quick``: small sizes, seconds).
 """
@@ -52,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' shar
 from _timing import interleaved  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "ot.json"
-SECTIONS = ("pot", "pot_check", "prior", "spread", "certified", "design")
+SECTIONS = ("pot", "pot_check", "prior", "spread", "certified", "design", "before_after")
 
 
 
@@ -275,6 +279,46 @@ def bench_design(n_blocks, n_paths, reps):
     return rows
 
 
+def load_baseline(rev):
+    """The operator of git revision ``rev`` as a module (its Anderson solver loaded beside it)."""
+    import subprocess
+    import types
+
+    root = Path(__file__).resolve().parent.parent
+    tag = "".join(ch if ch.isalnum() else "_" for ch in rev)
+    modules = {}
+    for name in ("_anderson", "causal_ot"):
+        src = subprocess.run(["git", "-C", str(root), "show", f"{rev}:otprior/{name}.py"], capture_output=True,
+                             text=True, check=True).stdout
+        src = src.replace("from ._anderson import", f"from ._baseline_{tag}_anderson import")
+        full = f"otprior._baseline_{tag}{name}"
+        module = types.ModuleType(full)
+        module.__package__ = "otprior"
+        sys.modules[full] = module
+        exec(compile(src, f"<git {rev}:otprior/{name}.py>", "exec"), module.__dict__)  # noqa: S102 (our own file)
+        modules[name] = module
+    return modules["causal_ot"]
+
+
+def bench_before_after(rev, pot_cases, spread_cases, reps):
+    """The working tree's operator against revision ``rev``'s, interleaved in this process."""
+    old = load_baseline(rev)
+    rows = []
+    cases = [(n, rho, 1.0, 1e-10, n) for n, rho in pot_cases]
+    cases += [(n, rho, f, 1e-12, 1) for n, rho in spread_cases for f in (1.0, 500.0)]
+    for n, rho, factor, tol, seed in cases:
+        S = np.random.default_rng(seed).normal(size=(n, n)) * factor
+        med, out = interleaved({"before": lambda S=S, rho=rho, tol=tol: old.causal_ot_attention(S, rho, dual_tol=tol),
+                                "after": lambda S=S, rho=rho, tol=tol: otprior.causal_ot_attention(S, rho, dual_tol=tol)},
+                               reps)
+        row = {"n": n, "rho": rho, "factor": factor, "dual_tol": tol, "baseline": rev, "before_s": med["before"],
+               "after_s": med["after"], "speedup": med["before"] / med["after"],
+               "max_diff": float(np.max(np.abs(out["before"] - out["after"])))}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
 def main(argv=None, *, sizes=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (seconds)")
@@ -284,6 +328,8 @@ def main(argv=None, *, sizes=None):
     ap.add_argument("--strata", type=int, help="POT prefixes timed per n (default 16)")
     ap.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
                     help="run these sections only; the others are kept from the existing output file")
+    ap.add_argument("--baseline", default=None, help="git revision whose operator the before_after section "
+                    "times against the working tree's (that section runs only with it)")
     a = ap.parse_args(argv)
     if a.out is None and not a.quick:
         a.out = str(RESULTS)
@@ -299,6 +345,8 @@ def main(argv=None, *, sizes=None):
         # (rho, every): every prefix at 0.5 and 0.9, every 8th at 0.99 (all would take minutes)
         "pot_check_rhos": [(0.5, 1)] if a.quick else [(0.5, 1), (0.9, 1), (0.99, 8)],
         "reps": 1 if a.quick else 3,
+        "before_after_pot": [(64, 0.5)] if a.quick else [(1024, 0.5), (1024, 0.9), (1024, 0.99)],
+        "before_after_spread": [(32, 0.5)] if a.quick else [(256, 0.5), (256, 0.9)],
         "ref_size": 10**6,
     }
     cfg.update(sizes or {})
@@ -312,6 +360,10 @@ def main(argv=None, *, sizes=None):
         out = json.loads(Path(a.out).read_text())
     out.update({"quick": a.quick, "threads": 1, "clock": "process_time (CPU), median of interleaved warm runs",
                 "python": sys.version.split()[0], "numpy": np.__version__})
+    # the machine's load average (1, 5, 15 minutes) when the run started and ended: the ratios are
+    # interleaved, so load slows both sides, but it is part of how the figures were taken
+    load = {"sections": list(a.sections), "argv": list(argv) if argv is not None else sys.argv[1:],
+            "start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
     if "pot" in a.sections:
         print("== causal_ot_attention vs POT per prefix (matched accuracy 1e-10)")
         out["pot"] = bench_pot(cfg["pot_sizes"], cfg["pot_rhos"], cfg["strata"], max(1, reps - 2))
@@ -331,6 +383,11 @@ def main(argv=None, *, sizes=None):
     if "design" in a.sections:
         print("== design choices")
         out["design"] = bench_design(*cfg["design"], reps)
+    if "before_after" in a.sections and a.baseline:
+        print(f"== the operator against revision {a.baseline}")
+        out["before_after"] = bench_before_after(a.baseline, cfg["before_after_pot"], cfg["before_after_spread"], reps)
+    load["end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    out.setdefault("load_average", []).append(load)
     if a.out is None:
         print("quick run: nothing written (--out PATH keeps it)")
         return out

@@ -44,6 +44,9 @@ from ._validation import ConvergenceError
 _MAX_PAUSE = 32
 # a candidate is accepted when its residual is at most this factor times the best so far
 _ACCEPT = 10.0
+# histories of at least this many doubles are kept in the caller's workspace (smaller ones are
+# served by the allocator without fresh pages)
+_REUSE = 1 << 18
 
 
 def anderson_memory(rho: float) -> int:
@@ -96,14 +99,14 @@ def _drop(a, holes, movers, size):
 
 
 def anderson_solve(G, x0, threshold, *, max_iter, memory=6, accelerate=True, history=False, seminorm="sup",
-                   floor=None, bound=None):
+                   floor=None, bound=None, workspace=None):
     """:func:`_anderson_solve` with overflow and invalid operations of the mixing's products
     silent: a candidate whose products overflow is rejected by the safeguard (non-finite),
     exactly as the plain step would be, so the warning would report nothing the result does
     not already say (the plain iteration issues none)."""
     with np.errstate(over="ignore", invalid="ignore"):
         return _anderson_solve(G, x0, threshold, max_iter=max_iter, memory=memory, accelerate=accelerate,
-                               history=history, seminorm=seminorm, floor=floor, bound=bound)
+                               history=history, seminorm=seminorm, floor=floor, bound=bound, workspace=workspace)
 
 
 def _anderson_solve(
@@ -118,6 +121,7 @@ def _anderson_solve(
     seminorm="sup",
     floor=None,
     bound=None,
+    workspace=None,
 ):
     """Solve ``x = G(x)`` for a batch of independent problems.
 
@@ -149,6 +153,10 @@ def _anderson_solve(
         Safe range of ``G``: it is evaluated only at points with ``max |x| <= bound``.
         An Anderson candidate outside is replaced by the plain step; a plain image
         outside (that is not already the answer) is a failure of kind ``"range"``.
+    workspace : dict, optional
+        Owned by the caller and reused across calls (one thread): the memory of the mixing
+        is kept there, so that a sequence of solves, largest first, touches fresh memory
+        only once (a fresh ``(B, memory, m)`` history costs a page fault per 4 KiB).
 
     Returns
     -------
@@ -196,8 +204,19 @@ def _anderson_solve(
     rejections = np.zeros(batch, dtype=int)
     thresholds = threshold.copy()
     if accelerate:
-        d_res = np.zeros((batch, m, width))
-        d_img = np.zeros((batch, m, width))
+        size = batch * m * width
+        if workspace is None or size < _REUSE:
+            d_res = np.zeros((batch, m, width))
+            d_img = np.zeros((batch, m, width))
+        else:
+            buf = workspace.get("anderson")
+            if buf is None or buf.size < 2 * size:
+                buf = workspace["anderson"] = np.zeros(2 * size)
+            d_res = buf[:size].reshape(batch, m, width)
+            d_img = buf[size : 2 * size].reshape(batch, m, width)
+            # stale differences of an earlier solve (finite or not) must not reach an unused slot
+            d_res.fill(0.0)
+            d_img.fill(0.0)
         gram = np.zeros((batch, m, m))
         count = np.zeros(batch, dtype=int)  # differences stored since the last restart
         rhs_prev = np.zeros((batch, m))  # d_res . res at the last sweep, where rhs_ok
@@ -266,13 +285,13 @@ def _anderson_solve(
             q = None
             if ui.size:
                 us = count[ui] % m
-                dr = res - prev_res
                 if ui.size == b and not (us - us[0]).any():
-                    # every problem writes the same slot: one strided copy per array
+                    # every problem writes the same slot: written in place
                     s = int(us[0])
-                    d_res[:, s] = dr
+                    dr = np.subtract(res, prev_res, out=d_res[:, s])
                     np.subtract(img, prev_img, out=d_img[:, s])
                 else:
+                    dr = res - prev_res
                     d_res[ui, us] = dr[ui]
                     d_img[ui, us] = img[ui] - prev_img[ui]
                 # the new row of the Gram matrix: d_j . dr = d_j . res - d_j . prev_res, where

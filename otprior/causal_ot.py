@@ -252,7 +252,10 @@ def _attention_one(s, rho, dual_tol, max_iter, variant, accelerate, block=_BLOCK
     prefixes = np.arange(n) if variant == "prefix" else np.array([n - 1])
     out = np.zeros((n, n))
     kernels = None
-    for start in range(0, prefixes.size, block):
+    # the blocks are independent (each cold): the widest first, so that the memory of the
+    # mixing is allocated once and reused by the narrower ones
+    workspace = {}
+    for start in reversed(range(0, prefixes.size, block)):
         P = prefixes[start : start + block]
         rows = None
         if spread <= _KERNEL_SPREAD:
@@ -262,11 +265,12 @@ def _attention_one(s, rho, dual_tol, max_iter, variant, accelerate, block=_BLOCK
                     K = np.exp(sm)  # exactly zero above the diagonal
                 kernels = (K, np.ascontiguousarray(K.T))
             try:
-                rows = _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, variant == "full", kernels)
+                rows = _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, variant == "full", kernels,
+                                     workspace)
             except _KernelRange:
                 rows = None
         if rows is None:
-            rows = _log_block(sm, P, rho, dual_tol, max_iter, accelerate, variant == "full")
+            rows = _log_block(sm, P, rho, dual_tol, max_iter, accelerate, variant == "full", workspace)
         if variant == "full":
             return rows
         w = int(P[-1]) + 1
@@ -322,7 +326,7 @@ def _times_k(U, K):
     return out
 
 
-def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full, kernels=None):
+def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full, kernels=None, workspace=None):
     """Solve the prefixes ``P`` together with matrix products (kernel domain).
 
     ``kernels``: ``(exp(sm), exp(sm).T)`` (contiguous) of a leading square at least as wide
@@ -336,7 +340,8 @@ def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full, kernels=None
     mask = np.arange(w)[None, :] <= P[:, None]
     G = _kernel_map(K, KT, mask, P, rho)
     try:
-        x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w, bound=_KERNEL_DUAL)
+        x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w, bound=_KERNEL_DUAL,
+                      workspace=workspace)
     except ConvergenceError as err:
         # a plain step that overflows or leaves the safe range: the log-domain path is exact there
         if err.failures["tolerance"].size == 0:
@@ -354,35 +359,51 @@ def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full, kernels=None
 
 
 def _kernel_map(K, KT, mask, P, rho):
-    """The normalised dual update of the prefixes ``P`` in the kernel domain."""
+    """The normalised dual update of the prefixes ``P`` in the kernel domain.
+
+    The columns below the shortest prefix of the batch belong to every prefix and are
+    updated without masks; only the columns beyond it (at most the block's size) are masked.
+    """
     maskf = mask.astype(float)
     # adding offf before a division or logarithm keeps the entries outside each prefix
     # finite; multiplying by maskf zeroes them (inside, both are exact no-ops)
     offf = 1.0 - maskf
 
     def G(x, rows):
-        if rows.size == P.size:
-            mf, of, last = maskf, offf, P
-        else:
-            mf, of, last = maskf[rows], offf[rows], P[rows]
+        last = P if rows.size == P.size else P[rows]
+        c0 = int(last.min()) + 1  # columns [0, c0) lie in every prefix of the batch
+        if 2 * c0 < x.shape[1]:
+            c0 = 0  # mostly masked columns (the first blocks): all masked, as one operation each
+        if c0 < x.shape[1]:
+            if rows.size == P.size:
+                mf, of = maskf[:, c0:], offf[:, c0:]
+            else:
+                mf, of = maskf[rows, c0:], offf[rows, c0:]
         with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
             V = np.exp(x)
-            V *= mf
+            if c0 < x.shape[1]:
+                V[:, c0:] *= mf
             R = _times_kt(V, KT)
-            R += of
-            U = np.divide(mf, R, out=R)
-            C = _times_k(U, K)
-            C += of
+            if c0:
+                np.divide(1.0, R[:, :c0], out=R[:, :c0])
+            if c0 < x.shape[1]:
+                tail = R[:, c0:]
+                tail += of
+                np.divide(mf, tail, out=tail)
+            C = _times_k(R, K)
+            if c0 < x.shape[1]:
+                C[:, c0:] += of
             g = np.log(C, out=C)
             g *= -rho
             g -= g[np.arange(last.size), last][:, None]
-            g *= mf
+            if c0 < x.shape[1]:
+                g[:, c0:] *= mf
             return g
 
     return G
 
 
-def _solve(G, x0, rho, dual_tol, max_iter, accelerate, width, bound=None):
+def _solve(G, x0, rho, dual_tol, max_iter, accelerate, width, bound=None, workspace=None):
     return anderson_solve(
         G,
         x0,
@@ -393,6 +414,7 @@ def _solve(G, x0, rho, dual_tol, max_iter, accelerate, width, bound=None):
         seminorm="osc",
         floor=lambda amax: _floor(width) * (1.0 + amax),
         bound=bound,
+        workspace=workspace,
     )
 
 
@@ -414,6 +436,9 @@ _ALONE_RATIO = 1024.0
 _KMAX = 16
 _MARGIN = 100.0
 _DRIFT = 20.0
+# a log-domain block's scaled kernel is formed again when its stabiliser would move by more
+# than this (in any column in use); in between, the kernel of the last one serves (exact for any)
+_REFORM = 20.0
 
 
 class _Supports:
@@ -429,6 +454,11 @@ class _Supports:
     point where the entry was found are both within ``_DRIFT`` of it), so it stays below the
     new largest by ``_MARGIN - 2 _DRIFT = 60``: all of them add at most ``w e^{-60}``
     (below ``1e-23`` for ``w <= 1e3``) relative to the sum, far under rounding.
+
+    The kept supports are summed in a ragged layout (one flat array of terms, segments
+    reduced by ``np.maximum.reduceat`` and ``np.add.reduceat``): at large score spreads an
+    entry keeps about two terms on average, so the work per sweep is a few gathers of that
+    many terms. The layout is rebuilt only when the set of entries evaluated sparsely changes.
     """
 
     def __init__(self, problems, width):
@@ -438,58 +468,95 @@ class _Supports:
         self.count = np.zeros(problems * width, dtype=np.int64)
         self.ref = np.zeros((problems, width))
         self.has_ref = np.zeros(problems, dtype=bool)
+        self._flat = None  # (entries, flat index into A, entry of each term, column of each term, segment starts)
+
+    def _layout(self, eu, iu, acols):
+        """The ragged layout of the supports of the entries ``eu`` (rows ``iu`` of ``A``)."""
+        flat = self._flat
+        if flat is not None and flat[0].size == eu.size and flat[5] == acols and np.array_equal(flat[0], eu):
+            return flat
+        cnt = self.count[eu]
+        starts = np.zeros(eu.size, dtype=np.int64)
+        np.cumsum(cnt[:-1], out=starts[1:])
+        rep = np.repeat(np.arange(eu.size), cnt)  # kept indices come first in each row
+        cols = self.index[eu[rep], np.arange(rep.size) - starts[rep]]
+        self._flat = (eu, iu[rep] * acols + cols, rep, cols, starts, acols)
+        return self._flat
 
     def lse(self, A, ii, Xm, pp, rows):
         w = self.width
         gp = rows[pp]
-        # drift of each prefix involved since its reference point
-        involved = np.unique(pp)
+        # drift of each prefix involved since its reference point (pp is sorted: nonzero of a
+        # (problem, entry) mask in C order)
+        first = np.ones(pp.size, dtype=bool)
+        first[1:] = pp[1:] != pp[:-1]
+        involved = pp[first]
         gi = rows[involved]
         with np.errstate(invalid="ignore"):
-            diff = np.where(np.isfinite(Xm[involved]), Xm[involved] - self.ref[gi], np.nan)
-            osc = np.nanmax(diff, axis=1, initial=-np.inf) - np.nanmin(diff, axis=1, initial=np.inf)
+            Xi = Xm[involved]
+            fin = np.isfinite(Xi)  # the columns of each prefix (-inf beyond)
+            diff = Xi - self.ref[gi]
+            osc = np.max(np.where(fin, diff, -np.inf), axis=1) - np.min(np.where(fin, diff, np.inf), axis=1)
         moved = ~self.has_ref[gi] | ~(osc <= _DRIFT)
-        for g in gi[moved]:
-            self.known[g * w : (g + 1) * w] = False
-        self.ref[gi[moved]] = np.where(np.isfinite(Xm[involved[moved]]), Xm[involved[moved]], 0.0)
-        self.has_ref[gi[moved]] = True
+        if moved.any():
+            for g in gi[moved]:
+                self.known[g * w : (g + 1) * w] = False
+            self.ref[gi[moved]] = np.where(fin[moved], Xi[moved], 0.0)
+            self.has_ref[gi[moved]] = True
         e = gp * w + ii
         out = np.empty(e.size)
         use = self.known[e]
-        if use.any():
-            eu = e[use]
-            k = int(self.count[eu].max())
-            J = self.index[eu, :k]
-            ok = J >= 0
-            # flat gathers; a missing index points at a trailing -inf
-            flat_a = np.append(A.ravel(), -np.inf)
-            flat_x = np.append(Xm.ravel(), -np.inf)
-            ia = np.where(ok, ii[use, None] * A.shape[1] + J, flat_a.size - 1)
-            ix = np.where(ok, pp[use, None] * Xm.shape[1] + J, flat_x.size - 1)
-            out[use] = _lse_rows(flat_a[ia] + flat_x[ix])
+        all_use = bool(use.all())
+        if all_use or use.any():
+            eu = e if all_use else e[use]
+            iu = ii if all_use else ii[use]
+            pu = pp if all_use else pp[use]
+            _, ia, rep, cols, starts, _ = self._layout(eu, iu, A.shape[1])
+            vals = A.ravel()[ia]
+            vals += Xm.ravel()[pu[rep] * Xm.shape[1] + cols]
+            top = np.maximum.reduceat(vals, starts)
+            vals -= top[rep]
+            np.exp(vals, out=vals)
+            total = np.add.reduceat(vals, starts)
+            res = np.log(total, out=total)
+            res += top
+            if all_use:
+                return res
+            out[use] = res
         new = ~use
-        if new.any():
-            T = A[ii[new]] + Xm[pp[new]]
-            out[new] = _lse_rows(T)
-            k = min(_KMAX, w)
-            top = np.argpartition(-T, k - 1, axis=1)[:, :k] if k < w else np.tile(np.arange(w), (T.shape[0], 1))
-            vals = np.take_along_axis(T, top, axis=1)
-            with np.errstate(invalid="ignore"):
-                keep = vals >= out[new][:, None] - _MARGIN
-                count = np.sum(T >= out[new][:, None] - _MARGIN, axis=1)
-            fits = count <= _KMAX
-            en = e[new]
-            # the kept indices first (stable order), then -1
-            order = np.argsort(~keep, axis=1, kind="stable")
-            idx = np.full((en.size, _KMAX), -1, dtype=np.int64)
-            idx[:, :k] = np.where(np.take_along_axis(keep, order, axis=1), np.take_along_axis(top, order, axis=1), -1)
-            self.index[en[fits]] = idx[fits]
-            self.count[en[fits]] = count[fits]
-            self.known[en[fits]] = True
+        T = A[ii[new]] + Xm[pp[new]]
+        top = np.max(T, axis=1)  # finite: every entry has a finite term (its diagonal)
+        with np.errstate(invalid="ignore"):
+            keep = T >= (top - _MARGIN)[:, None]
+        count = keep.sum(axis=1)
+        fits = count <= _KMAX
+        res_new = np.empty(T.shape[0])
+        if not fits.all():
+            res_new[~fits] = _lse_rows(T[~fits])
+        if fits.any():
+            # the terms within _MARGIN of the largest are the support (a term left out is below
+            # max - _MARGIN <= LSE - _MARGIN); the others add at most w e^-_MARGIN relative
+            fi = np.flatnonzero(fits)
+            rr, cc = np.nonzero(keep[fi])
+            starts = np.zeros(fi.size, dtype=np.int64)
+            np.cumsum(count[fi][:-1], out=starts[1:])
+            vals = T[fi[rr], cc]
+            vals -= top[fi][rr]
+            np.exp(vals, out=vals)
+            total = np.add.reduceat(vals, starts)
+            res_new[fi] = np.log(total) + top[fi]
+            en = e[new][fi]
+            slot = np.arange(rr.size) - starts[rr]
+            self._flat = None  # supports change: the layout is rebuilt
+            self.index[en] = -1
+            self.index[en[rr], slot] = cc
+            self.count[en] = count[fi]
+            self.known[en] = True
+        out[new] = res_new
         return out
 
 
-def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
+def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full, workspace=None):
     """Solve the prefixes ``P`` together in the log domain (nothing can overflow).
 
     Each log-sum-exp is evaluated as a matrix product of scaled exponentials, with the
@@ -502,38 +569,63 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
         e^{X_{pj} - h_j - a_p},
 
     with ``c_i = max_j (S_ij + h_j)`` and ``a_p = max_j (X_pj - h_j)``, so every factor is
-    at most one and nothing overflows. Taking ``h_j`` the largest current dual of column
-    ``j`` over the block's prefixes, refreshed every sweep (``w^2`` exponentials, a small
-    part of the two ``|P| w^2`` products), makes the leading terms of the products of
-    order one even for scores spread over thousands, where a kernel shifted by the row
-    maxima alone underflows. A product that stays above ``1e-280`` has lost only terms
-    below ``w * 1e-308`` (relative error below ``1e-25``); the entries that fall below it
-    are evaluated exactly by ``logsumexp`` on gathered rows. The sweep is the kernel
-    path's, so the number of sweeps is the same.
+    at most one and nothing overflows. The identity holds for every ``h``; ``h`` only decides
+    which products underflow. For the sums over columns ``h_j = max_p (X_pj - o_p)``, the
+    largest dual of column ``j`` over the block's prefixes after each prefix is shifted by
+    its mean dual ``o_p`` (the duals of the prefixes of a block differ by large per-prefix
+    constants; aligned, 30% instead of 84% of the row sums underflow for scores N(0, 1) x 500
+    at ``rho = 0.9``); for the sums over rows ``h_i = max_p F_pi``. The scaled kernel
+    (``w^2`` exponentials) is formed again only when the ``h`` wanted has moved by more than
+    ``_REFORM`` in a column in use; in between, the last one serves. A product that stays
+    above ``1e-280`` has lost only terms below ``w * 1e-308`` (relative error below
+    ``1e-25``), whatever ``h``; the entries that fall below it are evaluated exactly on
+    sparse supports (``_Supports``). The sweep is the kernel path's, so the number of
+    sweeps is the same.
     """
     w = int(P[-1]) + 1
     S = sm[:w, :w]
     ST = np.ascontiguousarray(S.T)
     mask = np.arange(w)[None, :] <= P[:, None]
 
+    # the scaled kernel of each side and the stabiliser it was formed with: any h gives the
+    # same sums, so a kernel is reused while the stabiliser wanted moves by at most _REFORM
+    kernels = {}
+
     def absorbed(X, m, axis):
         # returns (log of the scaled products, their values) for LSE over `axis` of S
         Xm = np.where(m, X, -np.inf)
-        h = np.max(Xm, axis=0)
-        h = np.where(np.isfinite(h), h, 0.0)
+        if axis == 1:
+            # align the prefixes before taking the column-wise largest dual (any h is exact):
+            # the duals of the prefixes of a block differ by large per-prefix constants
+            o = np.sum(np.where(m, X, 0.0), axis=1) / np.maximum(m.sum(axis=1), 1)
+            h = np.max(Xm - o[:, None], axis=0)
+        else:
+            h = np.max(Xm, axis=0)
+        used = np.isfinite(h)
+        h = np.where(used, h, 0.0)
         with np.errstate(under="ignore", divide="ignore", invalid="ignore"):
-            if axis == 1:  # LSE_j (S_ij + X_pj): h on the columns of S
-                T = S + h[None, :]
-                c = np.max(T, axis=1)
-                Kt = np.exp(T - c[:, None]).T
-            else:  # LSE_i (S_ij + F_pi): h on the rows of S
+            old = kernels.get(axis)
+            if old is not None and np.max(np.abs(h - old[0]), where=used, initial=0.0) <= _REFORM:
+                h, c, Kt = old
+            # the kernels are triangular: the products skip their zero tiles (_times_kt, _times_k)
+            elif axis == 1:  # LSE_j (S_ij + X_pj): h on the columns of S; Kt[j, i] = 0 for j > i
+                T = ST + h[:, None]
+                c = np.max(T, axis=0)
+                T -= c[None, :]
+                Kt = np.exp(T, out=T)
+                kernels[axis] = (h, c, Kt)
+            else:  # LSE_i (S_ij + F_pi): h on the rows of S; Kt[i, j] = 0 for i < j
                 T = S + h[:, None]
                 c = np.max(T, axis=0)
                 c = np.where(np.isfinite(c), c, 0.0)
-                Kt = np.exp(T - c[None, :])
+                T -= c[None, :]
+                Kt = np.exp(T, out=T)
+                kernels[axis] = (h, c, Kt)
             Z = Xm - h[None, :]
             a = np.max(Z, axis=1)
-            R = np.exp(Z - a[:, None]) @ Kt
+            Z -= a[:, None]
+            E = np.exp(Z, out=Z)
+            R = _times_kt(E, Kt) if axis == 1 else _times_k(E, Kt)
             out = np.log(R) + a[:, None] + c[None, :]
         return out, R, Xm
 
@@ -568,7 +660,7 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
             return np.where(m, g - g[np.arange(rows.size), P[rows]][:, None], 0.0)
 
     check_allocation(8 * P.size * w, "scores", f"array of shape ({w}, {w})")
-    x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w)
+    x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w, workspace=workspace)
     if P.size > 1:
         # The shared stabiliser h cancels exactly, but each term is formed with absolute rounding
         # eps |h|: a prefix whose own duals are far smaller than the block's largest (one huge score
@@ -581,7 +673,7 @@ def _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full):
         if alone.any():
             out = np.zeros((P.size, w))
             for idx in [np.nonzero(~alone)[0]] + [[k] for k in np.nonzero(alone)[0]]:
-                r = _log_block(sm, P[idx], rho, dual_tol, max_iter, accelerate, full)
+                r = _log_block(sm, P[idx], rho, dual_tol, max_iter, accelerate, full, workspace)
                 out[idx, : r.shape[1]] = r
             return out
     if full:
