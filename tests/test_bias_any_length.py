@@ -555,7 +555,7 @@ def test_a_periodic_term_beside_a_decay(n):
     if n == 2000:
         m_ref, D_ref = _mp_masses(ctx, "-1.2*log(1+d) + 0.5*sin(d)", 64, n, n)
     else:
-        m_ref, D_ref = _mp_lerch_masses(ctx, ctx.mpf(1.2), ctx.mpf(0.5), 64, n)
+        m_ref, D_ref = _mp_lerch_masses(ctx, ctx.mpf("1.2"), ctx.mpf("0.5"), 64, n)  # the decimals as written
     if n is None:
         e = B.limit_enclosure(64)
         assert e.lo <= float(D_ref) <= e.hi and e.hi - e.lo <= 2.0**-50
