@@ -122,15 +122,19 @@ class OTPrior(NDArrayOperatorsMixin):
     n : int
     rho : float
     prior : ndarray, shape (n,)
-        :math:`\\pi_n(d)`; entries below the smallest double are 0 (see ``log_prior``).
+        :math:`\\pi_n(d)`; entries below the smallest double are 0 (see ``log_prior``), and
+        entries below the smallest normal double (about ``2.2e-308``) are subnormal doubles with
+        fewer significant bits: their relative error exceeds ``log_error_bound`` (0.025 at
+        ``n = 257``, ``rho = 1 - 1e-6``, ``d = 181 .. 190``). ``log_prior`` carries them in full.
     log_prior : ndarray, shape (n,)
-        :math:`\\log\\pi_n(d)`, finite for every ``d``.
+        :math:`\\log\\pi_n(d)`, finite for every ``d``; ``log_error_bound`` holds for every entry.
     log_c : float
         :math:`\\log\\Phi_n`, the logarithm of the root of Theorem 2.
     iterations : int
         Sweeps of the double-precision iteration (0 when the certified route gave it).
     log_error_bound : float
-        Bound on :math:`\\max_d|\\log\\hat\\pi(d)-\\log\\pi(d)|`: the contraction
+        Bound on :math:`\\max_d|\\log\\hat\\pi(d)-\\log\\pi(d)|` for ``log_prior``, and for ``prior``
+        at its normal (not subnormal) entries: the contraction
         certificate (oscillation of the last residual over ``1 - rho``, Theorem 1), plus
         the blocked-sum rounding; from the balls on the certified route.
     log10_condition : float
@@ -1216,7 +1220,9 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
     DomainError
         Naming ``rho`` (the message gives ``n`` and the domain answered): near ``rho = 1``
         the route's predicted work exceeds the cap, decided before any work (e.g.
-        ``n = 30, rho = 1 - 1e-15``; ``n > 315955`` at ``rho = 1 - 1e-6``); elsewhere the
+        ``n = 30, rho = 1 - 1e-15``; ``n > 274725`` at ``rho = 1 - 1e-6``), or after a bounded,
+        predicted amount of work where Lemma 4.6 did not certify and the recurrence does not fit
+        (``n = 5000``, ``rho = 1 - 1e-12``, after its double steering); elsewhere the
         double route cannot vouch for its answer and the certified recurrence that would
         replace it exceeds the caps above. Naming ``n``
         (:class:`~otprior.limits.ResourceError`): the arrays would exceed the memory cap.
@@ -1233,18 +1239,22 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
     ``log_error_bound`` reports what was certified either way; an answer whose bound
     exceeds ``max(1e-6, dual_tol)`` is never returned: the certified recurrence (17
     digits) replaces it, or the call is refused. Near ``rho = 1`` (``1 - rho < 1e-4``, any
-    ``n``) the sweep is not started: one rule decides from ``(n, rho, dps)`` before any work
-    how many bits the answer needs, how many passes it may take, and whether it is refused
-    (``DomainError`` naming ``rho``, with ``n`` and the domain answered), so the same inputs
-    always give the same answer or the same refusal. Where ``1 - rho >= 1e-11`` and Lemma 4.7's
-    ratio allows it, Lemma 4.6 (``proofs/ot_asymptotics.md``): Newton's method on the fixed point
-    in logarithms, steered in doubles by an O(n) banded solve and refined in Arb, certified by the
-    contraction, ``osc(z - z*) <= osc(residual) / (1 - rho)``; this problem loses at most
-    ``log10(1/(1 - rho))`` digits (measured within one digit of it), where the recurrence loses
+    ``n``; for ``1e-4 <= 1 - rho < 5e-4`` where Lemma 4.6's route is tried, measured faster than the
+    sweep there) the sweep is not started: one rule decides from ``(n, rho, dps)`` before any work
+    which route runs, how many bits and passes it may take, and whether it is refused
+    (``DomainError`` naming ``rho``, with ``n`` and the largest ``n`` answered at that ``rho``), so the
+    same inputs always give the same answer or the same refusal. First, wherever its predicted work
+    fits the cap and its steering's predicted rounding ``eps B / (1 - rho)`` is at most 64 (``B``
+    Lemma 4.7's bound; a measured rule), Lemma 4.6 (``proofs/ot_asymptotics.md``): Newton's method on
+    the fixed point in logarithms, steered in doubles by an O(n) banded solve and refined in Arb,
+    certified by the contraction, ``osc(z - z*) <= osc(residual) / (1 - rho)``; this problem loses at
+    most ``log10(1/(1 - rho))`` digits (measured within one digit of it), where the recurrence loses
     ``log10(Phi_n/Phi_1)`` (944 digits at ``n = 1000``, ``rho = 1 - 1e-6``, answered in about a
-    second now). Elsewhere (``1 - rho < 1e-11``) the recurrence runs at the precision of Lemma
-    4.7's proved upper bound on ``log(Phi_n/Phi_1)`` (``n = 20``, ``rho = 1 - 1e-15``: 229 digits
-    lost, bound 300), and is refused at once where its predicted work exceeds the cap (``n = 30``
+    second now; ``n = 100``, ``rho = 1 - 1e-12`` in about 0.3 s). Its passes are sized by the
+    steering's measured ``eps max|z| / (1 - rho)`` and stop when one fails to halve the error; where
+    it does not certify, or is not tried, the recurrence runs at the precision of Lemma 4.7's proved
+    upper bound on ``log(Phi_n/Phi_1)`` (``n = 20``, ``rho = 1 - 1e-15``: 229 digits lost, bound
+    300) where its predicted work fits, else the call is refused (``n = 30``
     there). From ``n = 2**17`` the sweep's Anderson mixing runs as a one-problem loop (same
     safeguards, memory 4 for ``0.5 <= rho < 0.995``).
     Certified route: the backward recurrence in Arb at ``64 + 3.33 (dps + log10 cond)``
@@ -2286,8 +2296,14 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False, floor=None):
 
 def _asymptotic_mass_float(W, n, rho, lo, hi):
     """Theorem 4(ii)'s estimate ``f_W(n / Z_q)`` (``H_W (Z_q/n)^{1-rho}`` for large windows),
-    clipped into the proved ``[lo, hi]``."""
+    clipped into the proved ``[lo, hi]``; for ``1 - rho < 1e-4`` and ``n < e^{1/(1-rho)}`` the upper end ``hi``."""
     q = 1.0 - rho
+    if q < _NEWTON_MIN_SWEEP_Q and q * math.log(n) < 1.0:
+        # n < e^(1/q): far outside Theorem 4(ii)'s regime (its estimate was e^-1 = 0.3679 at W = 1, n = 100,
+        # rho = 1 - 1e-12, for an exact 0.9999999991). There the proved upper end f_W(n) (c_n >= n) is the
+        # estimate: measured within 5e-3 of the exact mass at 1 - rho = 1e-5 and 9e-9 at 1e-12 (n = 64..1000,
+        # W = 1, 8, n/2, n - 1; exact from W = 8 on)
+        return hi
     log_c = math.log(n) - log_normaliser(q)
     if W <= _RECUR_W_MAX and log_c < 700.0:
         v = _window_from_c_float(W, math.exp(log_c), rho)
@@ -2353,7 +2369,7 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     It is used, by a rule decided before any work, when ``n <= 256``, or when
     ``n <= 4096``, ``rho <= 0.9`` and the double route's rounding floor
     ``4 (sqrt(n) + 3) eps (1 + log n) / (1 - rho)`` is at most ``1e-6``, or when ``n <= 4096``
-    and ``1 - rho < 1e-4`` within Lemma 4.6's domain (``ot_prior``'s certified Newton route near
+    and ``1 - rho < 5e-4`` where Lemma 4.6's route is tried (``ot_prior``'s certified Newton route near
     ``rho = 1``: the whole prior in balls, the masses summed from their ends, 0.2 s at
     ``n = 4096``, where Lemma 4.3's bracket is loose); where the exact route still refuses,
     the bounds route answers instead. The double value (not

@@ -72,7 +72,7 @@ def _check_contains(res, ref, ctx):
         assert ctx.mpf(res.lo[d]) <= exact <= ctx.mpf(res.hi[d]), (d, res.lo[d], exact, res.hi[d])
 
 
-def test_small_q_prior_and_window_mass_are_exact():
+def test_small_q_prior_and_window_mass_are_exact(monkeypatch):
     """1 - rho = 1e-12, n = 30: the prior was refused at once (Lemma 4.7's bound sized the recurrence and
     Lemma 4.6 was barred below 1e-11), and ot_window_mass(1, 30, .) fell back to Theorem 4(ii)'s estimate
     (0.3679 at n = 100 for an exact 0.9999999991); Lemma 4.6 is tried wherever its predicted work is small."""
@@ -87,6 +87,11 @@ def test_small_q_prior_and_window_mass_are_exact():
     assert route == "exact"
     assert abs(f - float(ref[0])) <= 2e-16
     assert ctx.mpf(e.lo) <= ref[0] <= ctx.mpf(e.hi) and e.hi - e.lo <= 4e-16
+    # where the exact route is not taken, the bounds route's float is its proved upper end f_W(n) for
+    # n < e^(1/(1 - rho)), not Theorem 4(ii)'s estimate far outside its regime (e^-1 here)
+    monkeypatch.setattr(_ot, "_exact_affordable", lambda *args: False)
+    fb, route = otprior.ot_window_mass(1, n, rho, return_route=True)
+    assert route == "bounds" and abs(fb - float(ref[0])) <= 1e-9
 
 
 def test_high_dps_certifies():
