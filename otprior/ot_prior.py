@@ -1065,9 +1065,10 @@ def _near_one(n, rho, digits):
       route's predicted work ``n * bits * passes`` fits the work cap: at once, before any work.
 
     The same inputs always take the same steps, so they give the same answer or the same refusal.
-    Results are kept per ``(n, rho, digits)`` (eight at most) and handed out as copies.
+    Results are kept per ``(n, rho, digits)`` (eight at most, ``n <= 2**16``) and handed out as copies.
     """
-    res = _near_one_cached(n, rho, digits)
+    # kept up to n = 2**16 only (a kept prior holds n mpmath values besides its arrays)
+    res = _near_one_cached(n, rho, digits) if n <= 1 << 16 else _near_one_uncached(n, rho, digits)
     arrays = {k: getattr(res, k).copy() for k in ("prior", "log_prior", "lo", "hi", "mid", "rad")}
     return dataclasses.replace(res, **arrays)
 
