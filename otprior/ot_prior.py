@@ -1332,6 +1332,8 @@ _RECUR_W_MAX = 1 << 12
 _EXACT_MIN_Q = 1e-4
 # ... except for short prefixes, where the certified recurrence answers within its caps
 _EXACT_NEAR_ONE_MAX = 256
+# ... and up to this length where Lemma 4.6's route is tried (1 - rho < 5e-4)
+_EXACT_NEWTON_MAX = 1 << 13
 # above this rho the exact route is used up to _EXACT_NEAR_ONE_MAX only (256 < n <= 4096: Lemma 4.3)
 _EXACT_MAX_RHO = 0.9
 ROUTES = ("exact", "exact-rho0", "bounds")
@@ -2317,17 +2319,18 @@ def _asymptotic_mass_float(W, n, rho, lo, hi):
 
 def _exact_affordable(n, rho, certified):
     """The rule, decided before any work, of when the exact O(n) route is used (see Notes of ``ot_window_mass``)."""
+    if n <= _EXACT_NEWTON_MAX and _certified_first(n, rho) and _newton_applies(n, rho):
+        # near rho = 1 Lemma 4.6 gives the whole prior, certified, in O(n) per pass (measured 0.3 - 0.6 s at
+        # n = 5000, 1 - rho = 1e-6 and 1e-9, where the bounds route's float was 1.5 % off at W = 1): Lemma 4.3's
+        # bracket is loose there (only its upper end of c is proved: the float at n = 257, rho = 1 - 1e-6,
+        # W = 1 was 0.9725 for an exact 0.99948)
+        return True
     if n > (_EXACT_CERT_MAX if certified else _EXACT_FLOAT_MAX):
         return False
     if not certified and n > _EXACT_CERT_MAX and n > _EXACT_FLOAT_WORK * (1.0 - rho):
         return False
     if n <= _EXACT_NEAR_ONE_MAX:
         return True  # the double route, or the certified recurrence within its caps
-    if n <= _EXACT_CERT_MAX and _certified_first(n, rho) and _newton_applies(n, rho):
-        # near rho = 1 Lemma 4.6 gives the whole prior, certified, in O(n) per pass (0.3 s at n = 4096):
-        # Lemma 4.3's bracket is loose there (only its upper end of c is proved: the float at n = 257,
-        # rho = 1 - 1e-6, W = 1 was 0.9725 for an exact 0.99948)
-        return True
     if rho > _EXACT_MAX_RHO:
         return False  # the exact route's sweeps grow like 1/(1-rho): Lemma 4.3 answers in O(n/8)
     # the double route's rounding floor 4 (sqrt(n) + 3) eps (1 + |y|) / (1 - rho) with |y| >= log n
@@ -2369,10 +2372,10 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
 
     It is used, by a rule decided before any work, when ``n <= 256``, or when
     ``n <= 4096``, ``rho <= 0.9`` and the double route's rounding floor
-    ``4 (sqrt(n) + 3) eps (1 + log n) / (1 - rho)`` is at most ``1e-6``, or when ``n <= 4096``
+    ``4 (sqrt(n) + 3) eps (1 + log n) / (1 - rho)`` is at most ``1e-6``, or when ``n <= 8192``
     and ``1 - rho < 5e-4`` where Lemma 4.6's route is tried (``ot_prior``'s certified Newton route near
-    ``rho = 1``: the whole prior in balls, the masses summed from their ends, 0.2 s at
-    ``n = 4096``, where Lemma 4.3's bracket is loose); where the exact route still refuses,
+    ``rho = 1``: the whole prior in balls, the masses summed from their ends, 0.3 - 0.6 s at
+    ``n = 5000``, where Lemma 4.3's bracket is loose and the bounds route's float was 1.5 % off); where the exact route still refuses,
     the bounds route answers instead. The double value (not
     ``certified``) also takes the exact route for ``4096 < n <= 65536`` while
     ``n <= 2^18 (1 - rho)`` (about 20 ms on one core at ``n = 65536``, ``rho = 0.5``):
