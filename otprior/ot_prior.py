@@ -23,6 +23,8 @@ Two routes:
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -120,15 +122,19 @@ class OTPrior(NDArrayOperatorsMixin):
     n : int
     rho : float
     prior : ndarray, shape (n,)
-        :math:`\\pi_n(d)`; entries below the smallest double are 0 (see ``log_prior``).
+        :math:`\\pi_n(d)`; entries below the smallest double are 0 (see ``log_prior``), and
+        entries below the smallest normal double (about ``2.2e-308``) are subnormal doubles with
+        fewer significant bits: their relative error exceeds ``log_error_bound`` (0.025 at
+        ``n = 257``, ``rho = 1 - 1e-6``, ``d = 181 .. 190``). ``log_prior`` carries them in full.
     log_prior : ndarray, shape (n,)
-        :math:`\\log\\pi_n(d)`, finite for every ``d``.
+        :math:`\\log\\pi_n(d)`, finite for every ``d``; ``log_error_bound`` holds for every entry.
     log_c : float
         :math:`\\log\\Phi_n`, the logarithm of the root of Theorem 2.
     iterations : int
         Sweeps of the double-precision iteration (0 when the certified route gave it).
     log_error_bound : float
-        Bound on :math:`\\max_d|\\log\\hat\\pi(d)-\\log\\pi(d)|`: the contraction
+        Bound on :math:`\\max_d|\\log\\hat\\pi(d)-\\log\\pi(d)|` for ``log_prior``, and for ``prior``
+        at its normal (not subnormal) entries: the contraction
         certificate (oscillation of the last residual over ``1 - rho``, Theorem 1), plus
         the blocked-sum rounding; from the balls on the certified route.
     log10_condition : float
@@ -689,15 +695,21 @@ def _certified_result(n, rho, dps, float_res, log10_condition=None, bits=None):
 
 # --- near rho = 1: Newton's method in logarithms, certified by the contraction (Lemma 4.6) -------
 
-# Lemma 4.6 (proofs/ot_asymptotics.md) is used for 1 - rho < 1e-4 down to about 1e-11, where the
+# Lemma 4.6 (proofs/ot_asymptotics.md) is tried first wherever its predicted work fits: the
 # log-domain fixed point loses at most log10(1/(1 - rho)) digits (the backward recurrence loses
 # log10(Phi_n/Phi_1): 944 digits at n = 1000, rho = 1 - 1e-6). Its refinement is steered by a
-# double-precision Jacobian whose rounding, eps max|z| / (1 - rho), must stay below one: the rule
-# asks eps B / (1 - rho) <= 4 with B Lemma 4.7's bound on max|z| (measured: every n tried at
-# 1 - rho in [1e-11, 1e-4] with that ratio <= 4 certified; 1 - rho = 1e-12 failed at n = 512 and
-# 1000 - 5000 with ratios 7 - 37). Elsewhere the recurrence at Lemma 4.7's precision, or a refusal.
-_NEWTON_MIN_Q = 9.9e-12
-_NEWTON_MAX_KAPPA = 4.0
+# double-precision Jacobian whose rounding, about kappa = eps max|z| / (1 - rho), sets the digits a
+# pass gains; kappa is predicted before the work with Lemma 4.7's bound B >= max|z|. Measured rules
+# (they choose a route, never what is certified): the route is tried while eps B / (1 - rho) <= 64
+# (1 - rho = 1e-12 certified at n = 100 and 1000, ratios 0.7 and 7; n = 5000, ratio 37, did not);
+# a pass is predicted to gain max(1, -log10 kappa) digits, and the refinement stops as soon as a
+# pass fails to halve the certified error (a certification failure: the recurrence at Lemma 4.7's
+# precision follows where its predicted work fits, else the call is refused).
+_NEWTON_MIN_SWEEP_Q = 1e-4  # below: never the double sweep
+_NEWTON_MAX_Q = 5e-4  # below: Lemma 4.6 where it is tried (measured crossover with the sweep)
+_NEWTON_MIN_Q = 0.0  # no lower limit on 1 - rho: the predicted work decides (kept for bench_ot_sweep)
+_NEWTON_MAX_KAPPA = 64.0
+_NEWTON_MAX_STEER = 8.0  # measured eps max|z| / (1 - rho) above which the passes are not started
 _NEWTON_ITER = 60  # damped double Newton steps per continuation stage (five stages at most)
 
 
@@ -738,9 +750,26 @@ def _newton_bits(n, rho, digits):
     )
 
 
-def _newton_steps(rho, digits):
-    """Most refinement passes in Arb (Lemma 4.6): each gains about ``15 - log10(1/(1 - rho))`` digits."""
-    gain = max(2.0, 15.0 - math.log10(1.0 / (1.0 - rho)))
+def _newton_kappa(n, rho):
+    """The steering's predicted rounding ``eps B / (1 - rho)`` (Lemma 4.6, ``B`` Lemma 4.7's bound on ``max|z|``)."""
+    return _EPS * _recurrence_condition_bound(n, rho) / (1.0 - rho)
+
+
+def _newton_steps(n, rho, digits, zmax=None):
+    """Most refinement passes in Arb (Lemma 4.6), from ``(n, rho, digits)`` and ``max|z|``.
+
+    A pass corrects ``z`` by a double solve whose relative error is about
+    ``kappa = eps max|z| / (1 - rho)`` (the proof's factor), so it gains about ``-log10 kappa``
+    digits: ``max(1, min(15, -log10 kappa))`` are counted per pass. Before the work ``max|z|`` is
+    not known and ``1 + log n`` stands for it (a measured lower estimate: the steering's ``max|z|``
+    exceeded it at every ``(n, 1 - rho)`` tried, 12 at ``n = 2``, 2173 at ``n = 1000``,
+    ``1 - rho = 1e-6``), so this predicts the least work; after the double steering the measured
+    ``max|z|`` sizes the passes that may run (a measured rule: the refinement also stops as soon as a
+    pass fails to halve the certified error).
+    """
+    z = 1.0 + math.log(max(n, 1)) if zmax is None else max(float(zmax), 1.0)
+    kappa = _EPS * z / (1.0 - rho)
+    gain = min(15.0, max(1.0, -math.log10(kappa)))
     return 2 + int(math.ceil((digits + 10) / gain))
 
 
@@ -839,15 +868,26 @@ def _newton_prior(n, rho, digits):
         one = flint.arb(1)
         return [one], flint.arb(0), 64, 0.0
     bits = _newton_bits(n, rho, digits)
-    passes = _newton_steps(rho, digits)
+    passes = _newton_steps(n, rho, digits)
     work = _Work(n, rho)
     work.check(bits, passes + 1)  # the refusal, decided before any work
     z = _newton_float(n, rho)
+    zmax = float(np.max(np.abs(z)))
+    if not math.isfinite(zmax) or _EPS * zmax / (1.0 - rho) > _NEWTON_MAX_STEER:
+        raise PrecisionError(
+            f"Lemma 4.6's steering at n={n}, rho={rho!r} rounds by eps max|z| / (1 - rho) = "
+            f"{_EPS * zmax / (1.0 - rho):.3g} > {_NEWTON_MAX_STEER:g}: its passes would not contract"
+        )
+    passes = _newton_steps(n, rho, digits, zmax)
+    work.check(bits, passes + 1)  # sized by the measured max|z|: still before any pass in Arb
     rho_a = arb_from_float(rho)
     q_a = 1 - rho_a  # exact: rho is a double
-    target = 10.0 ** (-digits - 1) / 4.0
+    previous = None
     with arb_precision(bits):
+        # in Arb: the double 10**(-digits - 1) / 4 is zero from digits = 308 (every dps >= 320 failed)
+        target = flint.arb(10) ** (-digits - 1) / 4
         za = [arb_from_float(float(x)) for x in z]
+        log2 = flint.arb(2).log()
         for _ in range(passes + 1):
             work.charge(bits)
             phi = flint.arb(0)
@@ -870,12 +910,23 @@ def _newton_prior(n, rho, digits):
                 # Lemma 4.6: log c = log sum e^z / (1 - rho) (z_n = 0), within eps / (1 - rho)
                 cball = (log_phi_n + flint.arb(0, eps_up)) / q_a
                 return entries, cball, bits, float(eps.upper())
-            rm = np.array([float((x - r[-1]).mid()) for x in r])
+            if previous is not None and not eps.upper() * 2 < previous:
+                break  # the pass did not halve the certified error: the steering no longer contracts
+            previous = eps.upper()
+            # r - r_n scaled by 2^k before rounding to doubles (below 1e-308 it underflowed to a zero
+            # correction: every dps >= 320 failed), the correction scaled back in Arb
+            diff = [(x - r[-1]).mid() for x in r]
+            size = max(abs(x) for x in diff)
+            if not size > 0:
+                break
+            k = -int(math.floor(float((size.log() / log2).mid())))
+            scale = flint.arb(2) ** k
+            rm = np.array([float(x * scale) for x in diff])
             zf = np.array([float(x.mid()) for x in za])
             lphi, lpsi = _log_terms(zf)
             dz = _newton_correction(zf, rho, lphi, lpsi, rm)
             dz -= dz[-1]
-            za = [(za[i] - arb_from_float(float(dz[i]))).mid() for i in range(n)]
+            za = [(za[i] - arb_from_float(float(dz[i])) / scale).mid() for i in range(n)]
     raise PrecisionError(
         f"Lemma 4.6's refinement of the OT prior at n={n}, rho={rho!r} did not certify {digits} digits "
         f"in {passes + 1} passes at {bits} bits"
@@ -930,70 +981,134 @@ def _certified_first(n, rho):
     For ``1 - rho < 1e-4`` the double sweep contracts by ``rho`` per sweep (Theorem 1): it
     spent its 2000 sweeps (seconds) and ended unvouched at every ``n`` tried near
     ``rho = 1 - 1e-6``. There the prior is taken from :func:`_near_one` (Lemma 4.6's certified
-    Newton route, or the recurrence at Lemma 4.7's precision), whatever ``n``.
+    Newton route, or the recurrence at Lemma 4.7's precision), whatever ``n``. For
+    ``1e-4 <= 1 - rho < 5e-4`` too where Lemma 4.6's route is tried (:func:`_newton_plan`):
+    measured, it was 13x faster than the sweep at ``n = 257`` and 10x, 3.3x at ``n = 4096`` for
+    ``1 - rho = 1.0001e-4, 3e-4`` (certified to 1e-13 where the sweep stated 3e-7, 6e-8), and
+    slower from ``1 - rho = 1e-3`` at ``n = 4096`` (0.6x): the crossover is taken at ``5e-4``.
     """
-    return 0.0 < 1.0 - rho < _EXACT_MIN_Q
-
-
-def _newton_applies(n, rho):
-    """Lemma 4.6's domain rule: ``1 - rho >= 1e-11`` and ``eps B / (1 - rho) <= 4`` (``B`` of Lemma 4.7)."""
     q = 1.0 - rho
-    return q >= _NEWTON_MIN_Q and _EPS * _recurrence_condition_bound(n, rho) / q <= _NEWTON_MAX_KAPPA
+    return 0.0 < q < _NEWTON_MIN_SWEEP_Q or (q < _NEWTON_MAX_Q and _newton_plan(n, rho, 17) is not None)
+
+
+def _newton_plan(n, rho, digits):
+    """Lemma 4.6's predicted ``(bits, passes, work)``, or ``None`` where the route is not tried.
+
+    Tried where the steering's predicted rounding ``eps B / (1 - rho)`` is at most 64 (measured)
+    and ``n * bits * (passes + 1)`` fits the work cap.
+    """
+    if n <= 1:
+        return 64, 0, 0.0
+    if _newton_kappa(n, rho) > _NEWTON_MAX_KAPPA:
+        return None
+    bits = _newton_bits(n, rho, digits)
+    passes = _newton_steps(n, rho, digits)
+    work = n * float(bits) * (passes + 1)
+    return (bits, passes, work) if work <= _MAX_TOTAL_WORK and bits <= _MAX_BITS else None
+
+
+def _recurrence_plan(n, rho, digits):
+    """Theorem 2's recurrence at Lemma 4.7's precision: ``(bits, passes, work, digits lost)``, or ``None``."""
+    cond = _recurrence_condition_bound(n, rho) / math.log(10.0)
+    target = int(3.33 * (digits + 2 + cond)) + 8
+    # a sign test at relative distance 2**-target from the root decides on balls whose radius
+    # grows by up to Phi_n/Phi_1 along the run: the bisection's last points need both
+    bits = target + int(3.33 * cond) + 64 + int(2 * math.log2(n + 1))
+    # the passes of the bisection, times 4: the precision doubled once where a sign is undecided
+    # (n = 30, rho = 1 - 1e-15 doubled twice and reached the cap after 15 s: refused at once now)
+    passes = 4 * (target + 40 + _MIN_PASSES)
+    work = n * float(bits) * passes
+    return (bits, passes, work, cond) if work <= _MAX_TOTAL_WORK and bits <= _MAX_BITS else None
+
+
+def _newton_applies(n, rho, digits=17):
+    """Whether Lemma 4.6's route is tried at ``(n, rho, digits)`` (see :func:`_newton_plan`)."""
+    return _newton_plan(n, rho, digits) is not None
+
+
+def _near_one_domain(rho, digits):
+    """The largest ``n`` (up to ``2**40``) at which :func:`_near_one` starts a route at ``(rho, digits)``.
+
+    Both predicted works grow with ``n``; found by bisection on the predicate.
+    """
+
+    def tried(n):
+        return _newton_plan(n, rho, digits) is not None or _recurrence_plan(n, rho, digits) is not None
+
+    lo, hi = 1, 1 << 40
+    if tried(hi):
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if tried(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+@functools.lru_cache(maxsize=8)
+def _near_one_cached(n, rho, digits):
+    return _near_one_uncached(n, rho, digits)
 
 
 def _near_one(n, rho, digits):
     """The certified prior for ``1 - rho < 1e-4``: one rule, decided from ``(n, rho, digits)`` first.
 
-    * ``1 - rho >= 1e-11`` and ``eps B / (1 - rho) <= 4`` (``B`` Lemma 4.7's bound): Lemma 4.6
-      (Newton's method in logarithms, certified by the contraction; precision ``_newton_bits``,
-      at most ``_newton_steps`` passes);
-    * otherwise: Theorem 2's recurrence at the precision given by Lemma 4.7's upper bound on
-      ``log(Phi_n/Phi_1)`` (the digits it loses), its bisection to that many bits;
-    * refused at once (``DomainError`` naming ``rho``, with ``n`` and the domain answered) where
-      the route's predicted work ``n * bits * passes`` exceeds the work cap.
+    * Lemma 4.6 (Newton's method in logarithms, certified by the contraction; precision
+      ``_newton_bits``, at most ``_newton_steps`` passes) wherever :func:`_newton_plan` predicts
+      its work within the cap;
+    * Theorem 2's recurrence at the precision given by Lemma 4.7's upper bound on
+      ``log(Phi_n/Phi_1)`` (the digits it loses), its bisection to that many bits, where Lemma 4.6
+      is not tried or did not certify within its predicted passes and this route's predicted work fits;
+    * refused (``DomainError`` naming ``rho``, with ``n`` and the domain answered) where neither
+      route's predicted work ``n * bits * passes`` fits the work cap: at once, before any work.
 
     The same inputs always take the same steps, so they give the same answer or the same refusal.
+    Results are kept per ``(n, rho, digits)`` (eight at most, ``n <= 2**16``) and handed out as copies.
     """
-    newton = _newton_applies(n, rho)
-    if newton:
-        bits = _newton_bits(n, rho, digits)
-        passes = _newton_steps(rho, digits) + 1
-        n_max = int(_MAX_TOTAL_WORK / (bits * passes))
-        how = "Lemma 4.6's certified Newton route"
-    else:
+    # kept up to n = 2**16 only (a kept prior holds n mpmath values besides its arrays)
+    res = _near_one_cached(n, rho, digits) if n <= 1 << 16 else _near_one_uncached(n, rho, digits)
+    arrays = {k: getattr(res, k).copy() for k in ("prior", "log_prior", "lo", "hi", "mid", "rad")}
+    return dataclasses.replace(res, **arrays)
+
+
+def _near_one_uncached(n, rho, digits):
+    newton = _newton_plan(n, rho, digits)
+    recur = _recurrence_plan(n, rho, digits)
+    if newton is None and recur is None:
+        n_max = _near_one_domain(rho, digits)
+        if _newton_kappa(n, rho) > _NEWTON_MAX_KAPPA:
+            how = f"Lemma 4.6's steering rounding eps B / (1 - rho) = {_newton_kappa(n, rho):.3g} > {_NEWTON_MAX_KAPPA:g}"
+        else:
+            nb, npass = _newton_bits(n, rho, digits), _newton_steps(n, rho, digits)
+            how = f"Lemma 4.6's route would need {n * float(nb) * (npass + 1):.3g}"
         cond = _recurrence_condition_bound(n, rho) / math.log(10.0)
-        target = int(3.33 * (digits + 2 + cond)) + 8
-        # a sign test at relative distance 2**-target from the root decides on balls whose radius
-        # grows by up to Phi_n/Phi_1 along the run: the bisection's last points need both
-        bits = target + int(3.33 * cond) + 64 + int(2 * math.log2(n + 1))
-        # the passes of the bisection, times 4: the precision doubled once where a sign is undecided
-        # (n = 30, rho = 1 - 1e-15 doubled twice and reached the cap after 15 s: refused at once now)
-        passes = 4 * (target + 40 + _MIN_PASSES)
-        n_max = None
-        how = f"Theorem 2's recurrence at Lemma 4.7's {bits} bits ({cond:.4g} digits lost at most)"
-    if n * float(bits) * passes > _MAX_TOTAL_WORK or bits > _MAX_BITS:
-        answered = (
-            f"n <= {n_max} at this rho"
-            if n_max is not None
-            else "1 - rho >= 1e-11 with Lemma 4.7's eps B / (1 - rho) <= 4 (n <= about 3e5), or n small enough "
-            "that Lemma 4.7's n * bits * passes fits"
-        )
         raise DomainError(
             "rho",
             rho,
-            f"values where the OT prior at n={n} is answered (here: {answered}; work cap "
-            f"{_MAX_TOTAL_WORK:.3g} units of n * bits): {how} would need {n * float(bits) * passes:.3g}; "
+            f"values where the OT prior at n={n} is answered (here: n <= {n_max} at this rho and {digits} digits; "
+            f"work cap {_MAX_TOTAL_WORK:.3g} units of n * bits): {how}, and Theorem 2's recurrence at Lemma "
+            f"4.7's precision ({cond:.4g} digits lost at most) exceeds the cap; "
             "ot_window_mass and ot_dilution_bound answer at any n and rho (proved bounds)",
         )
-    if newton:
+    why = None
+    if newton is not None:
         try:
             return _newton_result(n, rho, digits)
         except PrecisionError as err:
-            raise DomainError("rho", rho, f"values where the OT prior at n={n} is certified ({err})") from None
+            why = str(err)
+            if recur is None:
+                raise DomainError(
+                    "rho", rho, f"values where the OT prior at n={n} is certified ({err}; the recurrence at "
+                    "Lemma 4.7's precision exceeds the work cap)"
+                ) from None
+    bits, _, _, cond = recur
     try:
         return _certified_result(n, rho, digits, (None, math.log(n), 0, 0.0), log10_condition=cond, bits=bits)
     except PrecisionError as err:
-        raise DomainError("rho", rho, f"values where the OT prior at n={n} is certified ({err})") from None
+        extra = f"; {why}" if why else ""
+        raise DomainError("rho", rho, f"values where the OT prior at n={n} is certified ({err}{extra})") from None
 
 
 def _solve_or_recur(n, rho, dual_tol, max_iter):
@@ -1012,7 +1127,12 @@ def _solve_or_recur(n, rho, dual_tol, max_iter):
         # the rule of _certified_first, decided from (n, rho) alone: the sweeps contract by rho
         # and would spend seconds to end unvouched; _near_one decides its precision, its passes
         # and its refusal before any work (Lemmas 4.6, 4.7)
-        return _near_one(n, rho, 17)
+        if 1.0 - rho < _NEWTON_MIN_SWEEP_Q:
+            return _near_one(n, rho, 17)
+        try:  # 1e-4 <= 1 - rho < 5e-4: where Lemma 4.6 does not certify, the sweep as before
+            return _near_one(n, rho, 17)
+        except DomainError:
+            pass
     # decided before any work: the double route's stated error is at least its rounding
     # floor over 1 - rho (the residual cannot fall below one sweep's rounding); where that
     # exceeds the vouching level the certified recurrence is needed, and where even its
@@ -1101,7 +1221,9 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
     DomainError
         Naming ``rho`` (the message gives ``n`` and the domain answered): near ``rho = 1``
         the route's predicted work exceeds the cap, decided before any work (e.g.
-        ``n = 30, rho = 1 - 1e-15``; ``n > 315955`` at ``rho = 1 - 1e-6``); elsewhere the
+        ``n = 30, rho = 1 - 1e-15``; ``n > 274725`` at ``rho = 1 - 1e-6``), or after a bounded,
+        predicted amount of work where Lemma 4.6 did not certify and the recurrence does not fit
+        (``n = 5000``, ``rho = 1 - 1e-12``, after its double steering); elsewhere the
         double route cannot vouch for its answer and the certified recurrence that would
         replace it exceeds the caps above. Naming ``n``
         (:class:`~otprior.limits.ResourceError`): the arrays would exceed the memory cap.
@@ -1118,18 +1240,22 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
     ``log_error_bound`` reports what was certified either way; an answer whose bound
     exceeds ``max(1e-6, dual_tol)`` is never returned: the certified recurrence (17
     digits) replaces it, or the call is refused. Near ``rho = 1`` (``1 - rho < 1e-4``, any
-    ``n``) the sweep is not started: one rule decides from ``(n, rho, dps)`` before any work
-    how many bits the answer needs, how many passes it may take, and whether it is refused
-    (``DomainError`` naming ``rho``, with ``n`` and the domain answered), so the same inputs
-    always give the same answer or the same refusal. Where ``1 - rho >= 1e-11`` and Lemma 4.7's
-    ratio allows it, Lemma 4.6 (``proofs/ot_asymptotics.md``): Newton's method on the fixed point
-    in logarithms, steered in doubles by an O(n) banded solve and refined in Arb, certified by the
-    contraction, ``osc(z - z*) <= osc(residual) / (1 - rho)``; this problem loses at most
-    ``log10(1/(1 - rho))`` digits (measured within one digit of it), where the recurrence loses
+    ``n``; for ``1e-4 <= 1 - rho < 5e-4`` where Lemma 4.6's route is tried, measured faster than the
+    sweep there) the sweep is not started: one rule decides from ``(n, rho, dps)`` before any work
+    which route runs, how many bits and passes it may take, and whether it is refused
+    (``DomainError`` naming ``rho``, with ``n`` and the largest ``n`` answered at that ``rho``), so the
+    same inputs always give the same answer or the same refusal. First, wherever its predicted work
+    fits the cap and its steering's predicted rounding ``eps B / (1 - rho)`` is at most 64 (``B``
+    Lemma 4.7's bound; a measured rule), Lemma 4.6 (``proofs/ot_asymptotics.md``): Newton's method on
+    the fixed point in logarithms, steered in doubles by an O(n) banded solve and refined in Arb,
+    certified by the contraction, ``osc(z - z*) <= osc(residual) / (1 - rho)``; this problem loses at
+    most ``log10(1/(1 - rho))`` digits (measured within one digit of it), where the recurrence loses
     ``log10(Phi_n/Phi_1)`` (944 digits at ``n = 1000``, ``rho = 1 - 1e-6``, answered in about a
-    second now). Elsewhere (``1 - rho < 1e-11``) the recurrence runs at the precision of Lemma
-    4.7's proved upper bound on ``log(Phi_n/Phi_1)`` (``n = 20``, ``rho = 1 - 1e-15``: 229 digits
-    lost, bound 300), and is refused at once where its predicted work exceeds the cap (``n = 30``
+    second now; ``n = 100``, ``rho = 1 - 1e-12`` in about 0.3 s). Its passes are sized by the
+    steering's measured ``eps max|z| / (1 - rho)`` and stop when one fails to halve the error; where
+    it does not certify, or is not tried, the recurrence runs at the precision of Lemma 4.7's proved
+    upper bound on ``log(Phi_n/Phi_1)`` (``n = 20``, ``rho = 1 - 1e-15``: 229 digits lost, bound
+    300) where its predicted work fits, else the call is refused (``n = 30``
     there). From ``n = 2**17`` the sweep's Anderson mixing runs as a one-problem loop (same
     safeguards, memory 4 for ``0.5 <= rho < 0.995``).
     Certified route: the backward recurrence in Arb at ``64 + 3.33 (dps + log10 cond)``
@@ -1157,7 +1283,12 @@ def ot_prior(n, rho, *, dps=None, dual_tol=1e-13, max_iter=20_000, return_info=F
     if rho == 0.0:
         float_res = (np.full(n, -math.log(n)), math.log(n), 0, 0.0)
     elif dps is not None and _certified_first(n, rho):
-        float_res = _near_one(n, rho, dps)
+        try:
+            float_res = _near_one(n, rho, dps)
+        except DomainError:
+            if 1.0 - rho < _NEWTON_MIN_SWEEP_Q:
+                raise
+            float_res = _solve_or_recur(n, rho, dual_tol, max_iter)  # 1e-4 <= 1 - rho < 5e-4: as before
     else:
         float_res = _solve_or_recur(n, rho, dual_tol, max_iter)
     if dps is not None:
@@ -1201,6 +1332,8 @@ _RECUR_W_MAX = 1 << 12
 _EXACT_MIN_Q = 1e-4
 # ... except for short prefixes, where the certified recurrence answers within its caps
 _EXACT_NEAR_ONE_MAX = 256
+# ... and up to this length where Lemma 4.6's route is tried (1 - rho < 5e-4)
+_EXACT_NEWTON_MAX = 1 << 13
 # above this rho the exact route is used up to _EXACT_NEAR_ONE_MAX only (256 < n <= 4096: Lemma 4.3)
 _EXACT_MAX_RHO = 0.9
 ROUTES = ("exact", "exact-rho0", "bounds")
@@ -2166,8 +2299,14 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False, floor=None):
 
 def _asymptotic_mass_float(W, n, rho, lo, hi):
     """Theorem 4(ii)'s estimate ``f_W(n / Z_q)`` (``H_W (Z_q/n)^{1-rho}`` for large windows),
-    clipped into the proved ``[lo, hi]``."""
+    clipped into the proved ``[lo, hi]``; for ``1 - rho < 1e-4`` and ``n < e^{1/(1-rho)}`` the upper end ``hi``."""
     q = 1.0 - rho
+    if q < _NEWTON_MIN_SWEEP_Q and q * math.log(n) < 1.0:
+        # n < e^(1/q): far outside Theorem 4(ii)'s regime (its estimate was e^-1 = 0.3679 at W = 1, n = 100,
+        # rho = 1 - 1e-12, for an exact 0.9999999991). There the proved upper end f_W(n) (c_n >= n) is the
+        # estimate: measured within 5e-3 of the exact mass at 1 - rho = 1e-5 and 9e-9 at 1e-12 (n = 64..1000,
+        # W = 1, 8, n/2, n - 1; exact from W = 8 on)
+        return hi
     log_c = math.log(n) - log_normaliser(q)
     if W <= _RECUR_W_MAX and log_c < 700.0:
         v = _window_from_c_float(W, math.exp(log_c), rho)
@@ -2180,17 +2319,18 @@ def _asymptotic_mass_float(W, n, rho, lo, hi):
 
 def _exact_affordable(n, rho, certified):
     """The rule, decided before any work, of when the exact O(n) route is used (see Notes of ``ot_window_mass``)."""
+    if n <= _EXACT_NEWTON_MAX and _certified_first(n, rho) and _newton_applies(n, rho):
+        # near rho = 1 Lemma 4.6 gives the whole prior, certified, in O(n) per pass (measured 0.3 - 0.6 s at
+        # n = 5000, 1 - rho = 1e-6 and 1e-9, where the bounds route's float was 1.5 % off at W = 1): Lemma 4.3's
+        # bracket is loose there (only its upper end of c is proved: the float at n = 257, rho = 1 - 1e-6,
+        # W = 1 was 0.9725 for an exact 0.99948)
+        return True
     if n > (_EXACT_CERT_MAX if certified else _EXACT_FLOAT_MAX):
         return False
     if not certified and n > _EXACT_CERT_MAX and n > _EXACT_FLOAT_WORK * (1.0 - rho):
         return False
     if n <= _EXACT_NEAR_ONE_MAX:
         return True  # the double route, or the certified recurrence within its caps
-    if n <= _EXACT_CERT_MAX and _certified_first(n, rho) and _newton_applies(n, rho):
-        # near rho = 1 Lemma 4.6 gives the whole prior, certified, in O(n) per pass (0.3 s at n = 4096):
-        # Lemma 4.3's bracket is loose there (only its upper end of c is proved: the float at n = 257,
-        # rho = 1 - 1e-6, W = 1 was 0.9725 for an exact 0.99948)
-        return True
     if rho > _EXACT_MAX_RHO:
         return False  # the exact route's sweeps grow like 1/(1-rho): Lemma 4.3 answers in O(n/8)
     # the double route's rounding floor 4 (sqrt(n) + 3) eps (1 + |y|) / (1 - rho) with |y| >= log n
@@ -2232,10 +2372,10 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
 
     It is used, by a rule decided before any work, when ``n <= 256``, or when
     ``n <= 4096``, ``rho <= 0.9`` and the double route's rounding floor
-    ``4 (sqrt(n) + 3) eps (1 + log n) / (1 - rho)`` is at most ``1e-6``, or when ``n <= 4096``
-    and ``1 - rho < 1e-4`` within Lemma 4.6's domain (``ot_prior``'s certified Newton route near
-    ``rho = 1``: the whole prior in balls, the masses summed from their ends, 0.2 s at
-    ``n = 4096``, where Lemma 4.3's bracket is loose); where the exact route still refuses,
+    ``4 (sqrt(n) + 3) eps (1 + log n) / (1 - rho)`` is at most ``1e-6``, or when ``n <= 8192``
+    and ``1 - rho < 5e-4`` where Lemma 4.6's route is tried (``ot_prior``'s certified Newton route near
+    ``rho = 1``: the whole prior in balls, the masses summed from their ends, 0.3 - 0.6 s at
+    ``n = 5000``, where Lemma 4.3's bracket is loose and the bounds route's float was 1.5 % off); where the exact route still refuses,
     the bounds route answers instead. The double value (not
     ``certified``) also takes the exact route for ``4096 < n <= 65536`` while
     ``n <= 2^18 (1 - rho)`` (about 20 ms on one core at ``n = 65536``, ``rho = 0.5``):
