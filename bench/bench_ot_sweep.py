@@ -206,7 +206,7 @@ def near_one(reps, quick):
     rows = []
     pts = [(n, r) for n, r in NEAR_ONE if n <= 1000] if quick else NEAR_ONE
     for n, rho in pts:
-        newton = 1 - rho >= ot._NEWTON_MIN_Q and EPS * ot._recurrence_condition_bound(n, rho) / (1 - rho) <= 4
+        newton = ot._newton_applies(n, rho)  # Lemma 4.6 planned first (it falls back to 4.7's recurrence)
         times, res, refused = [], None, None
         for _ in range(max(1, reps if n <= 10**4 else 1)):
             c0 = time.process_time()

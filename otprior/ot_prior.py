@@ -707,7 +707,6 @@ def _certified_result(n, rho, dps, float_res, log10_condition=None, bits=None):
 # precision follows where its predicted work fits, else the call is refused).
 _NEWTON_MIN_SWEEP_Q = 1e-4  # below: never the double sweep
 _NEWTON_MAX_Q = 5e-4  # below: Lemma 4.6 where it is tried (measured crossover with the sweep)
-_NEWTON_MIN_Q = 0.0  # no lower limit on 1 - rho: the predicted work decides (kept for bench_ot_sweep)
 _NEWTON_MAX_KAPPA = 64.0
 _NEWTON_MAX_STEER = 8.0  # measured eps max|z| / (1 - rho) above which the passes are not started
 _NEWTON_ITER = 60  # damped double Newton steps per continuation stage (five stages at most)
