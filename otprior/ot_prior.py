@@ -654,20 +654,11 @@ def _certified_result(n, rho, dps, float_res, log10_condition=None, bits=None):
     if log10_condition is None:
         log10_condition = -float(float_res[0][-1]) / math.log(10.0)
     entries, ratios, cball, bits = _certified_prior(n, rho, log_c0, log10_condition, dps, bits=bits)
-    encl = [enclosure_from_arb(e) for e in entries]
     with arb_precision(bits):
         # the conditioning as measured on the proved balls: log10(Phi_n / Phi_1)
         if n >= 1 and ratios[1] > 0:
             log10_condition = max(0.0, -float(ratios[1].log().mid()) / math.log(10.0))  # Phi_n >= Phi_1
-    import mpmath
-
-    ctx = mpmath.MPContext()
-    ctx.dps = dps
-    values = tuple(ctx.mpf(e.mid().str(dps + 5, radius=False)) for e in entries)
-    lo = np.array([e.lo for e in encl])
-    hi = np.array([e.hi for e in encl])
-    mid = np.array([e.mid for e in encl])
-    rad = np.array([e.rad for e in encl])
+    values, lo, hi, mid, rad = _ball_arrays(entries, dps)
     with arb_precision(bits):
         log_prior = np.array([float(e.log().mid()) if e > 0 else -np.inf for e in entries])
         log_c = float(cball.log().mid())
@@ -932,20 +923,25 @@ def _newton_prior(n, rho, digits):
     )
 
 
-def _newton_result(n, rho, dps):
-    """An :class:`OTPrior` from Lemma 4.6's certified prior (``dps`` digits)."""
-    import flint
+def _ball_arrays(entries, dps):
+    """``(values, lo, hi, mid, rad)`` of a certified prior's Arb balls: ``dps``-digit mpmath midpoints (a
+    private context) and the outward-rounded double enclosures as arrays."""
     import mpmath
 
-    entries, cball, bits, eps = _newton_prior(n, rho, dps)
     encl = [enclosure_from_arb(e) for e in entries]
     ctx = mpmath.MPContext()
     ctx.dps = dps
     values = tuple(ctx.mpf(e.mid().str(dps + 5, radius=False)) for e in entries)
-    lo = np.array([e.lo for e in encl])
-    hi = np.array([e.hi for e in encl])
-    mid = np.array([e.mid for e in encl])
-    rad = np.array([e.rad for e in encl])
+    return (values, np.array([e.lo for e in encl]), np.array([e.hi for e in encl]),
+            np.array([e.mid for e in encl]), np.array([e.rad for e in encl]))
+
+
+def _newton_result(n, rho, dps):
+    """An :class:`OTPrior` from Lemma 4.6's certified prior (``dps`` digits)."""
+    import flint
+
+    entries, cball, bits, eps = _newton_prior(n, rho, dps)
+    values, lo, hi, mid, rad = _ball_arrays(entries, dps)
     with arb_precision(bits):
         logs = [e.log() for e in entries]
         log_prior = np.array([float(x.mid()) for x in logs])
