@@ -9,9 +9,9 @@ than the 37..71 digits the recurrence loses at these lengths plus 30, and reads
 
 import importlib
 
-import mpmath
 import numpy as np
 import pytest
+from _ot_reference import reference_prior
 
 import otprior
 
@@ -19,32 +19,7 @@ _ot = importlib.import_module("otprior.ot_prior")
 
 
 def _reference(n, rho, dps=160):
-    ctx = mpmath.MPContext()
-    ctx.dps = dps
-    r = ctx.mpf(rho)
-
-    def run(c):
-        phi, psi, vs = c, ctx.mpf(0), []
-        for k in range(n, 0, -1):
-            psi += 1 / phi
-            v = psi ** (-r)
-            vs.append(v)
-            phi -= v
-            if k > 1 and phi <= 0:
-                return False, vs
-        return phi > 0, vs
-
-    lo, hi = ctx.mpf(n), ctx.mpf(n)  # c_n >= n (Theorem 4(iii))
-    while not run(hi)[0]:
-        hi *= 2
-    for _ in range(int(3.4 * (dps - 20))):
-        mid = (lo + hi) / 2
-        if run(mid)[0]:
-            hi = mid
-        else:
-            lo = mid
-    _, vs = run(hi)
-    prior = [v / hi for v in vs]  # d = 0 .. n-1
+    prior, ctx, _ = reference_prior(n, rho, dps, steps=int(3.4 * (dps - 20)))
     return prior, ctx
 
 

@@ -11,6 +11,7 @@ import math
 import mpmath
 import numpy as np
 import pytest
+from _ot_reference import reference_prior
 
 import otprior
 from otprior import DomainError
@@ -19,33 +20,7 @@ _ot = importlib.import_module("otprior.ot_prior")
 
 
 def _reference(n, rho, dps):
-    """pi_n(d), d = 0..n-1, from the bisected root of Theorem 2 (mpmath, private context)."""
-    ctx = mpmath.MPContext()
-    ctx.dps = dps
-    r = ctx.mpf(rho)
-
-    def run(c):
-        phi, psi, vs = c, ctx.mpf(0), []
-        for k in range(n, 0, -1):
-            psi += 1 / phi
-            v = psi ** (-r)
-            vs.append(v)
-            phi -= v
-            if k > 1 and phi <= 0:
-                return False, vs
-        return phi > 0, vs
-
-    lo, hi = ctx.mpf(n), ctx.mpf(n)  # c_n >= n (Theorem 4(iii))
-    while not run(hi)[0]:
-        hi *= 2
-    for _ in range(int(3.33 * dps) + 8):
-        mid = (lo + hi) / 2
-        if run(mid)[0]:
-            hi = mid
-        else:
-            lo = mid
-    _, vs = run(hi)
-    return [v / hi for v in vs], ctx, hi
+    return reference_prior(n, rho, dps)
 
 
 def _check_contains(res, ref, ctx):
