@@ -60,8 +60,11 @@ def t5_bucket(d, num_buckets=32, max_distance=128, bidirectional=False):
     if np.any(d < 0):
         raise DomainError("d", "negative distances", "causal distances d >= 0")
     with np.errstate(divide="ignore"):
-        # float32 throughout, as torch: log(float(d) / max_exact) / log(md / max_exact) * (nb - max_exact)
-        ratio = np.log(d.astype(np.float32) / np.float32(max_exact))
+        # float32 throughout, as torch: log(float(d) / max_exact) / log(md / max_exact) * (nb - max_exact),
+        # the log rounded from double (torch's scalar path; numpy's and torch's vectorised float32 logs are off
+        # by an ulp at some arguments and not monotone: 663 decreasing neighbours in [1, 16)). Every step is
+        # then a non-decreasing map, which Theorem 16d's bisection needs.
+        ratio = np.log((d.astype(np.float32) / np.float32(max_exact)).astype(np.float64)).astype(np.float32)
         scaled = ratio / np.float32(math.log(md / max_exact)) * np.float32(nb - max_exact)
         large = max_exact + np.where(np.isfinite(scaled), scaled, 0).astype(np.int64)
     large = np.minimum(large, nb - 1)
@@ -73,8 +76,8 @@ def bucket_starts(num_buckets=32, max_distance=128, bidirectional=False) -> tupl
     """``(s_0, ..., s_{nb-1})``: :math:`s_k` is the smallest distance whose bucket is at least ``k``.
 
     Theorem 16d (``proofs/closed_form_tails.md``): :func:`t5_bucket` is non-decreasing in ``d``
-    (a composition of non-decreasing maps: ``log``, multiplication by positive constants, float32
-    rounding, truncation, ``min``), so bucket ``k`` holds exactly the distances in
+    (a composition of non-decreasing maps: correctly rounded float32 division, the double ``log``
+    rounded to float32, multiplication by positive constants, truncation, ``min``), so bucket ``k`` holds exactly the distances in
     :math:`[s_k, s_{k+1})` (empty when equal) and the last one :math:`[s_{nb-1}, \\infty)`;
     ``bucket(max_distance) = nb - 1``. Found by one vectorised bisection over ``[0, max_distance]``
     (63 steps of ``nb`` buckets at most).
