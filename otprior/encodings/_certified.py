@@ -4,7 +4,10 @@ Every family's certified route forms the two sums of its constant-score prior,
 :math:`H = \\sum_{d<W} e^{b(d)}` and :math:`T = \\sum_{W\\le d<n} e^{b(d)}` (or their ratio), as Arb
 balls in a closed form (``proofs/closed_form_tails.md``, Theorem 16), at a precision raised until
 both masses have relative radius below :math:`2^{-55}`, and returns outward-rounded
-:class:`~otprior._balls.Enclosure` ends clipped to :math:`[0, 1]`.
+:class:`~otprior._balls.Enclosure` ends clipped to :math:`[0, 1]`. The OT prior is the exception: its
+masses come from :func:`otprior.ot_window_mass` (``certified=True``), whose enclosures are as wide as
+Theorem 4's bounds beyond the exact route (relative widths up to about 1e-2), and its distant mass is
+``1 - m`` rounded outward.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from .._validation import PrecisionError
 __all__ = ["MassEnclosures", "BITS", "MAX_LENGTH", "ONE", "unit", "exact", "masses_from_sums", "certify", "hurwitz_sum",
            "geometric_masses", "uniform_masses"]
 
-BITS = 55  # relative radius of every certified mass: at most 2^-55
+BITS = 55  # relative radius of every closed-form certified mass: at most 2^-55 (not the OT prior's)
 START_PREC, MAX_PREC = 96, 4096
 MAX_LENGTH = int(1e300)  # the longest row a certified route accepts (the double 1e300 as an exact integer)
 _DIRECT = 64  # ranges shorter than this are summed term by term in Arb
