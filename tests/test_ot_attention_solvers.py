@@ -239,3 +239,19 @@ def test_values_do_not_depend_on_requires_grad(monkeypatch):
         a = causal_ot_attention(S, rho, solver=solver, chunk=5)
         b = causal_ot_attention(S.clone().requires_grad_(), rho, solver=solver, chunk=5)
         assert torch.equal(a, b.detach())
+
+
+def test_the_memory_cap_counts_the_arrays_the_accelerated_backward_keeps():
+    """The accelerated route keeps three more T x T arrays for its backward: a cap between 4 and 7 arrays refuses
+    it with a gradient wanted and admits the plain route and the accelerated forward alone."""
+    from otprior import limits
+
+    s = torch.randn(16, 16, dtype=torch.float64, requires_grad=True)
+    with limits.caps(max_bytes=5 * s.numel() * 8):
+        with pytest.raises(limits.ResourceError, match="scores"):
+            causal_ot_attention(s, 0.9, solver="anderson")
+        causal_ot_attention(s, 0.9, solver="plain")
+        causal_ot_attention(s.detach(), 0.9, solver="anderson")
+        with torch.no_grad():
+            causal_ot_attention(s, 0.9)
+        causal_ot_attention(s, 0.5)  # the default below 0.6: the plain route, unchanged
