@@ -57,7 +57,7 @@ def label(x):
 def reference(text, W, n, ctx):
     """``(m, D)`` from mpmath alone (private context), or ``None``."""
     if text == "-1.1*log(1+d)":
-        s = ctx.mpf(1.1)
+        s = ctx.mpf("1.1")  # the decimal as written (what the certified route encloses)
         z, zw, zn = ctx.zeta(s), ctx.zeta(s, W + 1), ctx.zeta(s, n + 1)
         return (z - zw) / (z - zn), (zw - zn) / (z - zn)
     if text == "2*cos(pi*d/3 + 1)":  # period 6: each residue's weight times its exact count in the range
