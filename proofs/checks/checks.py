@@ -377,7 +377,9 @@ def check_falcon_bins(k_max=14, heads=12, windows=(1, 4)):  # heads: the 12-head
         q = bf16_round(mh * bf16_round(j))
         edge = 2**k + int(np.argmax(q[2**k :] != q[2**k - 1]))  # the lowest key of the first product bin above 2^k
         g = 2**k + case(2 ** (k - 7))  # a position grid point; g + 2^(k-8) - 1 is the top of its upper half
-        for n in case((edge + 1, g + 2 ** (k - 8))):
+        top = g + 2 ** (k - 8)
+        assert top == int(np.argmax(bf16_round(j) > g)), (m, top)  # the first key past g's bin
+        for n in case((edge + 1, top)):
             Gn = ALiBi.tied_keys(n, m)
             for W in windows:
                 assert enc.window_mass(W, n) <= W / Gn * tol(1 + 1e-12), (m, n, W)
