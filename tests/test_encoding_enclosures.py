@@ -421,3 +421,24 @@ def test_kerple_power_is_certified_where_theorem_12_does_not_tighten(r1, r2):
     T = ctx.nsum(lambda k: ctx.exp(-R1 * k**R2), [64, ctx.inf])
     lim = enc.limit_enclosure(64)
     assert lim.lo <= T / (H + T) <= lim.hi and lim.hi - lim.lo <= 2.0**-50 * lim.hi
+
+
+def test_fire_pieces_by_toggling_equal_the_active_set_of_every_piece():
+    """Theorem 16e's pieces are built by toggling the units that cross each kink (O(width) per kink; a width-1024
+    MLP took 2.8 s by re-deriving every piece's active set, 6 s per certified mass). Against that direct
+    construction, exactly (Fractions), with coincident kinks and a unit of zero weight."""
+    rng = np.random.default_rng(3)
+    for width in (1, 2, 7, 33):
+        W1 = rng.normal(size=width)
+        b1 = rng.normal(size=width) * np.abs(W1)
+        b1[: width // 2] = -W1[: width // 2] * 0.5  # several units share the kink u = 1/2
+        W1[0] = 0.0
+        W2, b2 = rng.normal(size=(1, width)), rng.normal(size=1)
+        w1, c1, w2 = ([Fraction(x) for x in v] for v in (W1, b1, W2[0]))
+        cuts = sorted({Fraction(0), Fraction(1)} | {-b / w for w, b in zip(w1, c1, strict=True) if w != 0 and 0 < -b / w < 1})
+        direct = []
+        for u0, u1 in zip(cuts[:-1], cuts[1:], strict=True):
+            on = [w * (u0 + u1) / 2 + b > 0 for w, b in zip(w1, c1, strict=True)]
+            direct.append((u0, u1, Fraction(b2[0]) + sum((v * b for v, b, a in zip(w2, c1, on, strict=True) if a), Fraction(0)),
+                           sum((v * w for v, w, a in zip(w2, w1, on, strict=True) if a), Fraction(0))))
+        assert FIRE(mlp=(W1, b1, W2, b2))._exact_pieces() == direct

@@ -146,14 +146,25 @@ class FIRE(Encoding):
         w1 = [Fraction(x) for x in W1]
         c1 = [Fraction(x) for x in b1]
         w2 = [Fraction(x) for x in W2[0]]
-        kinks = {-b / w for w, b in zip(w1, c1, strict=True) if w != 0 and 0 < -b / w < 1}
-        cuts = [Fraction(0)] + sorted(kinks) + [Fraction(1)]
-        pieces = []
-        for u0, u1 in zip(cuts[:-1], cuts[1:], strict=True):
-            mid = (u0 + u1) / 2
-            active = [w * mid + b > 0 for w, b in zip(w1, c1, strict=True)]
-            slope = sum((v * w for v, w, on in zip(w2, w1, active, strict=True) if on), Fraction(0))
-            icpt = sum((v * b for v, b, on in zip(w2, c1, active, strict=True) if on), Fraction(b2[0]))
+        at = {}  # kink -> the units whose sign changes there
+        for i, (w, b) in enumerate(zip(w1, c1, strict=True)):
+            if w != 0 and 0 < -b / w < 1:
+                at.setdefault(-b / w, []).append(i)
+        cuts = [Fraction(0)] + sorted(at) + [Fraction(1)]
+        # the active set at the first piece's midpoint, then toggled at each kink: inside a piece no unit changes
+        # sign, so each piece's line is the previous one plus or minus the units crossing its left end (O(width)
+        # Fractions per kink instead of per piece x width)
+        mid = (cuts[0] + cuts[1]) / 2
+        active = [w * mid + b > 0 for w, b in zip(w1, c1, strict=True)]
+        slope = sum((v * w for v, w, on in zip(w2, w1, active, strict=True) if on), Fraction(0))
+        icpt = sum((v * b for v, b, on in zip(w2, c1, active, strict=True) if on), Fraction(b2[0]))
+        pieces = [(cuts[0], cuts[1], icpt, slope)]
+        for u0, u1 in zip(cuts[1:-1], cuts[2:], strict=True):
+            for i in at[u0]:
+                sign = -1 if active[i] else 1
+                active[i] = not active[i]
+                slope += sign * w2[i] * w1[i]
+                icpt += sign * w2[i] * c1[i]
             pieces.append((u0, u1, icpt, slope))
         return pieces
 
