@@ -658,30 +658,10 @@ def _certified_result(n, rho, dps, float_res, log10_condition=None, bits=None):
         # the conditioning as measured on the proved balls: log10(Phi_n / Phi_1)
         if n >= 1 and ratios[1] > 0:
             log10_condition = max(0.0, -float(ratios[1].log().mid()) / math.log(10.0))  # Phi_n >= Phi_1
-    values, lo, hi, mid, rad = _ball_arrays(entries, dps)
     with arb_precision(bits):
         log_prior = np.array([float(e.log().mid()) if e > 0 else -np.inf for e in entries])
         log_c = float(cball.log().mid())
-        err = max(float((e.rad() / e.mid()).upper()) for e in entries)
-    return OTPrior(
-        n=n,
-        rho=rho,
-        prior=mid,
-        log_prior=log_prior,
-        log_c=log_c,
-        iterations=0,
-        # the balls' relative radius (2 err in the logarithm), plus the rounding of the
-        # returned doubles: prior = mid (half an ulp, relative) and log_prior (half an ulp of |log|)
-        log_error_bound=2.0 * err + _EPS * (1.0 + float(np.max(np.abs(log_prior[np.isfinite(log_prior)]), initial=0.0))),
-        log10_condition=log10_condition,
-        certified=True,
-        lo=lo,
-        hi=hi,
-        mid=mid,
-        rad=rad,
-        dps=dps,
-        values=values,
-    )
+    return _from_balls(n, rho, dps, entries, log_prior, log_c, log10_condition, bits)
 
 
 # --- near rho = 1: Newton's method in logarithms, certified by the contraction (Lemma 4.6) -------
@@ -923,51 +903,48 @@ def _newton_prior(n, rho, digits):
     )
 
 
-def _ball_arrays(entries, dps):
-    """``(values, lo, hi, mid, rad)`` of a certified prior's Arb balls: ``dps``-digit mpmath midpoints (a
-    private context) and the outward-rounded double enclosures as arrays."""
+def _from_balls(n, rho, dps, entries, log_prior, log_c, log10_condition, bits):
+    """The certified :class:`OTPrior` of the Arb balls ``entries``: ``dps``-digit mpmath midpoints (a private
+    context), the outward-rounded double enclosures, and ``log_error_bound`` = the balls' relative radius
+    (2 err in the logarithm) plus the rounding of the returned doubles: ``prior = mid`` (half an ulp,
+    relative) and ``log_prior`` (half an ulp of ``|log|``)."""
     import mpmath
 
     encl = [enclosure_from_arb(e) for e in entries]
     ctx = mpmath.MPContext()
     ctx.dps = dps
     values = tuple(ctx.mpf(e.mid().str(dps + 5, radius=False)) for e in entries)
-    return (values, np.array([e.lo for e in encl]), np.array([e.hi for e in encl]),
-            np.array([e.mid for e in encl]), np.array([e.rad for e in encl]))
+    with arb_precision(bits):
+        err = max(float((e.rad() / e.mid()).upper()) for e in entries)
+    finite = np.abs(log_prior[np.isfinite(log_prior)])
+    return OTPrior(
+        n=n,
+        rho=rho,
+        prior=np.array([e.mid for e in encl]),
+        log_prior=log_prior,
+        log_c=log_c,
+        iterations=0,
+        log_error_bound=2.0 * err + _EPS * (1.0 + float(np.max(finite, initial=0.0))),
+        log10_condition=log10_condition,
+        certified=True,
+        lo=np.array([e.lo for e in encl]),
+        hi=np.array([e.hi for e in encl]),
+        mid=np.array([e.mid for e in encl]),
+        rad=np.array([e.rad for e in encl]),
+        dps=dps,
+        values=values,
+    )
 
 
 def _newton_result(n, rho, dps):
     """An :class:`OTPrior` from Lemma 4.6's certified prior (``dps`` digits)."""
-    import flint
-
-    entries, cball, bits, eps = _newton_prior(n, rho, dps)
-    values, lo, hi, mid, rad = _ball_arrays(entries, dps)
+    entries, cball, bits, _ = _newton_prior(n, rho, dps)
     with arb_precision(bits):
         logs = [e.log() for e in entries]
         log_prior = np.array([float(x.mid()) for x in logs])
-        err = max(float((e.rad() / e.mid()).upper()) for e in entries)
         log10_condition = -float(logs[-1].mid()) / math.log(10.0) if n > 1 else 0.0
         log_c = float(cball.mid()) if n > 1 else 0.0
-    del flint
-    return OTPrior(
-        n=n,
-        rho=rho,
-        prior=mid,
-        log_prior=log_prior,
-        log_c=log_c,
-        iterations=0,
-        # as in _certified_result: the balls' relative radius (2 err in the logarithm) plus the
-        # rounding of the returned doubles
-        log_error_bound=2.0 * err + _EPS * (1.0 + float(np.max(np.abs(log_prior), initial=0.0))),
-        log10_condition=log10_condition,
-        certified=True,
-        lo=lo,
-        hi=hi,
-        mid=mid,
-        rad=rad,
-        dps=dps,
-        values=values,
-    )
+    return _from_balls(n, rho, dps, entries, log_prior, log_c, log10_condition, bits)
 
 
 def _certified_first(n, rho):
