@@ -91,19 +91,41 @@ def test_default_is_bit_identical_over_more_small_shapes(reference, dtype):
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_default_is_bit_identical_over_many_shapes_and_wide_blocks(reference, dtype):
-    # blocks wider than 512 (the committed rule mixes there, memory 3), chunks, batches, spreads
+    # T up to 512 (the committed runs' widths), chunks, batches, spreads
     g = torch.Generator().manual_seed(12)
     for shape, rho, scale in [
-        ((1, 600, 600), 0.5, 1.0), ((1, 1, 530, 530), 0.3, 2.0), ((2, 2, 130, 130), 0.55, 1.0),
+        ((1, 512, 512), 0.5, 1.0), ((1, 1, 500, 500), 0.3, 2.0), ((2, 2, 130, 130), 0.55, 1.0),
         ((1, 257, 257), 0.2, 5.0), ((3, 64, 64), 0.58, 0.1), ((1, 100, 100), 0.5, 1e-6),
     ]:
         S = scale * torch.randn(shape, generator=g, dtype=dtype)
         _assert_bit_identical(reference, S, rho, tol=None)
+    # blocks wider than 512 (the committed rule mixes there, memory 3): kept off the CPU only; on the CPU the
+    # default takes the accelerated route there
+    for shape, rho, scale in [((1, 600, 600), 0.5, 1.0), ((1, 1, 530, 530), 0.3, 2.0)]:
+        S = scale * torch.randn(shape, generator=g, dtype=dtype)
+        W = torch.randn(S.shape, generator=g, dtype=dtype)
+        A0, G0 = _values_and_grads(causal_ot_attention, S, W, rho, solver="anderson")
+        A1, G1 = _values_and_grads(causal_ot_attention, S, W, rho)
+        assert torch.equal(A0, A1) and torch.equal(G0, G1)
     for rho in np.linspace(0.0, 0.599, 7):
         S = torch.randn(3, 2, 40, 40, generator=g, dtype=dtype)
         _assert_bit_identical(reference, S, float(rho), tol=1e-3 if rho > 0.3 else 1e-7)
         S = torch.randn(2, 2, 50, 50, generator=g, dtype=dtype)
         _assert_bit_identical(reference, S, float(rho), tol=None)
+
+
+def test_default_takes_the_accelerated_route_beyond_512_on_the_cpu():
+    # wider than the committed runs: the default is the accelerated route, values and gradients alike (before, it
+    # kept the committed rule, which differs from it in rounding)
+    g = torch.Generator().manual_seed(5)
+    S = torch.randn(1, 520, 520, generator=g)
+    W = torch.randn(S.shape, generator=g)
+    A0, G0 = _values_and_grads(causal_ot_attention, S, W, 0.5, solver="anderson")
+    A1, G1 = _values_and_grads(causal_ot_attention, S, W, 0.5)
+    assert torch.equal(A0, A1) and torch.equal(G0, G1)
+    A2, _ = _values_and_grads(causal_ot_attention, S, W, 0.5, solver="plain")
+    assert not torch.equal(A1, A2)  # the check can tell the routes apart
+    assert float((A1 - A2).abs().max()) < 1e-4
 
 
 def test_plain_is_the_default_below_rho_0_6_and_never_mixes(monkeypatch):
