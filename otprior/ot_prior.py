@@ -473,18 +473,46 @@ def _recurrence_arb(n, rho_a, c, *, full, work=None):
     vs = [None] * (n + 1) if full else None
     if full:
         phis[n] = c
-    for k in range(n, 0, -1):
-        psi += 1 / phi
+    one = flint.arb(1)
+    # steps k = n .. 2 in blocks of _ARB_BLOCK with one check per block: while every Phi is positive each
+    # v > 0 and Phi decreases, so a Phi proved positive at a block's end proves the exact Phi's inside it
+    # positive, and a ball inside not proved positive makes the block's end not proved positive (see
+    # _steps_arb); such a block is run again one step at a time, with the checks of every step
+    k = n
+    while k > 1:
+        m = min(_ARB_BLOCK, k - 1)
+        start = (phi, psi)
+        for j in range(k, k - m, -1):
+            psi += one / phi
+            vk = psi**mr
+            phi = phi - vk
+            if full:
+                vs[j] = vk
+                phis[j - 1] = phi
+        if not phi > 0:
+            phi, psi = start
+            if full:  # the checked loop leaves the entries past the step it stops at unset
+                for j in range(k, k - m, -1):
+                    vs[j] = phis[j - 1] = None
+            for j in range(k, k - m, -1):
+                psi += one / phi
+                vk = psi**mr
+                phi = phi - vk
+                if full:
+                    vs[j] = vk
+                    phis[j - 1] = phi
+                if phi < 0:
+                    return -1, phis, vs, None
+                if not phi > 0:
+                    return 0, phis, vs, None
+        k -= m
+    if n >= 1:  # the last step, k = 1: Phi_0 is classified below
+        psi += one / phi
         vk = psi**mr
         phi = phi - vk
         if full:
-            vs[k] = vk
-            phis[k - 1] = phi
-        if k > 1:
-            if phi < 0:
-                return -1, phis, vs, None
-            if not phi > 0:
-                return 0, phis, vs, None
+            vs[1] = vk
+            phis[0] = phi
     if phi > 0:
         return 1, phis, vs, phi
     if phi <= 0:
@@ -1293,6 +1321,11 @@ _MAX_LENGTH = int(1e300)  # the double 1e300 as an exact integer: every n up to 
 # proofs/ot_asymptotics.md); the exact route is O(n) and its cost grows as rho -> 1
 _EXACT_FLOAT_MAX = 1 << 16
 _EXACT_CERT_MAX = 1 << 12
+# ... and the certified value up to 10^4 while n <= 2e4 (1 - rho): there the exact route's two Arb passes
+# (27-32 ms CPU at n = 1e4, rho <= 0.5, on a loaded machine) stay within the 50 ms target, where the
+# bounds route's width is 1e-2 (Lemma 4.3's O(100)/n) against the exact route's 1e-12
+_EXACT_CERT_WIDE_MAX = 10_000
+_EXACT_CERT_WORK = 20_000
 # the double exact route costs about n / (1 - rho) sweep-elements (23 ms at n = 65536, rho = 0.5
 # on one core): up to this work it is used, since it is exact to rounding where the bounds
 # route's estimate is off by up to its certified width (1e-3..1e-5 at n = 5000..65536)
@@ -2434,7 +2467,8 @@ def _exact_affordable(n, rho, certified):
         # W = 1 was 0.9725 for an exact 0.99948)
         return True
     if n > (_EXACT_CERT_MAX if certified else _EXACT_FLOAT_MAX):
-        return False
+        if not (certified and n <= _EXACT_CERT_WIDE_MAX and n <= _EXACT_CERT_WORK * (1.0 - rho)):
+            return False
     if not certified and n > _EXACT_CERT_MAX and n > _EXACT_FLOAT_WORK * (1.0 - rho):
         return False
     if n <= _EXACT_NEAR_ONE_MAX:
@@ -2479,7 +2513,8 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     rounded to ``eps / m`` relative there). One solve per distinct ``n``; O(n) time.
 
     It is used, by a rule decided before any work, when ``n <= 256``, or when
-    ``n <= 4096``, ``rho <= 0.9`` and the double route's rounding floor
+    ``n <= 4096`` (certified: also ``n <= 10^4`` while ``n <= 2 10^4 (1 - rho)``, about 30 ms, where
+    the bounds route's width is 1e-2), ``rho <= 0.9`` and the double route's rounding floor
     ``4 (sqrt(n) + 3) eps (1 + log n) / (1 - rho)`` is at most ``1e-6``, or when ``n <= 8192``
     and ``1 - rho < 5e-4`` where Lemma 4.6's route is tried (``ot_prior``'s certified Newton route near
     ``rho = 1``: the whole prior in balls, the masses summed from their ends, 0.3 - 0.6 s at

@@ -152,3 +152,64 @@ def test_a_large_windows_floor_needs_no_lower_end_of_the_bracket():
         alone = otprior.ot_window_mass(W, n, rho, certified=True)
         assert (both.lo[k], both.hi[k]) == (alone.lo, alone.hi), (W, both, alone)
     assert both.lo[1] >= both.lo[0]
+
+
+def _recurrence_one_step(n, rho_a, c, full):
+    """Theorem 2's backward recurrence with the checks of every step (the sign test of Lemma 2.1)."""
+    phi, psi, mr = c, flint.arb(0), -rho_a
+    phis = [None] * (n + 1) if full else None
+    vs = [None] * (n + 1) if full else None
+    if full:
+        phis[n] = c
+    for k in range(n, 0, -1):
+        psi += 1 / phi
+        vk = psi**mr
+        phi = phi - vk
+        if full:
+            vs[k], phis[k - 1] = vk, phi
+        if k > 1:
+            if phi < 0:
+                return -1, phis, vs, None
+            if not phi > 0:
+                return 0, phis, vs, None
+    if phi > 0:
+        return 1, phis, vs, phi
+    if phi <= 0:
+        return -1, phis, vs, phi
+    return 0, phis, vs, phi
+
+
+@pytest.mark.parametrize("prec", [20, 128])
+def test_recurrence_in_blocks_is_the_checked_loop(prec):
+    """The exact route's sign test: the same sign, balls and (partial) lists as the checked loop, above,
+    below and at the root, and where the precision is too low to decide."""
+    rho = 0.5
+    signs = set()
+    for n in (1, 2, 33, 100, 300):
+        log_c = otprior.ot_prior(n, rho).log_c
+        with arb_precision(prec):
+            r = arb_from_float(rho)
+            for c in (flint.arb(log_c).exp().mid(), flint.arb(log_c + 1e-6).exp().mid(),
+                      flint.arb(log_c - 1e-6).exp().mid(), flint.arb(log_c - 2).exp().mid()):
+                for full in (False, True):
+                    ref = _recurrence_one_step(n, r, c, full)
+                    got = ot._recurrence_arb(n, r, c, full=full)
+                    assert got[0] == ref[0], (n, prec, c, got[0], ref[0])
+                    signs.add(got[0])
+                    if full:
+                        for lst_g, lst_r in ((got[1], ref[1]), (got[2], ref[2])):
+                            assert [x is None for x in lst_g] == [x is None for x in lst_r]
+                            assert all(_same_ball(a, b) for a, b in zip(lst_g, lst_r, strict=True) if a is not None)
+                    assert (got[3] is None) == (ref[3] is None) and (got[3] is None or _same_ball(got[3], ref[3]))
+    assert signs == ({-1, 0} if prec == 20 else {1, -1})  # every verdict is met
+
+
+@pytest.mark.parametrize("n, rho", [(4097, 0.1), (10**4, 0.5)])
+def test_certified_takes_the_exact_route_up_to_1e4_where_it_is_cheap(n, rho):
+    """4096 < n <= 1e4 with n <= 2e4 (1 - rho): the exact route's enclosure (1e-12 wide, about 30 ms)
+    instead of the bounds route's (1e-2 wide); it contains the bounds route's."""
+    e, route = otprior.ot_window_mass(64, n, rho, certified=True, return_route=True)
+    b = otprior.ot_window_mass(64, n, rho, certified=True, method="bounds")
+    assert route == "exact" and b.lo <= e.lo <= e.hi <= b.hi
+    assert e.hi - e.lo < 1e-10 * e.hi < 1e-6 * (b.hi - b.lo)
+    assert otprior.ot_window_mass(64, 10**4 + 1, rho, certified=True, return_route=True)[1] == "bounds"
