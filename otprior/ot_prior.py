@@ -1465,7 +1465,9 @@ _STEP_BLOCK = 8  # double steps between positivity checks (see _steps_float)
 def _steps_float(P, Q, tot, kappa, mr, count, summed):
     """``count`` steps ``Q += 1/P; v = kappa Q^mr; P -= v`` (and ``tot += v`` if ``summed``) in doubles.
 
-    Returns ``(P, Q, tot)``, or ``None`` where some ``P`` is not positive. The operations are
+    Returns ``(P, Q, tot)``, or ``None`` where some ``P`` is not positive. Once ``tot >= 1/2`` (at the
+    end of a block) it is no longer summed: ``f_W`` is then read as ``1 - P`` (:func:`_bulk_steps_float`),
+    and ``tot`` returned is a partial sum, at least 1/2. The operations are
     those of the one-step loop, in the same order (the same doubles); positivity is checked once
     per block of 8 steps: while ``P > 0`` each ``v > 0``, so ``P`` decreases and a positive ``P``
     at the end of a block proves every ``P`` inside it positive, while a ``P <= 0`` inside a block
@@ -1486,12 +1488,17 @@ def _steps_float(P, Q, tot, kappa, mr, count, summed):
                 Q += 1.0 / P; v = kappa * Q**mr; tot += v; P -= v  # noqa: E702
                 if not P > 0.0:
                     return None
-            for _ in range(rest):
-                Q += 1.0 / P
-                v = kappa * Q**mr
-                tot += v
-                P -= v
-        else:
+                blocks -= 1
+                if tot >= 0.5:  # the rest without the sum (f_W = 1 - P from here on)
+                    summed = False
+                    break
+            if summed:
+                for _ in range(rest):
+                    Q += 1.0 / P
+                    v = kappa * Q**mr
+                    tot += v
+                    P -= v
+        if not summed:
             for _ in range(blocks):
                 Q += 1.0 / P; P -= kappa * Q**mr  # noqa: E702
                 Q += 1.0 / P; P -= kappa * Q**mr  # noqa: E702
@@ -2530,7 +2537,10 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
 
     It is used, by a rule decided before any work, when ``n <= 256``, or when
     ``n <= 4096`` (certified: also ``n <= 10^4`` while ``n <= 2 10^4 (1 - rho)``, about 30 ms, where
-    the bounds route's width is 1e-2), ``rho <= 0.9`` and the double route's rounding floor
+    the bounds route's width is 1e-2; beyond, up to ``n ~ 1e5``, the bounds route stays 1e-2 to 1e-3
+    wide at ``rho <= 0.9`` (Lemma 4.3's ``O(100)/n``) while the exact route's two Arb passes cost
+    50-250 ms at ``n = 1.6e4..6.5e4``, ``rho <= 0.5``, and 76 ms at ``n = 1e4``, ``rho = 0.9``:
+    ``method="exact"`` asks for them), ``rho <= 0.9`` and the double route's rounding floor
     ``4 (sqrt(n) + 3) eps (1 + log n) / (1 - rho)`` is at most ``1e-6``, or when ``n <= 8192``
     and ``1 - rho < 5e-4`` where Lemma 4.6's route is tried (``ot_prior``'s certified Newton route near
     ``rho = 1``: the whole prior in balls, the masses summed from their ends, 0.3 - 0.6 s at
