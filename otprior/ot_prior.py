@@ -473,18 +473,46 @@ def _recurrence_arb(n, rho_a, c, *, full, work=None):
     vs = [None] * (n + 1) if full else None
     if full:
         phis[n] = c
-    for k in range(n, 0, -1):
-        psi += 1 / phi
+    one = flint.arb(1)
+    # steps k = n .. 2 in blocks of _ARB_BLOCK with one check per block: while every Phi is positive each
+    # v > 0 and Phi decreases, so a Phi proved positive at a block's end proves the exact Phi's inside it
+    # positive, and a ball inside not proved positive makes the block's end not proved positive (see
+    # _steps_arb); such a block is run again one step at a time, with the checks of every step
+    k = n
+    while k > 1:
+        m = min(_ARB_BLOCK, k - 1)
+        start = (phi, psi)
+        for j in range(k, k - m, -1):
+            psi += one / phi
+            vk = psi**mr
+            phi = phi - vk
+            if full:
+                vs[j] = vk
+                phis[j - 1] = phi
+        if not phi > 0:
+            phi, psi = start
+            if full:  # the checked loop leaves the entries past the step it stops at unset
+                for j in range(k, k - m, -1):
+                    vs[j] = phis[j - 1] = None
+            for j in range(k, k - m, -1):
+                psi += one / phi
+                vk = psi**mr
+                phi = phi - vk
+                if full:
+                    vs[j] = vk
+                    phis[j - 1] = phi
+                if phi < 0:
+                    return -1, phis, vs, None
+                if not phi > 0:
+                    return 0, phis, vs, None
+        k -= m
+    if n >= 1:  # the last step, k = 1: Phi_0 is classified below
+        psi += one / phi
         vk = psi**mr
         phi = phi - vk
         if full:
-            vs[k] = vk
-            phis[k - 1] = phi
-        if k > 1:
-            if phi < 0:
-                return -1, phis, vs, None
-            if not phi > 0:
-                return 0, phis, vs, None
+            vs[1] = vk
+            phis[0] = phi
     if phi > 0:
         return 1, phis, vs, phi
     if phi <= 0:
@@ -1293,6 +1321,11 @@ _MAX_LENGTH = int(1e300)  # the double 1e300 as an exact integer: every n up to 
 # proofs/ot_asymptotics.md); the exact route is O(n) and its cost grows as rho -> 1
 _EXACT_FLOAT_MAX = 1 << 16
 _EXACT_CERT_MAX = 1 << 12
+# ... and the certified value up to 10^4 while n <= 2e4 (1 - rho): there the exact route's two Arb passes
+# (27-32 ms CPU at n = 1e4, rho <= 0.5, on a loaded machine) stay within the 50 ms target, where the
+# bounds route's width is 1e-2 (Lemma 4.3's O(100)/n) against the exact route's 1e-12
+_EXACT_CERT_WIDE_MAX = 10_000
+_EXACT_CERT_WORK = 20_000
 # the double exact route costs about n / (1 - rho) sweep-elements (23 ms at n = 65536, rho = 0.5
 # on one core): up to this work it is used, since it is exact to rounding where the bounds
 # route's estimate is off by up to its certified width (1e-3..1e-5 at n = 5000..65536)
@@ -1334,10 +1367,26 @@ def _broadcast_ints(window, n):
     wo = np.empty(w.shape, dtype=object)
     no = np.empty(w.shape, dtype=object)
     for index in np.ndindex(w.shape):
-        nk = check_int(nn[index], "n", minimum=1, maximum=_MAX_LENGTH)
+        nk = _plain_int(nn[index], 1, _MAX_LENGTH)
+        if nk is None:
+            nk = check_int(nn[index], "n", minimum=1, maximum=_MAX_LENGTH)
         no[index] = nk
-        wo[index] = check_int(w[index], "window", minimum=1, maximum=nk)
+        wk = _plain_int(w[index], 1, nk)
+        wo[index] = check_int(w[index], "window", minimum=1, maximum=nk) if wk is None else wk
     return wo, no
+
+
+def _plain_int(v, lo, hi):
+    """``v`` as an int when it is a Python or numpy integer (not a bool) in ``[lo, hi]``, else ``None``
+    (then ``check_int`` decides, and words its refusal): the common case without the refusal's text,
+    whose bound of 301 digits was written out on every call (45 us of a 0.6 ms float call)."""
+    if type(v) is int:
+        out = v
+    elif isinstance(v, np.integer) and not isinstance(v, np.bool_):
+        out = int(v)
+    else:
+        return None
+    return out if lo <= out <= hi else None
 
 
 def _scalar_or_array(out, shape):
@@ -1389,7 +1438,8 @@ def _window_from_c_float(W, c, rho):
         phi -= v
         if not phi > 0.0:
             return math.nan
-    return total / c
+    m = total / c
+    return m if m < 0.5 else 1.0 - phi / c  # 1 - Phi_W / c: the sum's rounding swamps 1 - m as m -> 1
 
 
 # --- Lemma 4.3: the lifetime of the backward recurrence (proofs/ot_asymptotics.md) -------------
@@ -1409,46 +1459,117 @@ def _bulk_steps(n):
     return max(64, min(_BULK_D, n // 8))
 
 
-def _bulk_steps_float(log_c, rho, D, W):
+_STEP_BLOCK = 8  # double steps between positivity checks (see _steps_float)
+
+
+def _steps_float(P, Q, tot, kappa, mr, count, summed):
+    """``count`` steps ``Q += 1/P; v = kappa Q^mr; P -= v`` (and ``tot += v`` if ``summed``) in doubles.
+
+    Returns ``(P, Q, tot)``, or ``None`` where some ``P`` is not positive. Once ``tot >= 1/2`` (at the
+    end of a block) it is no longer summed: ``f_W`` is then read as ``1 - P`` (:func:`_bulk_steps_float`),
+    and ``tot`` returned is a partial sum, at least 1/2. The operations are
+    those of the one-step loop, in the same order (the same doubles); positivity is checked once
+    per block of 8 steps: while ``P > 0`` each ``v > 0``, so ``P`` decreases and a positive ``P``
+    at the end of a block proves every ``P`` inside it positive, while a ``P <= 0`` inside a block
+    stays non-positive (``Q`` decreases, ``v >= 0``), turns ``nan`` or complex, or raises: each of
+    which the check at the block's end turns into ``None``.
+    """
+    blocks, rest = divmod(count, _STEP_BLOCK)
+    try:
+        if summed:
+            for _ in range(blocks):
+                Q += 1.0 / P; v = kappa * Q**mr; tot += v; P -= v  # noqa: E702
+                Q += 1.0 / P; v = kappa * Q**mr; tot += v; P -= v  # noqa: E702
+                Q += 1.0 / P; v = kappa * Q**mr; tot += v; P -= v  # noqa: E702
+                Q += 1.0 / P; v = kappa * Q**mr; tot += v; P -= v  # noqa: E702
+                Q += 1.0 / P; v = kappa * Q**mr; tot += v; P -= v  # noqa: E702
+                Q += 1.0 / P; v = kappa * Q**mr; tot += v; P -= v  # noqa: E702
+                Q += 1.0 / P; v = kappa * Q**mr; tot += v; P -= v  # noqa: E702
+                Q += 1.0 / P; v = kappa * Q**mr; tot += v; P -= v  # noqa: E702
+                if not P > 0.0:
+                    return None
+                blocks -= 1
+                if tot >= 0.5:  # the rest without the sum (f_W = 1 - P from here on)
+                    summed = False
+                    break
+            if summed:
+                for _ in range(rest):
+                    Q += 1.0 / P
+                    v = kappa * Q**mr
+                    tot += v
+                    P -= v
+        if not summed:
+            for _ in range(blocks):
+                Q += 1.0 / P; P -= kappa * Q**mr  # noqa: E702
+                Q += 1.0 / P; P -= kappa * Q**mr  # noqa: E702
+                Q += 1.0 / P; P -= kappa * Q**mr  # noqa: E702
+                Q += 1.0 / P; P -= kappa * Q**mr  # noqa: E702
+                Q += 1.0 / P; P -= kappa * Q**mr  # noqa: E702
+                Q += 1.0 / P; P -= kappa * Q**mr  # noqa: E702
+                Q += 1.0 / P; P -= kappa * Q**mr  # noqa: E702
+                Q += 1.0 / P; P -= kappa * Q**mr  # noqa: E702
+                if not P > 0.0:
+                    return None
+            for _ in range(rest):
+                Q += 1.0 / P
+                P -= kappa * Q**mr
+        if not P > 0.0:
+            return None
+    except (ArithmeticError, TypeError):  # P = 0 divided by, 0 raised to a negative power, a complex P compared
+        return None
+    return P, Q, tot
+
+
+def _bulk_steps_float(log_c, rho, D, W, start=None):
     """``D`` steps of Theorem 2's recurrence from ``c = exp(log_c)`` in scaled doubles.
 
     With ``P = Phi / c``, ``Q = Psi c`` and ``kappa = c^{-(1-rho)}`` a step is
     ``Q += 1/P; v = kappa Q^{-rho}; P -= v`` (``v = v_k / c``). Returns ``(log Phi_D,
-    log Psi_D, f_W(c), log(Phi_D / c))`` or ``None`` when some ``Phi`` is not positive.
+    log Psi_D, f_W(c), log(Phi_D / c), state)`` or ``None`` when some ``Phi`` is not positive;
+    ``state = (P, Q, tot, D)`` after the ``D`` steps, ``tot`` the sum of the first ``min(W, D)``
+    ``v_k / c``. ``start``, such a state after ``k <= min(W, D)`` steps from the same ``log_c``
+    (with every step summed), continues it: the same doubles as the ``D`` steps from scratch.
+
+    ``f_W(c) = 1 - Phi_W / c`` is returned as the sum of the ``v_k / c`` below one half (full
+    relative accuracy as ``f_W -> 0``) and as ``1 - P_W`` above (full relative accuracy in
+    ``1 - f_W`` as ``f_W -> 1``: the sum's rounding, about ``W eps``, was 1e-14 at ``1 - f_W ~ 1e-14``,
+    outside the certified enclosure).
     """
     kappa = math.exp(-(1.0 - rho) * log_c)
-    P, Q, tot, mr = 1.0, 0.0, 0.0, -rho
+    mr = -rho
+    if start is None:
+        P, Q, tot, done = 1.0, 0.0, 0.0, 0
+    else:
+        P, Q, tot, done = start
     first = min(W, D)
-    for _ in range(first):  # the window's steps, summed
-        Q += 1.0 / P
-        v = kappa * Q**mr
-        tot += v
-        P -= v
-        if not P > 0.0:
-            return None
-    for _ in range(D - first):  # the same steps without the sum (two loops: no test per step)
-        Q += 1.0 / P
-        P -= kappa * Q**mr
-        if not P > 0.0:
-            return None
-    return log_c + math.log(P), math.log(Q) - log_c, tot, math.log(P)
+    st = _steps_float(P, Q, tot, kappa, mr, first - done, True)  # the window's steps, summed
+    if st is None:
+        return None
+    P, Q, tot = st
+    mass = tot if tot < 0.5 else 1.0 - P
+    st = _steps_float(P, Q, tot, kappa, mr, D - first, False)  # the same steps without the sum
+    if st is None:
+        return None
+    P, Q, _ = st
+    return log_c + math.log(P), math.log(Q) - log_c, mass, math.log(P), (P, Q, tot, D)
 
 
 def _bulk_log_count_float(log_c, rho, D, W):
     """``log`` of the continuum count ``e^{J_D} F(Psi_D)`` after ``D`` exact steps (the
-    estimate behind Lemma 4.3), with the state; ``None`` when the trajectory dies first."""
+    estimate behind Lemma 4.3), with ``f_W(c)``, ``J_D``, ``log(Phi_D / c)`` and the state of
+    :func:`_bulk_steps_float`; ``None`` when the trajectory dies first."""
     from scipy.special import gammaincc
 
     st = _bulk_steps_float(log_c, rho, D, W)
     if st is None:
         return None
-    log_p, log_s, tot, log_ratio = st
+    log_p, log_s, tot, log_ratio, state = st
     q = 1.0 - rho
     u = math.exp(q * log_s) / q
     tail = float(gammaincc(1.0 / q, u))
     if not tail > 0.0:
         return None
-    return log_p + u + log_normaliser(q) + math.log(tail), tot, log_p + u, log_ratio
+    return log_p + u + log_normaliser(q) + math.log(tail), tot, log_p + u, log_ratio, state
 
 
 _BULK_COARSE_D = 32  # exact steps of the coarse solve that seeds the secant of _bulk_solve_float
@@ -1468,23 +1589,25 @@ def _bulk_solve_float(n, rho, D, W, with_est=False):
     the doubles' noise).
     """
     x0 = slope0 = None
+    log_h = math.log(power_sum(1, n, rho))  # Lemma 4.1's end, once for both solves
     if D > 64 and rho >= 0.95:  # below, Theorem 4(ii)'s guess is close and the coarse solve costs more than it saves
-        coarse = _bulk_solve_core(n, rho, _BULK_COARSE_D, 0, None, None)
+        coarse = _bulk_solve_core(n, rho, _BULK_COARSE_D, 0, None, None, log_h=log_h)
         if coarse is not None:
             x0, slope0 = coarse[:2]
-    out = _bulk_solve_core(n, rho, D, W, x0, slope0)
+    out = _bulk_solve_core(n, rho, D, W, x0, slope0, log_h=log_h)
     if out is None:
         return (None, None) if with_est else None
     return (out[0], out[2]) if with_est else out[0]
 
 
-def _bulk_solve_core(n, rho, D, W, x0, slope0):
+def _bulk_solve_core(n, rho, D, W, x0, slope0, log_h=None):
     """The safeguarded secant of :func:`_bulk_solve_float` from ``x0`` with first slope ``slope0``
-    (Theorem 4(ii)'s guess and slope 1 when ``None``); returns ``(log c, last slope)`` or ``None``."""
+    (Theorem 4(ii)'s guess and slope 1 when ``None``); returns ``(log c, last slope, evaluation)`` or
+    ``None``. ``log_h``: ``log H_n^{(rho)}`` (Lemma 4.1's end) when the caller has it."""
     target = math.log(n - D)
     q = 1.0 - rho
     lo = math.log(n)  # c_n >= n (Theorem 4(iii))
-    hi = math.log(power_sum(1, n, rho)) / q  # Lemma 4.1
+    hi = (math.log(power_sum(1, n, rho)) if log_h is None else log_h) / q  # Lemma 4.1
     if not (math.isfinite(hi) and hi >= lo):
         return None
     hi += 1e-9 * (1.0 + abs(hi))
@@ -1555,6 +1678,51 @@ def _bulk_solve_core(n, rho, D, W, x0, slope0):
     return b, slope, seen.get(b)  # the end with g >= 0, and its evaluation
 
 
+_ARB_BLOCK = 32  # Arb steps between positivity checks (see _steps_arb)
+
+
+def _steps_arb(phi, psi, tot, mr, count):
+    """``count`` steps ``psi += 1/phi; v = psi^mr; tot += v; phi -= v`` of Theorem 2's recurrence in Arb.
+
+    Returns ``(phi, psi, tot, status)``: ``status`` is ``True`` when every ``phi`` is proved positive,
+    ``False`` when one is proved ``<= 0`` (the state at that step), ``None`` when one is undecided
+    (the state at that step). The balls are those of the one-step loop with a check after every
+    step: the checks are made once per block of 32 steps. While every ``phi`` is positive each
+    ``v > 0`` and ``phi`` decreases, so a ``phi`` proved positive at the end of a block proves every
+    exact ``phi`` inside it positive; and a ball not proved positive inside the block (containing 0,
+    or below it) makes the later balls infinite, ``nan`` or negative, so the block's end is then
+    not proved positive either. Such a block is run again one step at a time from its start,
+    which finds the step the checked loop stopped at.
+    """
+    import flint
+
+    one = flint.arb(1)
+    done = 0
+    while done < count:
+        m = min(_ARB_BLOCK, count - done)
+        start = (phi, psi, tot)
+        for _ in range(m):
+            psi += one / phi
+            v = psi**mr
+            tot += v
+            phi -= v
+        if phi > 0:
+            done += m
+            continue
+        phi, psi, tot = start
+        for _ in range(m):
+            psi += one / phi
+            v = psi**mr
+            tot += v
+            phi -= v
+            if phi <= 0:
+                return phi, psi, tot, False
+            if not phi > 0:
+                return phi, psi, tot, None
+        return phi, psi, tot, None  # not reached: the block's end was not proved positive
+    return phi, psi, tot, True
+
+
 def _bulk_lifetime_arb(c, n, r, D, W, log_sigma, big=()):
     """Lemma 4.3 at ``c`` (an exact ``arb``) at the current precision; ``W`` a tuple of windows.
 
@@ -1568,23 +1736,23 @@ def _bulk_lifetime_arb(c, n, r, D, W, log_sigma, big=()):
 
     q = 1 - r
     mr = -r
-    windows = set(W)
     sums = {}
     phi, psi, tot = c, flint.arb(0), flint.arb(0)
-    for k in range(D):
-        psi += 1 / phi
-        v = psi**mr
-        tot += v
-        if k + 1 in windows:
-            sums[k + 1] = tot / c  # f_W(c) = (v_n + ... + v_{n-W+1}) / c (Lemma 4.2)
-        phi = phi - v
-        if phi <= 0:
+    done = 0
+    for k in sorted({w for w in W if 0 < w <= D} | {D}):  # the windows' sums taken on the way
+        phi, psi, tot, ok = _steps_arb(phi, psi, tot, mr, k - done)
+        if ok is False:
             return {"dead": True}
-        if not phi > 0:
+        if ok is None:
             return None
+        done = k
+        if k in W:
+            sums[k] = tot / c  # f_W(c) = (v_n + ... + v_{n-W+1}) / c (Lemma 4.2)
     P, S = phi, psi
     sums["D"] = tot / c  # f_D(c): every window W >= D has at least this mass
     sums["steps"] = D
+    # the state after the D steps, at this precision: _outer_windows continues it (the same balls)
+    sums["state"] = (phi, psi, tot, D, flint.ctx.prec)
     out = {"dead": False, "fW": sums}
     Sq = S**q
     J = P.log() + Sq / q
@@ -1945,6 +2113,7 @@ def _bulk_enclosure(n, rho, windows):
     D = _bulk_steps(n)
     windows = tuple(sorted(w for w in small if w <= D))
     outer = small - set(windows)
+    outer_lo = tuple(sorted(outer))  # at c_lo only the windows asked: f_W(c_lo) is an upper end
     if big:
         # m_n(W) increases in W: every window above the exact steps is at least m_n(4096) >= f_4096(c_hi)
         # (Lemma 4.2(b)), so the lower end cannot drop from W = 4096 to 4097 (Corollary 4.5's floor)
@@ -2009,7 +2178,7 @@ def _bulk_enclosure(n, rho, windows):
             if len(ends) == 2:
                 (c_hi, fw_hi), (c_lo, fw_lo) = ends
                 _outer_windows(outer, c_hi, fw_hi, r)
-                _outer_windows(outer, c_lo, fw_lo, r)
+                _outer_windows(outer_lo, c_lo, fw_lo, r)
                 return c_lo, c_hi, fw_hi, fw_lo
     res = _bulk_upper_root(n, rho, D, W, x)
     if res is not None:
@@ -2027,21 +2196,22 @@ def _outer_windows(windows, c, fw, r):
 
     todo = sorted(windows)
     bits = max(128, flint.ctx.prec)
+    state = fw.get("state")  # Lemma 4.3's D exact steps from this c: the first D steps of the run
     for _ in range(3):  # one run of max(W) steps serves every window (the run does not depend on W)
         if not todo:
             return
         with arb_precision(bits):
-            phi, psi, total = c, flint.arb(0), flint.arb(0)
-            want = set(todo)
-            for k in range(1, todo[-1] + 1):
-                psi += 1 / phi
-                v = psi ** (-r)
-                total += v
-                phi = phi - v
-                if not phi > 0:
-                    break
-                if k in want:
-                    fw[k] = total / c
+            if state is not None and state[4] == bits and state[3] < todo[0]:
+                phi, psi, total, done = state[:4]
+            else:
+                phi, psi, total, done = c, flint.arb(0), flint.arb(0), 0
+            mr = -r
+            for k in todo:
+                phi, psi, total, ok = _steps_arb(phi, psi, total, mr, k - done)
+                if not ok:
+                    break  # a Phi not proved positive: this window and the larger ones are left out
+                done = k
+                fw[k] = total / c
         todo = [W for W in todo if W not in fw]
         bits *= 2
 
@@ -2091,16 +2261,17 @@ def _bulk_mass_float(W, n, rho):
         est = _bulk_log_count_float(x, rho, D, min(W, D))
     if est is None:
         return None
+    state = est[4]  # the D steps at x, every one summed when W > D: continued, not recomputed
     if W > _RECUR_W_MAX:
         try:
-            cont = _continued_mass_float(x, rho, W)
+            cont = _continued_mass_float(x, rho, W, start=state)
         except (ValueError, OverflowError, ZeroDivisionError):  # doubles out of range: Theorem 4(ii) answers
             cont = None
         est = (est[0], cont)
         if est[1] is None:
             return None
     elif W > D:
-        st = _bulk_steps_float(x, rho, W, W)
+        st = _bulk_steps_float(x, rho, W, W, start=state)
         if st is None:  # the trajectory from the estimate dies within W steps
             return None
         est = (est[0], st[2])
@@ -2108,10 +2279,25 @@ def _bulk_mass_float(W, n, rho):
     # rough, but f_W depends on c only through the first W steps, where nothing has cancelled:
     # the value stays an estimate (checked against the enclosure), as everywhere on this route
     lower = W / n if n < 1 << 1000 else math.exp(math.log(W) - math.log(n))
-    upper = power_sum(1, W, rho) * math.exp(-(1.0 - rho) * math.log(n))
+    upper = power_sum(1, W, rho) * _n_to_minus_q(n, rho)
     return min(max(est[1], lower), min(1.0, upper))
 
-def _continued_mass_float(log_c, rho, W, K=_RECUR_W_MAX):
+
+def _n_to_minus_q(n, rho):
+    """``n^{-(1-rho)}`` in doubles, as ``n^rho / n`` for ``rho < 1/2`` (``n`` an int up to 1e300).
+
+    ``exp(-(1 - rho) log n)`` rounds ``log n`` (up to 691) and exp magnifies that: 1.5e-13 relative at
+    ``n = 1e300``, ``rho = 1e-300``, where the mass is ``W/n`` to 1e-300 and the clip of the float route
+    to ``[W/n, H_W n^{rho-1}]`` (Theorem 4(iii)) left it 2.4e-14 above its certified enclosure. Both
+    forms err by about ``min(rho, 1 - rho) log(n) eps`` (plus two roundings), and the clip binds only
+    where ``rho`` is small (``m ~ H_W (Z_q/n)^q`` with ``Z_q < 1`` otherwise).
+    """
+    if rho < 0.5:
+        return math.exp(rho * math.log(n)) / float(n)
+    return math.exp(-(1.0 - rho) * math.log(n))
+
+
+def _continued_mass_float(log_c, rho, W, K=_RECUR_W_MAX, start=None):
     """Estimate of ``f_W(c)`` for ``W > K``: ``K`` double steps of the recurrence from ``c``, then
     the continuum count of Lemma 4.3 from step ``K`` (Corollary 4.5's estimate, proofs/ot_asymptotics.md).
 
@@ -2120,15 +2306,17 @@ def _continued_mass_float(log_c, rho, W, K=_RECUR_W_MAX):
     ``u_W = Psi_W^q / q`` through the regularised incomplete gamma ``P(1/q, u)``, and
     ``Phi_W / c = (Phi_K / c) e^{u_K - u_W}``. It continues the ``K`` exact steps, so it
     agrees with them at ``W = K`` (no jump at the crossover); the mass is formed as
-    ``m_K - (1 - m_K) expm1(u_K - u_W)`` (no cancellation when it is tiny). ``None`` where the count runs
-    past the trajectory's lifetime or the doubles fail.
+    ``m_K - (1 - m_K) expm1(u_K - u_W)`` (no cancellation when it is tiny; ``1 - m_K`` is the
+    steps' own ``Phi_K / c`` when ``m_K >= 1/2``, see :func:`_bulk_steps_float`). ``None`` where the
+    count runs past the trajectory's lifetime or the doubles fail. ``start``: a state of
+    :func:`_bulk_steps_float` from the same ``log_c`` (every step summed), continued.
     """
     from scipy.special import gammainc, gammaincc, gammainccinv, gammaincinv
 
-    st = _bulk_steps_float(log_c, rho, K, K)
+    st = _bulk_steps_float(log_c, rho, K, K, start=start)
     if st is None:
         return None
-    log_p, log_s, m_k, _ = st
+    log_p, log_s, m_k, _, (p_k, _, _, _) = st
     q = 1.0 - rho
     a_ = 1.0 / q
     u_k = math.exp(q * log_s) / q
@@ -2161,7 +2349,8 @@ def _continued_mass_float(log_c, rho, W, K=_RECUR_W_MAX):
                 break
             u_w = u_new
         if u_w < 1e-3:
-            return m_k - (1.0 - m_k) * math.expm1(_drift_estimate(log_s, log_p, u_k, u_w, q) - (u_w - u_k))
+            d = _drift_estimate(log_s, log_p, u_k, u_w, q) - (u_w - u_k)
+            return m_k - (1.0 - m_k) * math.expm1(d) if m_k < 0.5 else 1.0 - p_k * math.exp(d)
     lower_k, upper_k = float(gammainc(a_, u_k)), float(gammaincc(a_, u_k))
     u_w = u_k
     for _ in range(3):  # the trapezoid term (u_W - u_K)/2 steps, solved by substitution
@@ -2174,7 +2363,8 @@ def _continued_mass_float(log_c, rho, W, K=_RECUR_W_MAX):
             return None
     # 1 - (1 - m_K) e^{dJ - (u_W - u_K)}, from the K steps' own sum m_K (log(Phi_K / c) rounds to 0
     # when m_K < eps: at n = 1e300, rho = 0.5, W = 1e5 that lost 20 % of m ~ 4e-148)
-    return m_k - (1.0 - m_k) * math.expm1(_drift_estimate(log_s, log_p, u_k, u_w, q) - (u_w - u_k))
+    d = _drift_estimate(log_s, log_p, u_k, u_w, q) - (u_w - u_k)
+    return m_k - (1.0 - m_k) * math.expm1(d) if m_k < 0.5 else 1.0 - p_k * math.exp(d)
 
 
 def _drift_estimate(log_s, log_p, u_k, u_w, q):
@@ -2194,7 +2384,7 @@ def _drift_estimate(log_s, log_p, u_k, u_w, q):
     return 0.5 * (y_k - y_w) + rho * (d_w - d_k) / 12.0
 
 
-def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False, floor=None):
+def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False, floor=None, lower_only=False):
     """Proved enclosure of ``m_n(W; rho)`` at any ``n`` from bounds on ``c_n`` (route ``"bounds"``).
 
     Lemma 4.2 (proofs/ot_asymptotics.md): ``m = 1 - N_{n-W}(c_n)`` is decreasing in ``c``
@@ -2204,7 +2394,9 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False, floor=None):
 
     For ``W > 4096`` the lower end is at least that of ``W = 4096`` on every path (``m_n`` increases
     in ``W``; Corollary 4.5's floor): ``floor``, that lower end when the caller has it (one per
-    ``n`` for a list), else computed here from the same bracket.
+    ``n`` for a list), else computed here from the same bracket. With ``lower_only`` (that floor) only
+    the lower end is formed: the upper end returned is 1, and the bracket's ``c_lo`` end need not
+    carry ``f_W`` (the lower end is the same number as without it).
     """
     import flint
 
@@ -2213,7 +2405,7 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False, floor=None):
     if W > _RECUR_W_MAX and floor is None:  # Corollary 4.5: m_n(W) >= m_n(4096) >= the proved lower end at 4096
         if bulk_res is False:
             bulk_res = _bulk_enclosure(n, rho, (W,)) if bulk else None
-        floor = _bounds_mass_arb(_RECUR_W_MAX, n, rho, bulk, bulk_res)[0]
+        floor = _bounds_mass_arb(_RECUR_W_MAX, n, rho, bulk, bulk_res, lower_only=True)[0]
     floor = 0.0 if floor is None else floor
     with arb_precision(128):
         r = arb_from_float(rho)
@@ -2229,7 +2421,7 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False, floor=None):
         if bulk_res is not None and W <= _RECUR_W_MAX:
             # Lemma 4.3 brackets c_n; f_W at its ends (Lemma 4.2), at the bulk's precision
             _, _, fw_hi, fw_lo = bulk_res
-            from_bulk = W in fw_hi and fw_lo is not None and W in fw_lo
+            from_bulk = W in fw_hi and (lower_only or (fw_lo is not None and W in fw_lo))
             if W in fw_hi:
                 lo_end = max(lo_end, enclosure_from_arb(fw_hi[W]).lo)
             elif "D" in fw_hi and fw_hi["steps"] <= W:  # W beyond the D exact steps: m_n(W) >= m_n(D) >= f_D(c_hi)
@@ -2251,7 +2443,7 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False, floor=None):
                 hi_end = min(hi_end, enclosure_from_arb(1 - at_lo[0]).hi)
         if W <= _RECUR_W_MAX and not from_bulk:  # Lemma 4.1's ends add nothing inside Lemma 4.3's
             f_hi = _window_from_c_arb(W, c_hi, r)  # c_hi is above the root: every Phi_k > 0
-            f_lo = _window_from_c_arb(W, c_lo, r)
+            f_lo = None if lower_only else _window_from_c_arb(W, c_lo, r)
             if f_hi is not None:
                 lo_end = max(lo_end, enclosure_from_arb(f_hi).lo)
             if f_lo is not None:
@@ -2266,7 +2458,7 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False, floor=None):
                 lows.append(H * x * base**r if base > 0 else flint.arb(0))
             lo_end = max(lo_end, min(enclosure_from_arb(v).lo for v in lows))
             hi_end = min(hi_end, enclosure_from_arb(H * c_lo ** (r - 1)).hi)
-    return max(0.0, lo_end, floor), min(1.0, hi_end)
+    return max(0.0, lo_end, floor), (1.0 if lower_only else min(1.0, hi_end))
 
 
 def _asymptotic_mass_float(W, n, rho, lo, hi):
@@ -2298,7 +2490,8 @@ def _exact_affordable(n, rho, certified):
         # W = 1 was 0.9725 for an exact 0.99948)
         return True
     if n > (_EXACT_CERT_MAX if certified else _EXACT_FLOAT_MAX):
-        return False
+        if not (certified and n <= _EXACT_CERT_WIDE_MAX and n <= _EXACT_CERT_WORK * (1.0 - rho)):
+            return False
     if not certified and n > _EXACT_CERT_MAX and n > _EXACT_FLOAT_WORK * (1.0 - rho):
         return False
     if n <= _EXACT_NEAR_ONE_MAX:
@@ -2343,7 +2536,11 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     rounded to ``eps / m`` relative there). One solve per distinct ``n``; O(n) time.
 
     It is used, by a rule decided before any work, when ``n <= 256``, or when
-    ``n <= 4096``, ``rho <= 0.9`` and the double route's rounding floor
+    ``n <= 4096`` (certified: also ``n <= 10^4`` while ``n <= 2 10^4 (1 - rho)``, about 30 ms, where
+    the bounds route's width is 1e-2; beyond, up to ``n ~ 1e5``, the bounds route stays 1e-2 to 1e-3
+    wide at ``rho <= 0.9`` (Lemma 4.3's ``O(100)/n``) while the exact route's two Arb passes cost
+    50-250 ms at ``n = 1.6e4..6.5e4``, ``rho <= 0.5``, and 76 ms at ``n = 1e4``, ``rho = 0.9``:
+    ``method="exact"`` asks for them), ``rho <= 0.9`` and the double route's rounding floor
     ``4 (sqrt(n) + 3) eps (1 + log n) / (1 - rho)`` is at most ``1e-6``, or when ``n <= 8192``
     and ``1 - rho < 5e-4`` where Lemma 4.6's route is tried (``ot_prior``'s certified Newton route near
     ``rho = 1``: the whole prior in balls, the masses summed from their ends, 0.3 - 0.6 s at
@@ -2451,7 +2648,7 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
                     out[k] = est
                     continue
             if floor is None and _RECUR_W_MAX < wk < nk and shared is not False:
-                floor = _bounds_mass_arb(_RECUR_W_MAX, nk, rho, bulk_res=shared)[0]  # one per n
+                floor = _bounds_mass_arb(_RECUR_W_MAX, nk, rho, bulk_res=shared, lower_only=True)[0]  # one per n
             a, b = _bounds_mass_arb(wk, nk, rho, bulk_res=shared, floor=floor)
             if certified:
                 lo[k], hi[k] = a, b
@@ -2623,18 +2820,30 @@ def ot_window_mass_bound(window, n, rho):
 
 
 def _power_sum_arb(W, r):
-    """:math:`H_W^{(\\rho)} = \\sum_{k\\le W} k^{-\\rho}` as a ball: direct sum, or
-    Hurwitz zeta differences for large ``W`` (rigorous in Arb)."""
+    """:math:`H_W^{(\\rho)} = \\sum_{k\\le W} k^{-\\rho}` as a ball: direct sum for ``W <= 256``,
+    else the Hurwitz zeta difference :math:`\\zeta(\\rho, 1) - \\zeta(\\rho, W + 1)` (rigorous in Arb).
+
+    The difference is formed with ``64 + log2(1 / (1 - rho))`` guard bits: near ``rho = 1`` both
+    terms are about ``1 / (rho - 1)`` and cancel (at ``rho = 1 - 2^-52`` that lost 52 bits). At
+    ``W = 4096`` it costs about 0.1 ms against 5 ms for the 4096 balls of the sum, and its ball
+    is narrower (relative radius about ``2^-prec`` against ``W 2^-prec``).
+    """
     import flint
 
-    if W <= 4096:
+    if W <= 256:
         s = flint.arb(0)
         for k in range(1, W + 1):
             s += flint.arb(k) ** (-r)
         return s
     if r == 1:
         return flint.arb(W + 1).digamma() - flint.arb(1).digamma()
-    return flint.arb.zeta(r, 1) - flint.arb.zeta(r, W + 1) if r != 0 else flint.arb(W)
+    if r == 0:
+        return flint.arb(W)
+    q = float((1 - r).mid())
+    guard = 64 + (int(-math.log2(q)) if 0.0 < q < 1.0 else 0)
+    with arb_precision(flint.ctx.prec + guard):
+        out = flint.arb.zeta(r, 1) - flint.arb.zeta(r, W + 1)
+    return +out  # rounded to the caller's precision
 
 
 @dataclass(frozen=True)
