@@ -24,6 +24,7 @@ from ..expression import (
     run_budgeted,
 )
 from ._base import DIRECT_MAX, Encoding, MassEnclosures, Verdict, check_lengths, nonneg, register
+from ._bias_float import ACCEPT, _ja_plan, _mixed_plan, mixed_log_sum, periodic_log_sum
 from ._bias_tail import (
     Unsupported,
     _logsumexp,
@@ -149,6 +150,40 @@ def _periodic_balls(tree, window, n, why):
             return m, D
     why.append("the Jacobi-Anger closed form was not tight to 2^-55")
     return None
+
+
+def _float_masses(sums):
+    """``(m, D)`` from two float sums ``(L, V, rel)`` (each ``V e^L``), or ``None`` when either is missing or its error
+    bound ``rel`` exceeds ``ACCEPT`` (``2^-40``): ``m = 1/(1 + r)``, ``D = 1/(1 + 1/r)``, ``r = T/S`` formed as
+    ``(V_T/V_S) e^{L_T - L_S}`` (no logarithm of the sums: ``log T = 690`` at ``n = 1e300`` would cost 690 eps)."""
+    if any(s is None or not (s[2] <= ACCEPT) or not (s[1] > 0) for s in sums):
+        return None
+    (Ls, Vs, _), (Lt, Vt, _) = sums
+    with np.errstate(all="ignore"):
+        r = (Vt / Vs) * math.exp(Lt - Ls) if abs(Lt - Ls) < 600 else math.inf
+    if 0 < r < math.inf:
+        return 1.0 / (1.0 + r), 1.0 / (1.0 + 1.0 / r)
+    lr = (Lt - Ls) + math.log(Vt) - math.log(Vs)
+    return float(np.exp(-np.logaddexp(0.0, lr))), float(np.exp(-np.logaddexp(0.0, -lr)))
+
+
+def _periodic_float(tree, window, n):
+    """``(m, D)`` of ``beta sin(omega d + phi)`` by Theorem 15e in double precision (``_bias_float.py``), or ``None``."""
+    plan = _ja_plan(tree)
+    if plan is None:
+        return None
+    return _float_masses([periodic_log_sum(plan, 0, window - 1), periodic_log_sum(plan, window, n - 1)])
+
+
+def _mixed_float(b, d, tree, window, n):
+    """``(m, D)`` of ``h + beta sin(omega d + phi)`` by Theorem 15f in double precision, or ``None``."""
+    if _split(tree) is None:
+        return None
+    plan = _mixed_plan(b, d, tree)
+    if plan is None:
+        return None
+    S = mixed_log_sum(plan, 0, window - 1)
+    return None if S is None else _float_masses([S, mixed_log_sum(plan, window, n - 1)])
 
 
 def _maybe_dominant(tree, window, n):
@@ -618,6 +653,9 @@ class Bias(Encoding):
         if geometric is not None:  # a linear bias: the closed form's midpoint (Theorem 15b)
             return float(geometric[0].mid()), float(geometric[1].mid())
         tree = _compiled(*reversed(self._sym))
+        fast = None if tree is None else _periodic_float(tree, window, n)
+        if fast is not None:  # beta sin(omega d + phi): Theorem 15e in double precision
+            return fast
         periodic = None if tree is None else _periodic_balls(tree, window, n, [])
         if periodic is not None:  # beta sin(omega d + phi): the closed form's midpoint (Theorem 15e)
             return float(periodic[0].mid()), float(periodic[1].mid())
@@ -633,6 +671,9 @@ class Bias(Encoding):
             dominant = _dominant_masses(tree, window, n)
             if dominant is not None:
                 return float(dominant[0].mid()), float(dominant[1].mid())
+        fast = None if tree is None else _mixed_float(*reversed(self._sym), tree, window, n)
+        if fast is not None:  # h + beta sin(omega d + phi): Theorem 15f in double precision
+            return fast
         fast = self._em_float(window, n)
         if fast is not None:
             return fast
