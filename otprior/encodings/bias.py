@@ -24,7 +24,7 @@ from ..expression import (
     run_budgeted,
 )
 from ._base import DIRECT_MAX, Encoding, MassEnclosures, Verdict, check_lengths, nonneg, register
-from ._bias_float import ACCEPT, _ja_plan, _mixed_plan, mixed_log_sum, periodic_log_sum
+from ._bias_float import ACCEPT, EPS, _ja_plan, _mixed_plan, growing_log_sum, mixed_log_sum, periodic_log_sum
 from ._bias_tail import (
     Unsupported,
     _logsumexp,
@@ -677,6 +677,9 @@ class Bias(Encoding):
         fast = self._em_float(window, n)
         if fast is not None:
             return fast
+        fast = None if tree is None else self._growing_float(window, n)
+        if fast is not None:
+            return fast
         why = []
         balls = self._em_balls(window, n, why)
         if balls is not None:
@@ -746,6 +749,54 @@ class Bias(Encoding):
         m = float(np.exp(-np.logaddexp(0.0, log_tail - log_head)))
         D = float(np.exp(-np.logaddexp(0.0, log_head - log_tail)))
         return m, D
+
+    def _growing_float(self, window, n):
+        """``(m, D)`` in double precision for a bias increasing towards ``n - 1`` (the weight at the far end, where the
+        quadrature in ``log x`` of :meth:`_em_float` cannot resolve it): :func:`growing_log_sum` for each side beyond the
+        direct head, every sum relative to ``e^{b(n - 1)}``; ``None`` when a piece fails its checks."""
+        d, b = self._sym
+        fns = _numpy_fns(b, d)
+        head = _float_head(b, d)
+        if head is None:
+            return None
+        A = n - 1
+        with np.errstate(all="ignore"):
+            bA = float(np.asarray(fns[0](np.array([float(A)])), dtype=float).ravel()[0])
+        if not math.isfinite(bA):
+            return None
+
+        def side(lo, hi):  # (log of sum_{lo <= k <= hi} e^{b(k) - b(A)}, rel)
+            parts = []
+            if lo < _FLOAT_HEAD:
+                top = min(hi, _FLOAT_HEAD - 1)
+                # head terms against b(A) directly: (|b(A)| + |b|) eps, the accuracy documented for the float route
+                parts.append((_logsumexp(head[lo:top + 1] - bA), (abs(bA) + float(np.max(np.abs(head[lo:top + 1]))) + 8) * EPS))
+            start = max(lo, _FLOAT_HEAD)
+            if hi >= start:
+                if hi == start:
+                    parts.append((0.0 if hi == A else None, 0.0))
+                    if hi != A:
+                        return None
+                else:
+                    g = growing_log_sum(fns, start, hi, A)
+                    if g is None:
+                        return None
+                    parts.append(g)
+            logs = np.array([p[0] for p in parts])
+            top = float(np.max(logs))
+            if not math.isfinite(top):
+                return None
+            w = np.exp(logs - top)
+            return top + math.log(float(np.sum(w))), float(np.sum(w * np.array([p[1] for p in parts])) / np.sum(w)) + 2 * EPS
+
+        S, T = side(0, window - 1), side(window, n - 1)
+        if S is None or T is None:
+            return None
+        # rel bounds the error of each log; a ratio beyond e^800 even with those errors puts the small mass below
+        # 2^-1074 (then 0.0 is within the tightest double enclosure, as in Theorem 15d)
+        if (S[1] > ACCEPT or T[1] > ACCEPT) and not abs(T[0] - S[0]) - S[1] - T[1] > 800:
+            return None
+        return float(np.exp(-np.logaddexp(0.0, T[0] - S[0]))), float(np.exp(-np.logaddexp(0.0, S[0] - T[0])))
 
     def _geometric_balls(self, window, n):
         """``(m, D)`` of a linear bias ``alpha + beta d`` in closed form (Theorem 15b), or ``None``."""
