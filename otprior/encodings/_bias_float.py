@@ -341,6 +341,11 @@ def mixed_log_sum(plan, a, c):
         if out is None:
             return None
         parts.append(out)
+    return combine(parts)
+
+
+def combine(parts):
+    """``(L, V, rel)`` of a sum of positive parts ``(L_i, V_i, rel_i)`` (each ``V_i e^{L_i}``)."""
     if len(parts) == 1:
         return parts[0]
     top = max(L for L, _, _ in parts)
@@ -367,7 +372,7 @@ def _delta(b1, Af, s0, s1, inner):
 
 
 def growing_log_sum(fns, a, c, A):
-    """``(log V, rel)`` with ``V = sum_{k=a}^{c} e^{b(k) - b(A)}`` (``a < c <= A``) for a bias increasing towards ``c``, in
+    """``(L, V, rel)`` with ``V e^L = sum_{k=a}^{c} e^{b(k) - b(A)}`` (``a < c <= A``) for a bias increasing towards ``c``, in
     double precision: Theorem 15's formula (``p = 2``) in the reversed variable ``t = A - x``, where
     ``b(A - t) - b(A) = Delta(t) = -int_0^t b'(A - s) ds`` is formed by Gauss-Legendre quadrature of ``b'`` (no difference of
     two large values: ``sqrt(d)`` at ``A = 1e300`` has ``b = 1e150`` and ``Delta(1) = -5e-151``). Pieces in ``t`` of width
@@ -441,4 +446,4 @@ def growing_log_sum(fns, a, c, A):
     if not (total > 0) or abs(i16 - i8) > 1e-12 * total:
         return None
     rel = (abs(D0) + 240 + 64) * 2 * EPS + abs(i16 - i8) / total + 4 * slope**4 / 720
-    return D0 + math.log(total), rel
+    return D0, total, rel

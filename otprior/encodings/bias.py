@@ -24,7 +24,7 @@ from ..expression import (
     run_budgeted,
 )
 from ._base import DIRECT_MAX, Encoding, MassEnclosures, Verdict, check_lengths, nonneg, register
-from ._bias_float import ACCEPT, EPS, _ja_plan, _mixed_plan, growing_log_sum, mixed_log_sum, periodic_log_sum
+from ._bias_float import ACCEPT, EPS, _ja_plan, _mixed_plan, combine, growing_log_sum, mixed_log_sum, periodic_log_sum
 from ._bias_tail import (
     Unsupported,
     _logsumexp,
@@ -156,13 +156,19 @@ def _float_masses(sums):
     """``(m, D)`` from two float sums ``(L, V, rel)`` (each ``V e^L``), or ``None`` when either is missing or its error
     bound ``rel`` exceeds ``ACCEPT`` (``2^-40``): ``m = 1/(1 + r)``, ``D = 1/(1 + 1/r)``, ``r = T/S`` formed as
     ``(V_T/V_S) e^{L_T - L_S}`` (no logarithm of the sums: ``log T = 690`` at ``n = 1e300`` would cost 690 eps)."""
-    if any(s is None or not (s[2] <= ACCEPT) or not (s[1] > 0) for s in sums):
+    if any(s is None or not (s[1] > 0) or not math.isfinite(s[1]) for s in sums):
         return None
-    (Ls, Vs, _), (Lt, Vt, _) = sums
+    (Ls, Vs, es), (Lt, Vt, et) = sums
+    if not (es <= ACCEPT and et <= ACCEPT):
+        # rel bounds each sum's relative error: a ratio beyond e^800 even with those errors puts the small mass below
+        # 2^-1074, where 0.0 is within the tightest double enclosure (as in Theorem 15d)
+        gap = abs((Lt - Ls) + math.log(Vt) - math.log(Vs))
+        if not gap - math.log1p(es) - math.log1p(et) > 800:
+            return None
     with np.errstate(all="ignore"):
         r = (Vt / Vs) * math.exp(Lt - Ls) if abs(Lt - Ls) < 600 else math.inf
     if 0 < r < math.inf:
-        return 1.0 / (1.0 + r), 1.0 / (1.0 + 1.0 / r)
+        return float(1.0 / (1.0 + r)), float(1.0 / (1.0 + 1.0 / r))
     lr = (Lt - Ls) + math.log(Vt) - math.log(Vs)
     return float(np.exp(-np.logaddexp(0.0, lr))), float(np.exp(-np.logaddexp(0.0, -lr)))
 
@@ -765,38 +771,29 @@ class Bias(Encoding):
         if not math.isfinite(bA):
             return None
 
-        def side(lo, hi):  # (log of sum_{lo <= k <= hi} e^{b(k) - b(A)}, rel)
+        def side(lo, hi):  # (L, V, rel): sum_{lo <= k <= hi} e^{b(k) - b(A)} = V e^L
             parts = []
             if lo < _FLOAT_HEAD:
                 top = min(hi, _FLOAT_HEAD - 1)
-                # head terms against b(A) directly: (|b(A)| + |b|) eps, the accuracy documented for the float route
-                parts.append((_logsumexp(head[lo:top + 1] - bA), (abs(bA) + float(np.max(np.abs(head[lo:top + 1]))) + 8) * EPS))
+                v = head[lo:top + 1] - bA  # against b(A) directly: (|b(A)| + |b|) eps, as documented for the float route
+                L = float(np.max(v))
+                if not math.isfinite(L):
+                    return None
+                parts.append((L, float(np.sum(np.exp(v - L))), (abs(bA) + float(np.max(np.abs(head[lo:top + 1]))) + 8) * EPS))
             start = max(lo, _FLOAT_HEAD)
             if hi >= start:
-                if hi == start:
-                    parts.append((0.0 if hi == A else None, 0.0))
+                if hi == start:  # one term: only the anchor itself is formed without a difference
                     if hi != A:
                         return None
+                    parts.append((0.0, 1.0, 0.0))
                 else:
                     g = growing_log_sum(fns, start, hi, A)
                     if g is None:
                         return None
                     parts.append(g)
-            logs = np.array([p[0] for p in parts])
-            top = float(np.max(logs))
-            if not math.isfinite(top):
-                return None
-            w = np.exp(logs - top)
-            return top + math.log(float(np.sum(w))), float(np.sum(w * np.array([p[1] for p in parts])) / np.sum(w)) + 2 * EPS
+            return combine(parts)
 
-        S, T = side(0, window - 1), side(window, n - 1)
-        if S is None or T is None:
-            return None
-        # rel bounds the error of each log; a ratio beyond e^800 even with those errors puts the small mass below
-        # 2^-1074 (then 0.0 is within the tightest double enclosure, as in Theorem 15d)
-        if (S[1] > ACCEPT or T[1] > ACCEPT) and not abs(T[0] - S[0]) - S[1] - T[1] > 800:
-            return None
-        return float(np.exp(-np.logaddexp(0.0, T[0] - S[0]))), float(np.exp(-np.logaddexp(0.0, S[0] - T[0])))
+        return _float_masses([side(0, window - 1), side(window, n - 1)])
 
     def _geometric_balls(self, window, n):
         """``(m, D)`` of a linear bias ``alpha + beta d`` in closed form (Theorem 15b), or ``None``."""
