@@ -28,6 +28,7 @@ from ._bias_float import ACCEPT, EPS, _ja_plan, _mixed_plan, combine, growing_lo
 from ._bias_tail import (
     Unsupported,
     _logsumexp,
+    _sides,
     compile_bias,
     direct_sum_arb,
     float_tail_log,
@@ -190,6 +191,13 @@ def _mixed_float(b, d, tree, window, n):
         return None
     S = mixed_log_sum(plan, 0, window - 1)
     return None if S is None else _float_masses([S, mixed_log_sum(plan, window, n - 1)])
+
+
+@functools.lru_cache(maxsize=128)
+def _has_periodic(tree):
+    """Whether the compiled tree has a ``sin`` or ``cos`` node (tags are the only strings in it)."""
+    text = repr(tree)
+    return "'sin'" in text or "'cos'" in text
 
 
 def _maybe_dominant(tree, window, n):
@@ -666,6 +674,9 @@ class Bias(Encoding):
         if periodic is not None:  # beta sin(omega d + phi): the closed form's midpoint (Theorem 15e)
             return float(periodic[0].mid()), float(periodic[1].mid())
         if tree is not None and self._float_maybe_dominant(window, n):
+            fast = self._float_dominance(tree, window, n)
+            if fast is not None:  # Theorem 15d(ii) read in double precision
+                return fast
             head = _float_head(*reversed(self._sym)) if window <= _FLOAT_HEAD else None
             # b(n - 1) from below, exactly at the integer n - 1 (float(n - 1) may round to n or beyond above 2^53,
             # and numpy's sin(2 pi k) is noise at k = 1e18): one far term outweighs the window
@@ -701,6 +712,56 @@ class Bias(Encoding):
             # name the step that failed first (Theorem 15's), not only the fallback's cap
             raise DomainError("n", n, f"a length at which Theorem 15 or 15d encloses exp({self.expression}) (here "
                               f"{why[-1]}; and Theorem 13's fallback: {exc.domain})") from None
+
+    def _float_dominance(self, tree, window, n):
+        """``(1, 0)`` or ``(0, 1)`` when one side outweighs the other by more than ``e^800`` in double precision (Theorem
+        15d(ii) with bounds read from ``b`` at the ends and the sign of ``b'`` at the ~60 piece ends per side of
+        :func:`_sides`): a decreasing ``b`` on ``[W, n - 1]`` gives ``log T <= log(n - W) + b(W)``, an increasing one on
+        ``[0, W - 1]`` gives ``log S_W <= log W + b(W - 1)``, one term bounds a sum below. Not a proof (``b'`` is read at
+        points, in double); the certified route proves the same from interval bounds. Where a value overflows a double
+        (``exp(d/1000)`` at ``d = 1e299``) the two end values are Arb points at ``96 + log2 n`` bits. Biases with ``sin``
+        or ``cos`` are left to the other routes (``sin(2 pi k)`` in double is noise at ``k = 1e18``)."""
+        if _has_periodic(tree):
+            return None
+        d, b = self._sym
+        fns = _numpy_fns(b, d)
+        left, right = _sides(0, window - 1), _sides(window, n - 1)
+
+        def vals(f, ks):
+            with np.errstate(all="ignore"):
+                try:
+                    return np.asarray(f(np.array([float(k) for k in ks])), dtype=float) * np.ones(len(ks))
+                except (ValueError, TypeError, OverflowError):
+                    return None
+
+        def arb_ends(ks):  # (L, U) exact arb points of b at each k (None where unbounded), 96 + log2 n bits
+            with arb_precision(96 + n.bit_length()):
+                return [point_interval(tree, k) for k in ks]
+
+        def gap(lower, upper, count):  # lower - upper - log(count) as a double (nan: undecided)
+            with np.errstate(all="ignore"):
+                return float(np.float64(lower) - np.float64(upper) - math.log(count))
+
+        slope_r = vals(fns[1], right[:-1] + [n - 1])
+        if slope_r is not None and np.all(slope_r <= 0):  # b decreasing on [W, n - 1]: T <= (n - W) e^{b(W)}
+            v = vals(fns[0], [0, window - 1, window])
+            g = math.nan if v is None else gap(np.nanmax(v[:2]) if not np.all(np.isnan(v[:2])) else math.nan, v[2], n - window)
+            if math.isnan(g) or g == -math.inf:
+                (l0, _), (l1, _), (_, uw) = arb_ends([0, window - 1, window])
+                ls = [x for x in (l0, l1) if x is not None]
+                g = float(max(ls) - uw - math.log(n - window)) if ls and uw is not None else math.nan
+            if g > 800:
+                return 1.0, 0.0
+        slope_l = vals(fns[1], left[:-1] + [window - 1])
+        if slope_l is not None and np.all(slope_l >= 0):  # b increasing on [0, W - 1]: S_W <= W e^{b(W - 1)}
+            v = vals(fns[0], [window - 1, n - 1])
+            g = math.nan if v is None else gap(v[1], v[0], window)
+            if math.isnan(g):
+                (_, us), (lt, _) = arb_ends([window - 1, n - 1])
+                g = float(lt - us - math.log(window)) if us is not None and lt is not None else math.nan
+            if g > 800:
+                return 0.0, 1.0
+        return None
 
     def _float_maybe_dominant(self, window, n):
         """The double-precision pre-test of :func:`_maybe_dominant`: ``b`` at ``0, W - 1, W, n - 1`` in numpy (a
