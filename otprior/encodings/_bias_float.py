@@ -142,7 +142,7 @@ def _plan_of_form(form):
         x[i], jodd[i] = reduce_pi(m * q0 / 2, m * q1 / 2)
     den = np.where(jodd, -1.0, 1.0) * np.sin(x)
     return dict(beta=beta, M=M, ive=ive, tail=tail, q0=q0, q1=q1, p0=p0, p1=p1, ms=ms, whole=whole, x=x, jodd=jodd,
-                den=den, cos_mphi=cos_mphi, absbeta=abs(float(beta)))
+                den=den, cos_mphi=cos_mphi, absbeta=abs(float(beta)), beta_f=float(beta), omega_red=mod_2pi(q0, q1))
 
 
 def periodic_log_sum(plan, a, c):
@@ -154,6 +154,14 @@ def periodic_log_sum(plan, a, c):
     (absolute error ``3 eps N|x_m| + eps``) or ``sin(m psi_N)``, ``psi_N = omega N/2 mod 2 pi`` (error
     ``(2 pi m + 2) eps``), whichever bound is smaller."""
     N = c - a + 1
+    if N <= 16:  # a few terms (W = 1, W = n - 1): one by one, each phase reduced exactly (error 2 eps |beta| per term)
+        psi = [mod_2pi(k * plan["q0"] + plan["p0"], k * plan["q1"] + plan["p1"]) for k in range(a, c + 1)]
+        if None in psi:
+            return None
+        # the series' cancellation (e^{10 cos} = e^{-10} from terms of size 1) is avoided
+        v = plan["beta_f"] * np.cos(np.array(psi))
+        top = float(np.max(v))
+        return top, float(np.sum(np.exp(v - top))), (plan["absbeta"] * 4 + N + 4) * 2 * EPS
     M, ive, ms, whole, x, jodd, den = (plan[k] for k in ("M", "ive", "ms", "whole", "x", "jodd", "den"))
     q0, q1, p0, p1 = plan["q0"], plan["q1"], plan["p0"], plan["p1"]
     Nf = float(N)
@@ -238,7 +246,6 @@ def _mixed_plan(b, d, tree):
             a = _twist_coefficients(z, p)
             coefs[i] = [complex(float(c.real.mid()), float(c.imag.mid())) for c in a]
             K[i] = sum(abs(coefs[i, j]) / math.factorial(p - j) for j in range(p))
-    omega_red = mod_2pi(plan["q0"], plan["q1"])
     phases = np.array([mod_2pi(k * plan["q0"] + plan["p0"], k * plan["q1"] + plan["p1"]) for k in range(HEAD)])
     with np.errstate(all="ignore"):
         hh = np.asarray(fns[0](np.arange(HEAD, dtype=float)), dtype=float) * np.ones(HEAD)
@@ -246,8 +253,7 @@ def _mixed_plan(b, d, tree):
     if not np.all(np.isfinite(head)):
         return None
     head.flags.writeable = False
-    plan = dict(plan, fns=fns, all_fns=all_fns, coefs=coefs, K=K, omega_red=omega_red, head=head, hmax=float(np.max(np.abs(hh))),
-                fact=np.array([math.factorial(j) for j in range(p + 1)], dtype=float), beta_f=float(form[0]))
+    plan = dict(plan, fns=fns, all_fns=all_fns, coefs=coefs, K=K, head=head, hmax=float(np.max(np.abs(hh))))
     return plan
 
 

@@ -760,6 +760,8 @@ def _pieces(bfun, lu0, lu1):
         parts = np.minimum(128, np.ceil(np.abs(np.diff(at)) / 3.0))
     if not np.all(np.isfinite(parts)) or np.all(parts <= 1):
         return edges
+    if np.sum(parts) > 1024:  # a growing exponent (sqrt(d) to 1e18 moves by 1e9): no affordable cut resolves it
+        return None
     out = [edges[:1]]
     for i, k in enumerate(parts.astype(int)):
         out.append(np.linspace(edges[i], edges[i + 1], max(1, k) + 1)[1:])
@@ -785,6 +787,8 @@ def float_tail_log(fns, a, c, ref_log=-math.inf):
     b0, b1, b2, b3 = fns
     lu0, lu1 = math.log(a), math.log(c)
     edges = _pieces(b0, lu0, lu1)
+    if edges is None:
+        return None
     i16 = _gl_log(b0, edges, _GL16)
     i8 = _gl_log(b0, edges, _GL8)
     if math.isnan(i16) or math.isnan(i8) or i16 == math.inf or i8 == math.inf:

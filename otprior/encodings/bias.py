@@ -166,10 +166,10 @@ def _float_masses(sums):
         gap = abs((Lt - Ls) + math.log(Vt) - math.log(Vs))
         if not gap - math.log1p(es) - math.log1p(et) > 800:
             return None
-    with np.errstate(all="ignore"):
-        r = (Vt / Vs) * math.exp(Lt - Ls) if abs(Lt - Ls) < 600 else math.inf
-    if 0 < r < math.inf:
-        return float(1.0 / (1.0 + r)), float(1.0 / (1.0 + 1.0 / r))
+    Vs, Vt = float(Vs), float(Vt)
+    r = (Vt / Vs) * math.exp(Lt - Ls) if abs(Lt - Ls) < 600 else math.nan
+    if 1e-300 < r < 1e300:
+        return 1.0 / (1.0 + r), (r / (1.0 + r) if r < 1 else 1.0 / (1.0 + 1.0 / r))
     lr = (Lt - Ls) + math.log(Vt) - math.log(Vs)
     return float(np.exp(-np.logaddexp(0.0, lr))), float(np.exp(-np.logaddexp(0.0, -lr)))
 
