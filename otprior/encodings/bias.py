@@ -551,8 +551,8 @@ class Bias(Encoding):
     Masses: direct log-sum-exp up to ``n = 2**16``; beyond, for an expression bias, Theorem 15
     (``proofs/closed_form_tails.md``) at any ``n`` up to 1e300: a direct head of 4096 terms and the
     Euler–Maclaurin tail in double precision (checked by two quadrature rules; measured within
-    2 ulps of 30-digit references on moderate biases; in general about ``(max|b| + ln n) eps``
-    relative, the ``ln n`` from the quadrature nodes in ``log x``), with :meth:`mass_enclosures` giving proved enclosures (relative
+    2 ulps of 30-digit references on moderate biases; in general about ``(max|b| + max|x b'(x)| ln n) eps``
+    relative, from the quadrature nodes in ``log x``), with :meth:`mass_enclosures` giving proved enclosures (relative
     radius below 2^-55, Arb). Where the float check fails the enclosure's midpoint is returned; where
     Theorem 15 does not apply (an oscillating tail such as ``sin(d)`` without decay, a steeply
     growing bias), the direct head plus Theorem 13's monotone bracket, else direct summation up to
@@ -561,12 +561,18 @@ class Bias(Encoding):
     (Theorem 15b). The verdict's ``D_oo(W)`` is :meth:`limit_enclosure`'s midpoint (Theorem 15c: Theorem 15 up
     to a cut-off and a proved envelope of the rest) where the bias's terms fit the envelope, else sampled.
 
-    Further routes, at every ``n`` and window (certified, the float being the ball's midpoint):
+    Further routes, at every ``n`` and window (certified by :meth:`mass_enclosures`, and in double precision
+    by the float route, Theorem 15g, ``otprior/encodings/_bias_float.py``):
     where one side outweighs the other by more than ``e^746`` (a growing bias such as ``sqrt(d)``,
     ``exp(d/1000)``, ``d^2``, ``exp(exp(d))``; ``-exp(d)`` past its first terms) the small mass is
-    ``[0, 2^-1074]`` from interval bounds of ``b`` alone (Theorem 15d); ``beta sin(omega d + phi)`` (or
-    ``cos``) is a Jacobi–Anger closed form (Theorem 15e); ``h + beta sin(omega d + phi)`` adds twisted
-    Euler–Maclaurin sums to Theorem 15 (Theorem 15f). Still refused beyond ``n = 2**22``, by name and
+    ``[0, 2^-1074]`` from interval bounds of ``b`` alone (Theorem 15d; the float reads the same bounds from
+    ``b`` at the ends and the sign of ``b'`` at the pieces' ends, a gap of ``e^800``); ``beta sin(omega d + phi)``
+    (or ``cos``) is a Jacobi–Anger closed form (Theorem 15e); ``h + beta sin(omega d + phi)`` adds twisted
+    Euler–Maclaurin sums to Theorem 15 (Theorem 15f). Their float routes reduce every phase exactly (the
+    decimals as written) and answer when an a-posteriori bound of their error is at most ``2^-40`` (measured:
+    a few ulps), else the enclosure's midpoint answers; a bias increasing towards ``n - 1`` (``sqrt(d)`` at
+    ``W = n - 1``) is summed in double in the reversed variable ``t = n - 1 - d`` (error about
+    ``(|b(W) - b(n - 1)| + 300) eps``). Still refused beyond ``n = 2**22``, by name and
     at once: two periodic terms, a periodic factor, amplitudes above 150, and weights whose logarithms
     are beyond Arb's range on both sides (``exp(exp(d))`` from ``d = 64``).
     """
@@ -644,10 +650,11 @@ class Bias(Encoding):
             return values.astype(float) * np.ones_like(d)
 
     def _masses(self, window, n):
-        """Direct log-sum-exp up to ``2**16``; beyond, for an expression bias, the float route of
-        Theorem 15 (direct head of 4096 terms, Euler–Maclaurin tail checked by two quadrature
-        rules), else the midpoint of the certified enclosure (:meth:`mass_enclosures`), else the
-        direct head plus Theorem 13's monotone tail; a callable bias sums directly (``n <= 2**22``)."""
+        """Direct log-sum-exp up to ``2**16``; beyond, for an expression bias, the float routes of Theorem 15g
+        (15b's closed form; 15e and 15f in double; 15d's dominance in double; Theorem 15's float with a direct head of
+        4096 terms, checked by two quadrature rules; Theorem 15 reversed for a bias growing towards ``n - 1``), else the
+        midpoint of the certified enclosure (:meth:`mass_enclosures`), else the direct head plus Theorem 13's monotone
+        tail; a callable bias sums directly (``n <= 2**22``)."""
         if window >= n:  # T is an empty sum: m = 1, D = 0 whatever the weights
             return 1.0, 0.0
         if self._callable is not None:
