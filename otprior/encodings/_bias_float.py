@@ -253,7 +253,7 @@ def _mixed_plan(b, d, tree):
     if not np.all(np.isfinite(head)):
         return None
     head.flags.writeable = False
-    plan = dict(plan, fns=fns, all_fns=all_fns, coefs=coefs, K=K, head=head, hmax=float(np.max(np.abs(hh))))
+    plan = dict(plan, fns=fns, all_fns=all_fns, coefs=coefs, abscoefs=np.abs(coefs), K=K, head=head, hmax=float(np.max(np.abs(hh))))
     return plan
 
 
@@ -289,7 +289,7 @@ def _twisted(plan, a, c):
     fns, p = plan["fns"], TWIST_P
     ls0 = float_tail_log(fns[:4], a, c)
     if ls0 is None or not math.isfinite(ls0):
-        return None
+        return _negligible(plan, a, c)
     ends = np.array([float(a), float(c + 1)])
     with np.errstate(all="ignore"):
         hd = np.empty((TWIST_P + 2, 2))
@@ -317,18 +317,39 @@ def _twisted(plan, a, c):
     rot = np.exp(1j * np.outer(ms, psi))  # (M, 2)
     tw = np.where(plan["whole"], plan["cos_mphi"], (rot[:, 1] * Q[:, 1]).real - (rot[:, 0] * Q[:, 0]).real)
     R = plan["K"] * (abs(G[p, 0]) + abs(G[p - 1, 0]) + abs(G[p - 1, 1])) * 4
-    qabs = np.abs(plan["coefs"]) @ np.abs(G[:p])  # sum_j |a_j| |G_j| at each end
+    qabs = plan["abscoefs"] @ np.abs(G[:p])  # sum_j |a_j| |G_j| at each end
     err_tw = np.where(plan["whole"], 2 * EPS, R + (qabs[:, 0] + qabs[:, 1]) * ((2 * math.pi * ms + 2 * p + 4) * EPS))
     ive = plan["ive"]
     s = ive[0] + 2 * float(np.sum(ive[1:] * tw))
     absum = ive[0] + 2 * float(np.sum(ive[1:] * np.abs(tw)))
-    # sum g from the Euler-Maclaurin float: (max|h| + ln c + 64) eps relative (its documented accuracy, doubled)
-    rel0 = 2 * (max(abs(float(hd[0][0])), abs(float(hd[0][1]))) + math.log(c + 1) + 64) * EPS
+    # sum g from the Euler-Maclaurin float, about (|h| + |x h'(x)| ln c) eps at its nodes, weighted by g: for a monotone h
+    # the g-weighted mean of |x h'| is at most 1 + (a g(a) + c g(c))/sum g (by parts), and |h| at an end whose weight is
+    # below e^-240 of the sum is replaced by 240 beside the other end's (doubled, plus 64)
+    alive = G[0] > math.exp(-240)
+    habs = float(np.max(np.abs(hd[0][alive]))) if np.any(alive) else 0.0
+    xh1 = 1 + float(np.sum(ends * G[0]))
+    rel0 = 2 * (habs + 240 * (not np.all(alive)) + xh1 * math.log(c + 1) + 64) * EPS
     err = ive[0] * rel0 + 2 * float(np.sum(ive[1:] * (err_tw + np.abs(tw) * rel0))) + (plan["M"] + 4) * EPS * absum
     err += plan["tail"]
     if not (s > 0) or not math.isfinite(err):
         return None
     return ls0 + plan["absbeta"], s, err / s
+
+
+def _negligible(plan, a, c):
+    """Where the float of ``sum g`` declines (a decay too steep for its pieces: ``-0.01 sqrt(d)`` at ``d = 1e17``), the
+    bound of Theorem 15d(ii) for a decreasing ``h``: the sum lies in ``[0, (c - a + 1) e^{h(a) + |beta|}]``, returned as
+    half of it with relative error 1 (enough for :func:`_float_masses`'s ``e^800`` rule, nothing more). ``h' <= 0`` is
+    read at the piece ends of ``_sides`` (an estimate); ``None`` otherwise."""
+    from ._bias_tail import _sides
+
+    pts = np.array([float(x) for x in _sides(a, c)[:-1]] + [float(c)])
+    with np.errstate(all="ignore"):
+        slope = np.asarray(plan["fns"][1](pts), dtype=float) * np.ones(pts.size)
+        ha = float(np.asarray(plan["fns"][0](np.array([float(a)])), dtype=float).ravel()[0])
+    if not (np.all(slope <= 0) and math.isfinite(ha)):
+        return None
+    return ha + plan["absbeta"] + math.log(c - a + 1), 0.5, 1.0
 
 
 def mixed_log_sum(plan, a, c):

@@ -680,6 +680,9 @@ class Bias(Encoding):
         periodic = None if tree is None else _periodic_balls(tree, window, n, [])
         if periodic is not None:  # beta sin(omega d + phi): the closed form's midpoint (Theorem 15e)
             return float(periodic[0].mid()), float(periodic[1].mid())
+        fast = None if tree is None else _mixed_float(*reversed(self._sym), tree, window, n)
+        if fast is not None:  # h + beta sin(omega d + phi): Theorem 15f in double precision
+            return fast
         if tree is not None and self._float_maybe_dominant(window, n):
             fast = self._float_dominance(tree, window, n)
             if fast is not None:  # Theorem 15d(ii) read in double precision
@@ -695,9 +698,6 @@ class Bias(Encoding):
             dominant = _dominant_masses(tree, window, n)
             if dominant is not None:
                 return float(dominant[0].mid()), float(dominant[1].mid())
-        fast = None if tree is None else _mixed_float(*reversed(self._sym), tree, window, n)
-        if fast is not None:  # h + beta sin(omega d + phi): Theorem 15f in double precision
-            return fast
         fast = self._em_float(window, n)
         if fast is not None:
             return fast
