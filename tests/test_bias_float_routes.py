@@ -88,13 +88,13 @@ def test_jacobi_anger_float_against_mpmath_direct_sums():
               "6.28318530717959": lambda: ctx.mpf("6.28318530717959"), "pi/3": lambda: ctx.pi / 3,
               "2*pi/7": lambda: 2 * ctx.pi / 7}
     phis = {"0": lambda: 0, "1": lambda: 1, "-0.4": lambda: ctx.mpf("-0.4"), "pi/2": lambda: ctx.pi / 2}
-    for _ in range(6):
+    for _ in range(4):
         beta = rng.choice(["0.5", "-2", "7.25", "0.01"])
         omega, phi = rng.choice(sorted(omegas)), rng.choice(sorted(phis))
         kind = rng.choice(["sin", "cos"])
         text = f"{beta}*{kind}({omega}*d + {phi})"
         plan = _ja_plan(_tree(Bias(text)))
-        a, c = rng.randrange(0, 500), rng.randrange(600, 3000)
+        a, c = rng.randrange(0, 300), rng.randrange(400, 1500)
         L, V, rel = periodic_log_sum(plan, a, c)
         assert rel <= ACCEPT
         w, p = omegas[omega](), phis[phi]()
@@ -159,15 +159,15 @@ def test_growing_float_within_its_bound_of_the_certified_route(text):
 
 def test_growing_float_against_mpmath_direct_sum():
     """The reversed Euler-Maclaurin float (sum over [4096, n - 2] against e^{b(n - 1)}) against mpmath's direct sum at
-    n = 10^5, W = n - 1 and W = n - 5 (20 digits, private context; the terms below d = n - 40000 are under e^-67 of the
+    n = 10^5, W = n - 1 and W = n - 5 (20 digits, private context; the terms below d = n - 30000 are under e^-51 of the
     last and left out)."""
     ctx = mpmath.MPContext()
     ctx.dps = 20
     n = 10**5
     top = ctx.sqrt(n - 1)
-    w = {k: ctx.exp(ctx.sqrt(k) - top) for k in range(n - 40000, n)}
+    w = {k: ctx.exp(ctx.sqrt(k) - top) for k in range(n - 30000, n)}
     for W in (n - 1, n - 5):
-        S = ctx.fsum(w[k] for k in range(n - 40000, W))
+        S = ctx.fsum(w[k] for k in range(n - 30000, W))
         T = ctx.fsum(w[k] for k in range(W, n))
         f = Bias("sqrt(d)")._growing_float(W, n)
         assert f[0] == pytest.approx(float(S / (S + T)), rel=1e-13) and f[1] == pytest.approx(float(T / (S + T)), rel=1e-13)

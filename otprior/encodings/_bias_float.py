@@ -253,7 +253,8 @@ def _mixed_plan(b, d, tree):
     if not np.all(np.isfinite(head)):
         return None
     head.flags.writeable = False
-    plan = dict(plan, fns=fns, all_fns=all_fns, coefs=coefs, abscoefs=np.abs(coefs), K=K, head=head, hmax=float(np.max(np.abs(hh))))
+    plan = dict(plan, fns=fns, all_fns=all_fns, coefs=coefs, abscoefs=np.abs(coefs), K=K, ive1=plan["ive"][1:].copy(),
+                err_m=(2 * math.pi * plan["ms"] + 2 * p + 4) * EPS, any_whole=bool(np.any(plan["whole"])), head=head, hmax=float(np.max(np.abs(hh))))
     return plan
 
 
@@ -315,13 +316,15 @@ def _twisted(plan, a, c):
     if None in psi:
         return None
     rot = np.exp(1j * np.outer(ms, psi))  # (M, 2)
-    tw = np.where(plan["whole"], plan["cos_mphi"], (rot[:, 1] * Q[:, 1]).real - (rot[:, 0] * Q[:, 0]).real)
-    R = plan["K"] * (abs(G[p, 0]) + abs(G[p - 1, 0]) + abs(G[p - 1, 1])) * 4
+    tw = (rot[:, 1] * Q[:, 1]).real - (rot[:, 0] * Q[:, 0]).real
     qabs = plan["abscoefs"] @ np.abs(G[:p])  # sum_j |a_j| |G_j| at each end
-    err_tw = np.where(plan["whole"], 2 * EPS, R + (qabs[:, 0] + qabs[:, 1]) * ((2 * math.pi * ms + 2 * p + 4) * EPS))
-    ive = plan["ive"]
-    s = ive[0] + 2 * float(np.sum(ive[1:] * tw))
-    absum = ive[0] + 2 * float(np.sum(ive[1:] * np.abs(tw)))
+    err_tw = plan["K"] * (4 * (abs(G[p, 0]) + abs(G[p - 1, 0]) + abs(G[p - 1, 1]))) + (qabs[:, 0] + qabs[:, 1]) * plan["err_m"]
+    if plan["any_whole"]:  # m omega in 2 pi Z: the plain sum, cos(m phi') times sum g (= 1 here)
+        tw[plan["whole"]] = plan["cos_mphi"][plan["whole"]]
+        err_tw[plan["whole"]] = 2 * EPS
+    ive, ive1 = plan["ive"], plan["ive1"]
+    s = ive[0] + 2 * float(ive1 @ tw)
+    absum = ive[0] + 2 * float(ive1 @ np.abs(tw))
     # sum g from the Euler-Maclaurin float, about (|h| + |x h'(x)| ln c) eps at its nodes, weighted by g: for a monotone h
     # the g-weighted mean of |x h'| is at most 1 + (a g(a) + c g(c))/sum g (by parts), and |h| at an end whose weight is
     # below e^-240 of the sum is replaced by 240 beside the other end's (doubled, plus 64)
@@ -329,7 +332,7 @@ def _twisted(plan, a, c):
     habs = float(np.max(np.abs(hd[0][alive]))) if np.any(alive) else 0.0
     xh1 = 1 + float(np.sum(ends * G[0]))
     rel0 = 2 * (habs + 240 * (not np.all(alive)) + xh1 * math.log(c + 1) + 64) * EPS
-    err = ive[0] * rel0 + 2 * float(np.sum(ive[1:] * (err_tw + np.abs(tw) * rel0))) + (plan["M"] + 4) * EPS * absum
+    err = ive[0] * rel0 + 2 * float(ive1 @ err_tw) + (2 * rel0 + (plan["M"] + 4) * EPS) * absum
     err += plan["tail"]
     if not (s > 0) or not math.isfinite(err):
         return None
