@@ -253,7 +253,11 @@ def _mixed_plan(b, d, tree):
     if not np.all(np.isfinite(head)):
         return None
     head.flags.writeable = False
-    plan = dict(plan, fns=fns, all_fns=all_fns, coefs=coefs, abscoefs=np.abs(coefs), K=K, ive1=plan["ive"][1:].copy(),
+    top = float(np.max(head))
+    head_all = (top, float(np.sum(np.exp(head - top))),
+                (4 * float(np.max(np.abs(hh))) + abs(float(form[0])) * 8 + 2 * 12 + 16) * EPS)  # all 4096 terms, once
+    # (numpy's pairwise summation: about log2(count) eps, doubled)
+    plan = dict(plan, fns=fns, all_fns=all_fns, coefs=coefs, abscoefs=np.abs(coefs), K=K, head_all=head_all, ive1=plan["ive"][1:].copy(),
                 err_m=(2 * math.pi * plan["ms"] + 2 * p + 4) * EPS, any_whole=bool(np.any(plan["whole"])), head=head, hmax=float(np.max(np.abs(hh))))
     return plan
 
@@ -362,9 +366,12 @@ def mixed_log_sum(plan, a, c):
     parts = []
     if a < HEAD:
         hi = min(c, HEAD - 1)
-        v = plan["head"][a:hi + 1]
-        top = float(np.max(v))
-        parts.append((top, float(np.sum(np.exp(v - top))), (4 * plan["hmax"] + abs(plan["beta_f"]) * 8 + (hi - a + 8)) * EPS))
+        if a == 0 and hi == HEAD - 1:
+            parts.append(plan["head_all"])
+        else:
+            v = plan["head"][a:hi + 1]
+            top = float(np.max(v))
+            parts.append((top, float(np.sum(np.exp(v - top))), (4 * plan["hmax"] + abs(plan["beta_f"]) * 8 + 2 * math.log2(hi - a + 1) + 16) * EPS))
     start = max(a, HEAD)
     if c >= start:
         out = _direct(plan, start, c) if c - start < _SMALL else _twisted(plan, start, c)
