@@ -155,7 +155,7 @@ def _periodic_balls(tree, window, n, why):
 
 def _float_masses(sums):
     """``(m, D)`` from two float sums ``(L, V, rel)`` (each ``V e^L``), or ``None`` when either is missing or its error
-    bound ``rel`` exceeds ``ACCEPT`` (``2^-40``): ``m = 1/(1 + r)``, ``D = 1/(1 + 1/r)``, ``r = T/S`` formed as
+    bound ``rel`` exceeds ``ACCEPT`` (``2^-38``): ``m = 1/(1 + r)``, ``D = 1/(1 + 1/r)``, ``r = T/S`` formed as
     ``(V_T/V_S) e^{L_T - L_S}`` (no logarithm of the sums: ``log T = 690`` at ``n = 1e300`` would cost 690 eps)."""
     if any(s is None or not (s[1] > 0) or not math.isfinite(s[1]) for s in sums):
         return None
@@ -569,7 +569,7 @@ class Bias(Encoding):
     ``b`` at the ends and the sign of ``b'`` at the pieces' ends, a gap of ``e^800``); ``beta sin(omega d + phi)``
     (or ``cos``) is a Jacobi–Anger closed form (Theorem 15e); ``h + beta sin(omega d + phi)`` adds twisted
     Euler–Maclaurin sums to Theorem 15 (Theorem 15f). Their float routes reduce every phase exactly (the
-    decimals as written) and answer when an a-posteriori bound of their error is at most ``2^-40`` (measured:
+    decimals as written) and answer when an a-posteriori bound of their error is at most ``2^-38`` (measured:
     a few ulps), else the enclosure's midpoint answers; a bias increasing towards ``n - 1`` (``sqrt(d)`` at
     ``W = n - 1``) is summed in double in the reversed variable ``t = n - 1 - d`` (error about
     ``(|b(W) - b(n - 1)| + 300) eps``). Still refused beyond ``n = 2**22``, by name and
