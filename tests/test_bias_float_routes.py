@@ -200,3 +200,17 @@ def test_steep_decay_float_within_the_documented_accuracy():
     e = B.mass_enclosures(10**8, 10**9)
     D = B.distant_mass(10**8, 10**9)
     assert _within(D, e.distant_mass, 4 * (331 + 0.7 + 0.005 * math.sqrt(1e9) * math.log(1e9)) * 2.0**-53)
+
+
+@pytest.mark.parametrize("text, W, n", [("1e300*sin(d)", 10**6 - 1, 10**6),
+                                        pytest.param("149*sin(d)", 64, BIG, marks=pytest.mark.slow),
+                                        pytest.param("0.5*sin(d) + 0.5*cos(d)", 10**6 - 1, 10**6, marks=pytest.mark.slow)])
+def test_float_routes_answer_or_refuse_by_name(text, W, n):
+    """Hostile biases reach every float route (a slope of 1e300 once overflowed b'^4 in the growing route): the float
+    answers a mass in [0, 1] or refuses with a DomainError naming n."""
+    try:
+        m = Bias(text).window_mass(W, n)
+    except DomainError as exc:
+        assert exc.parameter == "n"
+        return
+    assert 0.0 <= m <= 1.0
