@@ -48,6 +48,7 @@ _EM_HEADS = (64, 256, 1024)  # certified route: terms summed one by one before T
 _FLOAT_HEAD = 1 << 12  # float route: terms summed directly (numpy) before the tail
 _EM_BITS = 55  # certified masses: relative radius at most 2^-55
 _DOMINANCE = 746  # e^-746 < 2^-1076: a mass below it has the double enclosure [0, 2^-1074], the tightest there is
+_FLOAT_GAP = 750  # the float route's dominance gap: 746 and 4 for ends read in double (|b| eps) at points
 
 
 def _unit(e):
@@ -566,7 +567,7 @@ class Bias(Encoding):
     where one side outweighs the other by more than ``e^746`` (a growing bias such as ``sqrt(d)``,
     ``exp(d/1000)``, ``d^2``, ``exp(exp(d))``; ``-exp(d)`` past its first terms) the small mass is
     ``[0, 2^-1074]`` from interval bounds of ``b`` alone (Theorem 15d; the float reads the same bounds from
-    ``b`` at the ends and the sign of ``b'`` at the pieces' ends, a gap of ``e^800``); ``beta sin(omega d + phi)``
+    ``b`` at the ends and the sign of ``b'`` at the pieces' ends, a gap of ``e^750``); ``beta sin(omega d + phi)``
     (or ``cos``) is a Jacobi–Anger closed form (Theorem 15e); ``h + beta sin(omega d + phi)`` adds twisted
     Euler–Maclaurin sums to Theorem 15 (Theorem 15f). Their float routes reduce every phase exactly (the
     decimals as written) and answer when an a-posteriori bound of their error is at most ``2^-38`` (measured:
@@ -721,7 +722,7 @@ class Bias(Encoding):
                               f"{why[-1]}; and Theorem 13's fallback: {exc.domain})") from None
 
     def _float_dominance(self, tree, window, n):
-        """``(1, 0)`` or ``(0, 1)`` when one side outweighs the other by more than ``e^800`` in double precision (Theorem
+        """``(1, 0)`` or ``(0, 1)`` when one side outweighs the other by more than ``e^750`` in double precision (Theorem
         15d(ii) with bounds read from ``b`` at the ends and the sign of ``b'`` at the ~60 piece ends per side of
         :func:`_sides`): a decreasing ``b`` on ``[W, n - 1]`` gives ``log T <= log(n - W) + b(W)``, an increasing one on
         ``[0, W - 1]`` gives ``log S_W <= log W + b(W - 1)``, one term bounds a sum below. Not a proof (``b'`` is read at
@@ -757,7 +758,7 @@ class Bias(Encoding):
                 (l0, _), (l1, _), (_, uw) = arb_ends([0, window - 1, window])
                 ls = [x for x in (l0, l1) if x is not None]
                 g = float(max(ls) - uw - math.log(n - window)) if ls and uw is not None else math.nan
-            if g > 800:
+            if g > _FLOAT_GAP:
                 return 1.0, 0.0
         slope_l = vals(fns[1], left[:-1] + [window - 1])
         if slope_l is not None and np.all(slope_l >= 0):  # b increasing on [0, W - 1]: S_W <= W e^{b(W - 1)}
@@ -766,7 +767,7 @@ class Bias(Encoding):
             if math.isnan(g):
                 (_, us), (lt, _) = arb_ends([window - 1, n - 1])
                 g = float(lt - us - math.log(window)) if us is not None and lt is not None else math.nan
-            if g > 800:
+            if g > _FLOAT_GAP:
                 return 0.0, 1.0
         return None
 
