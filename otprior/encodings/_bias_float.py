@@ -234,6 +234,7 @@ def _mixed_plan(b, d, tree):
         exprs.append(sp.diff(exprs[-1], d))
     fns = tuple(sp.lambdify(d, e, "numpy") for e in exprs)
     all_fns = sp.lambdify(d, exprs, "numpy")  # h, h', ..., h^(p+1) in one call
+    all_math = sp.lambdify(d, exprs, "math")  # the same on one float (a tenth of numpy's overhead)
     coefs = np.zeros((plan["M"], p), dtype=complex)
     K = np.zeros(plan["M"])
     with ap(128):
@@ -258,7 +259,8 @@ def _mixed_plan(b, d, tree):
     head_all = (top, float(np.sum(np.exp(head - top))),
                 (4 * float(np.max(np.abs(hh))) + abs(float(form[0])) * 8 + 2 * 12 + 16) * EPS)  # all 4096 terms, once
     # (numpy's pairwise summation: about log2(count) eps, doubled)
-    plan = dict(plan, fns=fns, all_fns=all_fns, coefs=coefs, abscoefs=np.abs(coefs), K=K, head_all=head_all, ive1=plan["ive"][1:].copy(),
+    deriv = functools.lru_cache(maxsize=4)(functools.partial(_derivatives, all_math, all_fns))
+    plan = dict(plan, fns=fns, all_fns=all_fns, deriv=deriv, coefs=coefs, abscoefs=np.abs(coefs), K=K, head_all=head_all, ive1=plan["ive"][1:].copy(),
                 err_m=(2 * math.pi * plan["ms"] + 2 * p + 4) * EPS, any_whole=bool(np.any(plan["whole"])), head=head, hmax=float(np.max(np.abs(hh))))
     return plan
 
@@ -284,6 +286,19 @@ def _direct(plan, a, c):
     return top, float(np.sum(np.exp(v - top))), rel
 
 
+def _derivatives(all_math, all_fns, x):
+    """``(h(x), h'(x), ..., h^(11)(x))`` as floats (sympy's derivatives lambdified for the ``math`` module, one call; numpy
+    where ``math`` raises, e.g. an overflow), ``None`` if one is not finite. Cached per bias for the last four points (the
+    window's end ``W`` is the end of one sum and the start of the other)."""
+    xf = float(x)
+    try:
+        out = tuple(float(v) for v in all_math(xf))
+    except (OverflowError, ValueError, ZeroDivisionError, TypeError):
+        with np.errstate(all="ignore"):
+            out = tuple(float(np.asarray(v, dtype=float).ravel()[0]) for v in all_fns(np.array([xf])))
+    return out if all(math.isfinite(v) for v in out) else None
+
+
 def _twisted(plan, a, c):
     """``(L, V, rel)`` (the sum is ``V e^L``) of ``e^{b(k)}``, ``a <= k <= c`` (``a >= 4096``), by Theorem 15f(i)-(ii) in double
     precision: ``sum g`` by the Euler–Maclaurin float (:func:`float_tail_log`), each twisted sum as
@@ -297,16 +312,13 @@ def _twisted(plan, a, c):
     if ls0 is None or not math.isfinite(ls0):
         return _negligible(plan, a, c)
     ends = np.array([float(a), float(c + 1)])
-    with np.errstate(all="ignore"):
-        hd = np.empty((TWIST_P + 2, 2))
-        for i, v in enumerate(plan["all_fns"](ends)):
-            hd[i] = v
-    if not np.all(np.isfinite(hd)):
+    columns = [plan["deriv"](x) for x in (a, c + 1)]
+    if None in columns:
         return None
+    hd = np.array(columns).T  # (p + 2, 2): h, h', ..., h^(p+1) at a and c + 1
     # G_j = g^(j)/e^{ls0} at the two ends: Y_0 = 1, Y_{j+1} = sum_i C(j, i) h^(i+1) Y_{j-i} (Y_j = g^(j)/g)
     cols = []
-    for e in range(2):
-        h = hd[:, e].tolist()
+    for h in columns:
         Y = [1.0]
         for j in range(p):
             Y.append(sum([_COMB[j][i] * h[i + 1] * Y[j - i] for i in range(j + 1)]))
