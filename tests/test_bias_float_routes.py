@@ -214,3 +214,15 @@ def test_float_routes_answer_or_refuse_by_name(text, W, n):
         assert exc.parameter == "n"
         return
     assert 0.0 <= m <= 1.0
+
+
+def test_an_uncertain_sum_decides_only_from_its_upper_end():
+    """_float_masses with a sum known only as a bound (relative error 1, the twisted route's Theorem 15d bound of a range
+    its quadrature declined): it decides a mass only when that side is the small one; as the larger side it could be
+    near 0, and a 0/1 answer was wrong by e^600 once (merged quadrature pieces reached this path)."""
+    from otprior.encodings.bias import _float_masses
+
+    assert _float_masses([(0.0, 1.0, 1.0), (-1000.0, 1.0, 0.0)]) is None  # S only bounded above: T/S unknown
+    assert _float_masses([(0.0, 1.0, 0.0), (-1000.0, 0.5, 1.0)]) == (1.0, 0.0)  # T bounded above far below S
+    assert _float_masses([(-1000.0, 0.5, 1.0), (0.0, 1.0, 0.0)]) == (0.0, 1.0)
+    assert _float_masses([(0.0, 1.0, 1e-9), (-700.0, 1.0, 1e-9)]) is None  # a 1e-9 error, and no e^800 gap

@@ -162,11 +162,17 @@ def _float_masses(sums):
         return None
     (Ls, Vs, es), (Lt, Vt, et) = sums
     if not (es <= ACCEPT and et <= ACCEPT):
-        # rel bounds each sum's relative error: a ratio beyond e^800 even with those errors puts the small mass below
-        # 2^-1074, where 0.0 is within the tightest double enclosure (as in Theorem 15d)
-        gap = abs((Lt - Ls) + math.log(Vt) - math.log(Vs))
-        if not gap - math.log1p(es) - math.log1p(et) > 800:
-            return None
+        # rel bounds each sum's relative error, so S lies in V_S e^{L_S} [1 - rel_S, 1 + rel_S] (a lower end of 0 when
+        # rel_S >= 1: a bound, not a value): when the upper end of one side is below e^-800 of the lower end of the
+        # other, the small mass is below 2^-1074 and 0.0 lies in the tightest double enclosure (as in Theorem 15d)
+        ls, lt = Ls + math.log(Vs), Lt + math.log(Vt)
+        lo_s = ls + math.log1p(-es) if es < 1 else -math.inf
+        lo_t = lt + math.log1p(-et) if et < 1 else -math.inf
+        if ls + math.log1p(es) - lo_t < -800:
+            return 0.0, 1.0
+        if lt + math.log1p(et) - lo_s < -800:
+            return 1.0, 0.0
+        return None
     Vs, Vt = float(Vs), float(Vt)
     r = (Vt / Vs) * math.exp(Lt - Ls) if abs(Lt - Ls) < 600 else math.nan
     if 1e-300 < r < 1e300:
