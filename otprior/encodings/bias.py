@@ -174,8 +174,8 @@ def _float_masses(sums):
             return 1.0, 0.0
         return None
     Vs, Vt = float(Vs), float(Vt)
-    r = (Vt / Vs) * math.exp(Lt - Ls) if abs(Lt - Ls) < 600 else math.nan
-    if 1e-300 < r < 1e300:
+    r = (Vt / Vs) * math.exp(Lt - Ls) if abs(Lt - Ls) < 700 else math.nan
+    if 0.0 < r < math.inf:  # no logarithm: D = 9.6e-301 of 0.5*sin(d) at W = n - 1 = 1e300 keeps its last digits
         return 1.0 / (1.0 + r), (r / (1.0 + r) if r < 1 else 1.0 / (1.0 + 1.0 / r))
     lr = (Lt - Ls) + math.log(Vt) - math.log(Vs)
     return float(np.exp(-np.logaddexp(0.0, lr))), float(np.exp(-np.logaddexp(0.0, -lr)))
