@@ -88,13 +88,13 @@ def test_jacobi_anger_float_against_mpmath_direct_sums():
               "6.28318530717959": lambda: ctx.mpf("6.28318530717959"), "pi/3": lambda: ctx.pi / 3,
               "2*pi/7": lambda: 2 * ctx.pi / 7}
     phis = {"0": lambda: 0, "1": lambda: 1, "-0.4": lambda: ctx.mpf("-0.4"), "pi/2": lambda: ctx.pi / 2}
-    for _ in range(4):
+    for _ in range(3):
         beta = rng.choice(["0.5", "-2", "7.25", "0.01"])
         omega, phi = rng.choice(sorted(omegas)), rng.choice(sorted(phis))
         kind = rng.choice(["sin", "cos"])
         text = f"{beta}*{kind}({omega}*d + {phi})"
         plan = _ja_plan(_tree(Bias(text)))
-        a, c = rng.randrange(0, 300), rng.randrange(400, 1500)
+        a, c = rng.randrange(0, 200), rng.randrange(300, 900)
         L, V, rel = periodic_log_sum(plan, a, c)
         assert rel <= ACCEPT
         w, p = omegas[omega](), phis[phi]()
@@ -107,7 +107,7 @@ def test_jacobi_anger_float_against_mpmath_direct_sums():
 
 
 @pytest.mark.parametrize("text, points", [
-    ("-1.2*log(1+d) + 0.5*sin(d)", [(64, 10**6), (10**5, 10**6), (10**6 - 1, 10**6), (64, BIG), (BIG // 10, BIG)]),
+    ("-1.2*log(1+d) + 0.5*sin(d)", [(64, 10**6), (10**6 - 1, 10**6), (BIG // 10, BIG)]),
     ("-0.8*log(1+d) + 2*cos(pi*d/3 + 1)", [(64, 2**53 + 1), (4100, 10**9)]),
     pytest.param("-0.01*sqrt(d) + 0.3*sin(d/2)", [(64, 10**9), (10**5, 10**7)], marks=pytest.mark.slow),
     pytest.param("log(1+d) + sin(d)", [(64, 10**5), (10**5, 10**6)], marks=pytest.mark.slow),
@@ -143,7 +143,7 @@ def test_twisted_float_against_mpmath_direct_sum():
     assert f[0] == pytest.approx(float(S / (S + T)), rel=1e-13) and f[1] == pytest.approx(float(T / (S + T)), rel=1e-13)
 
 
-@pytest.mark.parametrize("text", ["sqrt(d)", "-0.5*log(1+d) + 0.3*sqrt(d)"])
+@pytest.mark.parametrize("text", ["sqrt(d)", pytest.param("-0.5*log(1+d) + 0.3*sqrt(d)", marks=pytest.mark.slow)])
 def test_growing_float_within_its_bound_of_the_certified_route(text):
     """Theorem 15 in the reversed variable (a bias increasing towards n - 1): W = n - 1 at 1e6, 2^53 + 5, 1e300 and a
     far window, within the route's own bound ((|Delta| + 304) 2 eps per sum, Delta = b(W) - b(n - 1)) of the enclosure."""
@@ -226,3 +226,14 @@ def test_an_uncertain_sum_decides_only_from_its_upper_end():
     assert _float_masses([(0.0, 1.0, 0.0), (-1000.0, 0.5, 1.0)]) == (1.0, 0.0)  # T bounded above far below S
     assert _float_masses([(-1000.0, 0.5, 1.0), (0.0, 1.0, 0.0)]) == (0.0, 1.0)
     assert _float_masses([(0.0, 1.0, 1e-9), (-700.0, 1.0, 1e-9)]) is None  # a 1e-9 error, and no e^800 gap
+
+
+@pytest.mark.parametrize("text", ["0.5*sin(d)", "2*cos(pi*d/3 + 1)", "sin(6.28318530717959*d)"])
+def test_jacobi_anger_float_is_accurate_to_a_few_ulps(text):
+    """Theorem 15e's float at the bench's extremes within 8 ulps of the Arb midpoint (D = 9.6e-301 at W = n - 1 = 1e300
+    was 400 ulps off while the ratio of the sums went through log and exp)."""
+    B = Bias(text)
+    for W, n in [(64, BIG), (BIG // 10, BIG), (BIG - 1, BIG), (10**6 - 1, 10**6), (1, 2**53 + 1)]:
+        e = B.mass_enclosures(W, n)
+        for f, enc in ((B.window_mass(W, n), e.window_mass), (B.distant_mass(W, n), e.distant_mass)):
+            assert abs(f - enc.mid) <= 8 * 2.0**-52 * abs(enc.mid) + enc.rad, (text, W, n, f, enc)
