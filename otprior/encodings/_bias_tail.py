@@ -753,7 +753,19 @@ def _pieces(bfun, lu0, lu1):
     top = np.max(at)
     alive = np.nonzero(at > top - 230.0)[0] if np.isfinite(top) else np.arange(edges.size)
     last = max(1, int(alive[-1]) + 1) if alive.size else edges.size - 1
-    return edges[: min(edges.size, last + 1)]
+    edges, at = edges[: min(edges.size, last + 1)], at[: min(edges.size, last + 1)]
+    # a piece across which the exponent moves by more than 3 is cut into equal parts that move by about 3 (at most 128:
+    # -0.01 sqrt(d) falls by 100 per unit of u near d = 1e8, where 8 and 16 nodes disagreed and the Arb midpoint answered)
+    with np.errstate(all="ignore"):
+        parts = np.minimum(128, np.ceil(np.abs(np.diff(at)) / 3.0))
+    if not np.all(np.isfinite(parts)) or np.all(parts <= 1):
+        return edges
+    if np.sum(parts) > 1024:  # a growing exponent (sqrt(d) to 1e18 moves by 1e9): no affordable cut resolves it
+        return None
+    out = [edges[:1]]
+    for i, k in enumerate(parts.astype(int)):
+        out.append(np.linspace(edges[i], edges[i + 1], max(1, k) + 1)[1:])
+    return np.concatenate(out)
 
 
 def _gl_log(bfun, edges, rule):
@@ -775,6 +787,8 @@ def float_tail_log(fns, a, c, ref_log=-math.inf):
     b0, b1, b2, b3 = fns
     lu0, lu1 = math.log(a), math.log(c)
     edges = _pieces(b0, lu0, lu1)
+    if edges is None:
+        return None
     i16 = _gl_log(b0, edges, _GL16)
     i8 = _gl_log(b0, edges, _GL8)
     if math.isnan(i16) or math.isnan(i8) or i16 == math.inf or i8 == math.inf:

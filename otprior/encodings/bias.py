@@ -24,9 +24,11 @@ from ..expression import (
     run_budgeted,
 )
 from ._base import DIRECT_MAX, Encoding, MassEnclosures, Verdict, check_lengths, nonneg, register
+from ._bias_float import ACCEPT, EPS, _ja_plan, _mixed_plan, combine, growing_log_sum, mixed_log_sum, periodic_log_sum
 from ._bias_tail import (
     Unsupported,
     _logsumexp,
+    _sides,
     compile_bias,
     direct_sum_arb,
     float_tail_log,
@@ -46,6 +48,7 @@ _EM_HEADS = (64, 256, 1024)  # certified route: terms summed one by one before T
 _FLOAT_HEAD = 1 << 12  # float route: terms summed directly (numpy) before the tail
 _EM_BITS = 55  # certified masses: relative radius at most 2^-55
 _DOMINANCE = 746  # e^-746 < 2^-1076: a mass below it has the double enclosure [0, 2^-1074], the tightest there is
+_FLOAT_GAP = 750  # the float route's dominance gap: 746 and 4 for ends read in double (|b| eps) at points
 
 
 def _unit(e):
@@ -149,6 +152,59 @@ def _periodic_balls(tree, window, n, why):
             return m, D
     why.append("the Jacobi-Anger closed form was not tight to 2^-55")
     return None
+
+
+def _float_masses(sums):
+    """``(m, D)`` from two float sums ``(L, V, rel)`` (each ``V e^L``), or ``None`` when either is missing or its error
+    bound ``rel`` exceeds ``ACCEPT`` (``2^-38``): ``m = 1/(1 + r)``, ``D = 1/(1 + 1/r)``, ``r = T/S`` formed as
+    ``(V_T/V_S) e^{L_T - L_S}`` (no logarithm of the sums: ``log T = 690`` at ``n = 1e300`` would cost 690 eps)."""
+    if any(s is None or not (s[1] > 0) or not math.isfinite(s[1]) for s in sums):
+        return None
+    (Ls, Vs, es), (Lt, Vt, et) = sums
+    if not (es <= ACCEPT and et <= ACCEPT):
+        # rel bounds each sum's relative error, so S lies in V_S e^{L_S} [1 - rel_S, 1 + rel_S] (a lower end of 0 when
+        # rel_S >= 1: a bound, not a value): when the upper end of one side is below e^-800 of the lower end of the
+        # other, the small mass is below 2^-1074 and 0.0 lies in the tightest double enclosure (as in Theorem 15d)
+        ls, lt = Ls + math.log(Vs), Lt + math.log(Vt)
+        lo_s = ls + math.log1p(-es) if es < 1 else -math.inf
+        lo_t = lt + math.log1p(-et) if et < 1 else -math.inf
+        if ls + math.log1p(es) - lo_t < -800:
+            return 0.0, 1.0
+        if lt + math.log1p(et) - lo_s < -800:
+            return 1.0, 0.0
+        return None
+    Vs, Vt = float(Vs), float(Vt)
+    r = (Vt / Vs) * math.exp(Lt - Ls) if abs(Lt - Ls) < 700 else math.nan
+    if 0.0 < r < math.inf:  # no logarithm: D = 9.6e-301 of 0.5*sin(d) at W = n - 1 = 1e300 keeps its last digits
+        return 1.0 / (1.0 + r), (r / (1.0 + r) if r < 1 else 1.0 / (1.0 + 1.0 / r))
+    lr = (Lt - Ls) + math.log(Vt) - math.log(Vs)
+    return float(np.exp(-np.logaddexp(0.0, lr))), float(np.exp(-np.logaddexp(0.0, -lr)))
+
+
+def _periodic_float(tree, window, n):
+    """``(m, D)`` of ``beta sin(omega d + phi)`` by Theorem 15e in double precision (``_bias_float.py``), or ``None``."""
+    plan = _ja_plan(tree)
+    if plan is None:
+        return None
+    return _float_masses([periodic_log_sum(plan, 0, window - 1), periodic_log_sum(plan, window, n - 1)])
+
+
+def _mixed_float(b, d, tree, window, n):
+    """``(m, D)`` of ``h + beta sin(omega d + phi)`` by Theorem 15f in double precision, or ``None``."""
+    if _split(tree) is None:
+        return None
+    plan = _mixed_plan(b, d, tree)
+    if plan is None:
+        return None
+    S = mixed_log_sum(plan, 0, window - 1)
+    return None if S is None else _float_masses([S, mixed_log_sum(plan, window, n - 1)])
+
+
+@functools.lru_cache(maxsize=128)
+def _has_periodic(tree):
+    """Whether the compiled tree has a ``sin`` or ``cos`` node (tags are the only strings in it)."""
+    text = repr(tree)
+    return "'sin'" in text or "'cos'" in text
 
 
 def _maybe_dominant(tree, window, n):
@@ -502,8 +558,8 @@ class Bias(Encoding):
     Masses: direct log-sum-exp up to ``n = 2**16``; beyond, for an expression bias, Theorem 15
     (``proofs/closed_form_tails.md``) at any ``n`` up to 1e300: a direct head of 4096 terms and the
     Euler–Maclaurin tail in double precision (checked by two quadrature rules; measured within
-    2 ulps of 30-digit references on moderate biases; in general about ``(max|b| + ln n) eps``
-    relative, the ``ln n`` from the quadrature nodes in ``log x``), with :meth:`mass_enclosures` giving proved enclosures (relative
+    2 ulps of 30-digit references on moderate biases; in general about ``(max|b| + max|x b'(x)| ln n) eps``
+    relative, from the quadrature nodes in ``log x``), with :meth:`mass_enclosures` giving proved enclosures (relative
     radius below 2^-55, Arb). Where the float check fails the enclosure's midpoint is returned; where
     Theorem 15 does not apply (an oscillating tail such as ``sin(d)`` without decay, a steeply
     growing bias), the direct head plus Theorem 13's monotone bracket, else direct summation up to
@@ -512,12 +568,18 @@ class Bias(Encoding):
     (Theorem 15b). The verdict's ``D_oo(W)`` is :meth:`limit_enclosure`'s midpoint (Theorem 15c: Theorem 15 up
     to a cut-off and a proved envelope of the rest) where the bias's terms fit the envelope, else sampled.
 
-    Further routes, at every ``n`` and window (certified, the float being the ball's midpoint):
+    Further routes, at every ``n`` and window (certified by :meth:`mass_enclosures`, and in double precision
+    by the float route, Theorem 15g, ``otprior/encodings/_bias_float.py``):
     where one side outweighs the other by more than ``e^746`` (a growing bias such as ``sqrt(d)``,
     ``exp(d/1000)``, ``d^2``, ``exp(exp(d))``; ``-exp(d)`` past its first terms) the small mass is
-    ``[0, 2^-1074]`` from interval bounds of ``b`` alone (Theorem 15d); ``beta sin(omega d + phi)`` (or
-    ``cos``) is a Jacobi–Anger closed form (Theorem 15e); ``h + beta sin(omega d + phi)`` adds twisted
-    Euler–Maclaurin sums to Theorem 15 (Theorem 15f). Still refused beyond ``n = 2**22``, by name and
+    ``[0, 2^-1074]`` from interval bounds of ``b`` alone (Theorem 15d; the float reads the same bounds from
+    ``b`` at the ends and the sign of ``b'`` at the pieces' ends, a gap of ``e^750``); ``beta sin(omega d + phi)``
+    (or ``cos``) is a Jacobi–Anger closed form (Theorem 15e); ``h + beta sin(omega d + phi)`` adds twisted
+    Euler–Maclaurin sums to Theorem 15 (Theorem 15f). Their float routes reduce every phase exactly (the
+    decimals as written) and answer when an a-posteriori bound of their error is at most ``2^-38`` (measured:
+    a few ulps), else the enclosure's midpoint answers; a bias increasing towards ``n - 1`` (``sqrt(d)`` at
+    ``W = n - 1``) is summed in double in the reversed variable ``t = n - 1 - d`` (error about
+    ``(|b(W) - b(n - 1)| + 300) eps``). Still refused beyond ``n = 2**22``, by name and
     at once: two periodic terms, a periodic factor, amplitudes above 150, and weights whose logarithms
     are beyond Arb's range on both sides (``exp(exp(d))`` from ``d = 64``).
     """
@@ -595,10 +657,11 @@ class Bias(Encoding):
             return values.astype(float) * np.ones_like(d)
 
     def _masses(self, window, n):
-        """Direct log-sum-exp up to ``2**16``; beyond, for an expression bias, the float route of
-        Theorem 15 (direct head of 4096 terms, Euler–Maclaurin tail checked by two quadrature
-        rules), else the midpoint of the certified enclosure (:meth:`mass_enclosures`), else the
-        direct head plus Theorem 13's monotone tail; a callable bias sums directly (``n <= 2**22``)."""
+        """Direct log-sum-exp up to ``2**16``; beyond, for an expression bias, the float routes of Theorem 15g
+        (15b's closed form; 15e and 15f in double; 15d's dominance in double; Theorem 15's float with a direct head of
+        4096 terms, checked by two quadrature rules; Theorem 15 reversed for a bias growing towards ``n - 1``), else the
+        midpoint of the certified enclosure (:meth:`mass_enclosures`), else the direct head plus Theorem 13's monotone
+        tail; a callable bias sums directly (``n <= 2**22``)."""
         if window >= n:  # T is an empty sum: m = 1, D = 0 whatever the weights
             return 1.0, 0.0
         if self._callable is not None:
@@ -618,10 +681,19 @@ class Bias(Encoding):
         if geometric is not None:  # a linear bias: the closed form's midpoint (Theorem 15b)
             return float(geometric[0].mid()), float(geometric[1].mid())
         tree = _compiled(*reversed(self._sym))
+        fast = None if tree is None else _periodic_float(tree, window, n)
+        if fast is not None:  # beta sin(omega d + phi): Theorem 15e in double precision
+            return fast
         periodic = None if tree is None else _periodic_balls(tree, window, n, [])
         if periodic is not None:  # beta sin(omega d + phi): the closed form's midpoint (Theorem 15e)
             return float(periodic[0].mid()), float(periodic[1].mid())
+        fast = None if tree is None else _mixed_float(*reversed(self._sym), tree, window, n)
+        if fast is not None:  # h + beta sin(omega d + phi): Theorem 15f in double precision
+            return fast
         if tree is not None and self._float_maybe_dominant(window, n):
+            fast = self._float_dominance(tree, window, n)
+            if fast is not None:  # Theorem 15d(ii) read in double precision
+                return fast
             head = _float_head(*reversed(self._sym)) if window <= _FLOAT_HEAD else None
             # b(n - 1) from below, exactly at the integer n - 1 (float(n - 1) may round to n or beyond above 2^53,
             # and numpy's sin(2 pi k) is noise at k = 1e18): one far term outweighs the window
@@ -634,6 +706,9 @@ class Bias(Encoding):
             if dominant is not None:
                 return float(dominant[0].mid()), float(dominant[1].mid())
         fast = self._em_float(window, n)
+        if fast is not None:
+            return fast
+        fast = None if tree is None else self._growing_float(window, n)
         if fast is not None:
             return fast
         why = []
@@ -651,6 +726,56 @@ class Bias(Encoding):
             # name the step that failed first (Theorem 15's), not only the fallback's cap
             raise DomainError("n", n, f"a length at which Theorem 15 or 15d encloses exp({self.expression}) (here "
                               f"{why[-1]}; and Theorem 13's fallback: {exc.domain})") from None
+
+    def _float_dominance(self, tree, window, n):
+        """``(1, 0)`` or ``(0, 1)`` when one side outweighs the other by more than ``e^750`` in double precision (Theorem
+        15d(ii) with bounds read from ``b`` at the ends and the sign of ``b'`` at the ~60 piece ends per side of
+        :func:`_sides`): a decreasing ``b`` on ``[W, n - 1]`` gives ``log T <= log(n - W) + b(W)``, an increasing one on
+        ``[0, W - 1]`` gives ``log S_W <= log W + b(W - 1)``, one term bounds a sum below. Not a proof (``b'`` is read at
+        points, in double); the certified route proves the same from interval bounds. Where a value overflows a double
+        (``exp(d/1000)`` at ``d = 1e299``) the two end values are Arb points at ``96 + log2 n`` bits. Biases with ``sin``
+        or ``cos`` are left to the other routes (``sin(2 pi k)`` in double is noise at ``k = 1e18``)."""
+        if _has_periodic(tree):
+            return None
+        d, b = self._sym
+        fns = _numpy_fns(b, d)
+        left, right = _sides(0, window - 1), _sides(window, n - 1)
+
+        def vals(f, ks):
+            with np.errstate(all="ignore"):
+                try:
+                    return np.asarray(f(np.array([float(k) for k in ks])), dtype=float) * np.ones(len(ks))
+                except (ValueError, TypeError, OverflowError):
+                    return None
+
+        def arb_ends(ks):  # (L, U) exact arb points of b at each k (None where unbounded), 96 + log2 n bits
+            with arb_precision(96 + n.bit_length()):
+                return [point_interval(tree, k) for k in ks]
+
+        def gap(lower, upper, count):  # lower - upper - log(count) as a double (nan: undecided)
+            with np.errstate(all="ignore"):
+                return float(np.float64(lower) - np.float64(upper) - math.log(count))
+
+        slope_r = vals(fns[1], right[:-1] + [n - 1])
+        if slope_r is not None and np.all(slope_r <= 0):  # b decreasing on [W, n - 1]: T <= (n - W) e^{b(W)}
+            v = vals(fns[0], [0, window - 1, window])
+            g = math.nan if v is None else gap(np.nanmax(v[:2]) if not np.all(np.isnan(v[:2])) else math.nan, v[2], n - window)
+            if math.isnan(g) or g == -math.inf:
+                (l0, _), (l1, _), (_, uw) = arb_ends([0, window - 1, window])
+                ls = [x for x in (l0, l1) if x is not None]
+                g = float(max(ls) - uw - math.log(n - window)) if ls and uw is not None else math.nan
+            if g > _FLOAT_GAP:
+                return 1.0, 0.0
+        slope_l = vals(fns[1], left[:-1] + [window - 1])
+        if slope_l is not None and np.all(slope_l >= 0):  # b increasing on [0, W - 1]: S_W <= W e^{b(W - 1)}
+            v = vals(fns[0], [window - 1, n - 1])
+            g = math.nan if v is None else gap(v[1], v[0], window)
+            if math.isnan(g):
+                (_, us), (lt, _) = arb_ends([window - 1, n - 1])
+                g = float(lt - us - math.log(window)) if us is not None and lt is not None else math.nan
+            if g > _FLOAT_GAP:
+                return 0.0, 1.0
+        return None
 
     def _float_maybe_dominant(self, window, n):
         """The double-precision pre-test of :func:`_maybe_dominant`: ``b`` at ``0, W - 1, W, n - 1`` in numpy (a
@@ -705,6 +830,45 @@ class Bias(Encoding):
         m = float(np.exp(-np.logaddexp(0.0, log_tail - log_head)))
         D = float(np.exp(-np.logaddexp(0.0, log_head - log_tail)))
         return m, D
+
+    def _growing_float(self, window, n):
+        """``(m, D)`` in double precision for a bias increasing towards ``n - 1`` (the weight at the far end, where the
+        quadrature in ``log x`` of :meth:`_em_float` cannot resolve it): :func:`growing_log_sum` for each side beyond the
+        direct head, every sum relative to ``e^{b(n - 1)}``; ``None`` when a piece fails its checks."""
+        d, b = self._sym
+        fns = _numpy_fns(b, d)
+        head = _float_head(b, d)
+        if head is None:
+            return None
+        A = n - 1
+        with np.errstate(all="ignore"):
+            bA = float(np.asarray(fns[0](np.array([float(A)])), dtype=float).ravel()[0])
+        if not math.isfinite(bA):
+            return None
+
+        def side(lo, hi):  # (L, V, rel): sum_{lo <= k <= hi} e^{b(k) - b(A)} = V e^L
+            parts = []
+            if lo < _FLOAT_HEAD:
+                top = min(hi, _FLOAT_HEAD - 1)
+                v = head[lo:top + 1] - bA  # against b(A) directly: (|b(A)| + |b|) eps, as documented for the float route
+                L = float(np.max(v))
+                if not math.isfinite(L):
+                    return None
+                parts.append((L, float(np.sum(np.exp(v - L))), (abs(bA) + float(np.max(np.abs(head[lo:top + 1]))) + 8) * EPS))
+            start = max(lo, _FLOAT_HEAD)
+            if hi >= start:
+                if hi == start:  # one term: only the anchor itself is formed without a difference
+                    if hi != A:
+                        return None
+                    parts.append((0.0, 1.0, 0.0))
+                else:
+                    g = growing_log_sum(fns, start, hi, A)
+                    if g is None:
+                        return None
+                    parts.append(g)
+            return combine(parts)
+
+        return _float_masses([side(0, window - 1), side(window, n - 1)])
 
     def _geometric_balls(self, window, n):
         """``(m, D)`` of a linear bias ``alpha + beta d`` in closed form (Theorem 15b), or ``None``."""

@@ -1,0 +1,499 @@
+"""Double-precision routes for a periodic bias at any length (Theorems 15e and 15f, ``proofs/closed_form_tails.md``).
+
+The certified routes (:func:`otprior.encodings._bias_tail.periodic_sum_arb`, :func:`mixed_sum_arb`) evaluate the
+Jacobi–Anger expansion in Arb at ``126 + log2 n`` bits; these evaluate the same formulas in double precision and
+stop being the ball's midpoint (2–35 ms) for 0.05–0.5 ms. What cannot be done in double is done exactly, once:
+
+* every phase ``omega k + phi`` (``omega``, ``phi`` exact fractions ``q + q_pi pi`` as written, see ``_const``) is
+  reduced modulo ``2 pi`` in integer fixed point with ``log2|omega k| + 80`` fractional bits (:func:`mod_2pi`):
+  a few big-integer operations, about 2 µs at ``k = 1e300``; a phase ``m psi`` of the ``m``-th harmonic is then
+  ``m`` times the reduced double (absolute error at most ``(2 pi m + 1) eps``);
+* the quantities that do not depend on ``n`` (``I_m(beta)``, ``sin(m omega / 2)`` to full relative precision,
+  the twisted coefficients ``a_j(z_m)``) are Arb balls rounded to doubles once per bias and cached.
+
+Each sum comes with an a-posteriori bound of its error (rounding, phases, the Bessel tail, and for Theorem 15f the
+twisted remainder's estimate and the error of the plain Euler–Maclaurin float of ``sum e^h``); a route answers only
+when that bound is at most ``2^-38`` of the sum, else the caller takes the certified route's midpoint as before.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import flint
+import numpy as np
+
+from .._balls import arb_precision
+
+__all__ = ["mod_2pi", "periodic_log_sum", "mixed_log_sum", "ACCEPT"]
+
+EPS = 2.0**-53  # unit roundoff
+ACCEPT = 2.0**-38  # a float sum answers when its error bound is at most this fraction of it (3.6e-12: the
+# conditioning (|b| + |x b'| ln n) eps of e^b in double at n = 1e300 is about 1e-12)
+_PI_BITS = 4400
+_SMALL = 64  # ranges of at most this many terms beyond the head are summed term by term
+
+
+@functools.lru_cache(maxsize=1)
+def _pi_fixed():
+    """``floor(pi 2^4400)`` as a Python int (mpmath, private context)."""
+    import mpmath
+
+    ctx = mpmath.MPContext()
+    ctx.prec = _PI_BITS + 64
+    return int(ctx.floor(ctx.pi * ctx.mpf(2) ** _PI_BITS))
+
+
+def mod_2pi(a, b, extra=80):
+    """``(a + b pi) mod 2 pi`` in ``[-pi, pi)`` as a double, for exact fractions ``a``, ``b`` (``fmpq``).
+
+    Fixed point with ``F = max(0, log2|a|) + extra`` fractional bits: ``floor(a 2^F)`` exact, ``b mod 2`` exact,
+    ``pi`` truncated to ``F`` bits (error below ``2^-F``), so the remainder is within ``(|a|/pi + 4) 2^-F``, i.e.
+    ``2^-(extra - 2)`` absolute, before the final rounding to double. ``None`` beyond 4400 bits."""
+    an, ad = int(a.p), int(a.q)
+    bn, bd = int(b.p), int(b.q)
+    F = max(0, an.bit_length() - ad.bit_length() + 1) + extra
+    if F + 4 > _PI_BITS:
+        return None
+    pi_f = _pi_fixed() >> (_PI_BITS - F)
+    X = (an << F) // ad + ((bn % (2 * bd)) * pi_f) // bd
+    r = X % (2 * pi_f)
+    if r >= pi_f:
+        r -= 2 * pi_f
+    return r / (1 << F)  # int / int: correctly rounded
+
+
+def reduce_pi(a, b, extra=200):
+    """``(x, odd)`` with ``a + b pi = j pi + x``, ``|x| <= pi/2``, ``odd = j mod 2``, for exact fractions ``a``, ``b``:
+    :func:`mod_2pi`'s fixed point reduced modulo ``pi`` itself, so a small ``x`` keeps full relative precision
+    (``omega/2 - pi = 1.8e-15`` for ``omega = 6.28318530717959``). ``None`` beyond 4400 bits."""
+    an, ad = int(a.p), int(a.q)
+    bn, bd = int(b.p), int(b.q)
+    F = max(0, an.bit_length() - ad.bit_length() + 1) + extra
+    if F + 4 > _PI_BITS:
+        return None
+    pi_f = _pi_fixed() >> (_PI_BITS - F)
+    X = (an << F) // ad + ((bn % (2 * bd)) * pi_f) // bd
+    j = (2 * X + pi_f) // (2 * pi_f)  # nearest multiple of pi
+    return (X - j * pi_f) / (1 << F), bool(j % 2)
+
+
+def _bessel_plan(beta, bits=60):
+    """``(M, ive, tail)``: ``e^{-|beta|} I_m(beta)`` for ``m <= M`` as doubles (Arb's ``bessel_i`` at 128 bits,
+    relative error at most ``eps`` after rounding) and ``tail >= 2 e^{-|beta|} sum_{m>M} I_m(|beta|)`` with
+    ``tail <= 2^-bits e^{-2|beta|}`` (Theorem 15e's bound; the sum is at least ``e^{-|beta|}`` per term)."""
+    from ._bias_tail import _JA_TERMS, _bessel_tail
+
+    with arb_precision(128):
+        bb = flint.arb(beta)
+        if not (abs(bb) < 150):
+            return None
+        floor = (-2 * abs(bb)).exp()
+        M = max(4, int(float(abs(bb).upper())) + 4)
+        while True:
+            tail = _bessel_tail(beta, M)
+            if tail is not None and 2 * tail * (-abs(bb)).exp() <= floor * flint.arb(2) ** -bits:
+                break
+            M += max(4, M // 4)
+            if M > _JA_TERMS:
+                return None
+        scale = (-abs(bb)).exp()
+        ive = np.array([float((bb.bessel_i(m) * scale).mid()) for m in range(M + 1)])
+        tail_f = float((2 * tail * scale).upper())
+    return M, ive, tail_f
+
+
+def _fq(x):
+    return flint.fmpq(x)
+
+
+@functools.lru_cache(maxsize=64)
+def _ja_plan(tree):
+    """What Theorem 15e's float needs of ``b = beta cos(omega d + phi')`` whatever ``n`` (``None``: not that form,
+    or an amplitude at or above 150)."""
+    from ._bias_tail import periodic_form
+
+    form = periodic_form(tree)
+    if form is None:
+        return None
+    return _plan_of_form(form)
+
+
+def _plan_of_form(form):
+    beta, kind, omega, phi = form
+    bes = _bessel_plan(beta)
+    if bes is None:
+        return None
+    M, ive, tail = bes
+    q0, q1 = _fq(omega[0]), _fq(omega[1])
+    p0, p1 = _fq(phi[0]), _fq(phi[1]) - (flint.fmpq(1, 2) if kind == "sin" else 0)
+    ms = np.arange(1, M + 1)
+    whole = np.zeros(M, dtype=bool)
+    x = np.zeros(M)
+    jodd = np.zeros(M, dtype=bool)
+    cos_mphi = np.zeros(M)
+    for i, m in enumerate(range(1, M + 1)):
+        cos_mphi[i] = math.cos(mod_2pi(m * p0, m * p1))
+        if q0 == 0 and (q1 * m / 2).q == 1:  # m omega in 2 pi Z, exactly
+            whole[i] = True
+            continue
+        # m omega / 2 = j pi + x, |x| <= pi/2, x to full relative precision (200 spare bits: a resonance
+        # sin(6.28318530717959 d) has x = 1.8e-15)
+        x[i], jodd[i] = reduce_pi(m * q0 / 2, m * q1 / 2)
+    den = np.where(jodd, -1.0, 1.0) * np.sin(x)
+    return dict(beta=beta, M=M, ive=ive, tail=tail, q0=q0, q1=q1, p0=p0, p1=p1, ms=ms, whole=whole, x=x, jodd=jodd,
+                den=den, cos_mphi=cos_mphi, absbeta=abs(float(beta)), beta_f=float(beta), omega_red=mod_2pi(q0, q1))
+
+
+def periodic_log_sum(plan, a, c):
+    """``(L, V, rel)``, ``S = V e^L``, with ``S = sum_{k=a}^{c} e^{beta cos(omega k + phi')}`` (Theorem 15e in double precision) and
+    ``rel`` a bound of the relative error of ``S`` (rounding, phases, the Bessel tail); ``None`` if not positive.
+
+    ``S = N e^{|beta|} (ive_0 + 2 sum_m ive_m C_m/N)``; ``C_m/N`` from ``sin(m omega N/2) / (N sin(m omega/2))`` times
+    ``cos(m psi_s)``, ``psi_s = (omega (a + c)/2 + phi') mod 2 pi``. The numerator is ``(-1)^{N j_m} sin(N x_m)``
+    (absolute error ``3 eps N|x_m| + eps``) or ``sin(m psi_N)``, ``psi_N = omega N/2 mod 2 pi`` (error
+    ``(2 pi m + 2) eps``), whichever bound is smaller."""
+    N = c - a + 1
+    if N <= 16:  # a few terms (W = 1, W = n - 1): one by one, each phase reduced exactly (error 2 eps |beta| per term)
+        psi = [mod_2pi(k * plan["q0"] + plan["p0"], k * plan["q1"] + plan["p1"]) for k in range(a, c + 1)]
+        if None in psi:
+            return None
+        # the series' cancellation (e^{10 cos} = e^{-10} from terms of size 1) is avoided
+        v = plan["beta_f"] * np.cos(np.array(psi))
+        top = float(np.max(v))
+        return top, float(np.sum(np.exp(v - top))), (plan["absbeta"] * 4 + N + 4) * 2 * EPS
+    M, ive, ms, whole, x, jodd, den = (plan[k] for k in ("M", "ive", "ms", "whole", "x", "jodd", "den"))
+    q0, q1, p0, p1 = plan["q0"], plan["q1"], plan["p0"], plan["p1"]
+    Nf = float(N)
+    psi_s = mod_2pi((a + c) * q0 / 2 + p0, (a + c) * q1 / 2 + p1)
+    if psi_s is None:
+        return None
+    # sin(N x) of a double product N x (relative error 2 eps): absolute error 2 eps N|x| + eps |sin(N x)| <= 3 eps N|x|
+    err_a = (3 * EPS) * Nf * np.abs(x)
+    err_b = (2 * math.pi * ms + 2) * EPS
+    use_a = (err_a <= err_b) & (N < 2**53)
+    num = np.empty(M)
+    if np.any(use_a):
+        sign = np.where(jodd & (N % 2 == 1), -1.0, 1.0)
+        num_a = sign * np.sin(Nf * x)
+        num[use_a] = num_a[use_a]
+    if not np.all(use_a):
+        psi_n = mod_2pi(N * q0 / 2, N * q1 / 2)
+        if psi_n is None:
+            return None
+        num_b = np.sin(ms * psi_n)
+        num[~use_a] = num_b[~use_a]
+    err_num = np.where(use_a, err_a, err_b)
+    cosf = np.cos(ms * psi_s)
+    err_cos = err_b
+    with np.errstate(all="ignore"):
+        ratio = np.where(whole, 0.0, num / den) / Nf  # sin(m omega N/2) / (N sin(m omega/2)), at most 1 in size
+        ratio = np.clip(ratio, -1.0, 1.0)
+        cn = np.where(whole, plan["cos_mphi"], ratio * cosf)
+        err_c = np.where(whole, 2 * EPS, err_num / (np.abs(den) * Nf) + np.abs(ratio) * (err_cos + 4 * EPS))
+    terms = 2 * ive[1:] * cn
+    s = ive[0] + float(np.sum(terms))
+    absum = ive[0] + float(np.sum(np.abs(terms)))
+    err = float(np.sum(2 * ive[1:] * err_c)) + (M + 4) * EPS * absum + plan["tail"]
+    if not (s > 0) or not math.isfinite(err):
+        return None
+    return plan["absbeta"], s * Nf, err / s
+
+
+# -- Theorem 15f in double precision ---------------------------------------------------------
+TWIST_P = 10  # terms of the twisted summation formula in the float route
+HEAD = 1 << 12  # direct terms before the twisted sums
+_COMB = [[math.comb(j, i) for i in range(j + 1)] for j in range(TWIST_P)]
+
+
+@functools.lru_cache(maxsize=32)
+def _mixed_plan(b, d, tree):
+    """What Theorem 15f's float needs of ``b = h + beta cos(omega d + phi')`` whatever ``n``: the Bessel plan, the
+    twisted coefficients ``a_j(z_m)`` (Arb, rounded), ``h`` and its first ``TWIST_P + 1`` derivatives as numpy
+    functions, and the head ``b(0..4095)`` with exact phases. ``None`` when not that form."""
+    from .._balls import arb_precision as ap
+    from ..expression import import_sympy
+    from ._bias_tail import _twist_coefficients, periodic_form, periodic_split
+
+    split = periodic_split(tree)
+    if split is None:
+        return None
+    form = split[1]
+    idx = [i for i, t in enumerate(tree[1]) if periodic_form(t) is not None]
+    if len(idx) != 1 or not b.is_Add or len(b.args) != len(tree[1]):
+        return None
+    sp = import_sympy()
+    h = sp.Add(*[a for i, a in enumerate(b.args) if i != idx[0]])
+    plan = _plan_of_form(form)
+    if plan is None:
+        return None
+    p = TWIST_P
+    exprs = [h]
+    for _ in range(p + 1):
+        exprs.append(sp.diff(exprs[-1], d))
+    fns = tuple(sp.lambdify(d, e, "numpy") for e in exprs)
+    all_fns = sp.lambdify(d, exprs, "numpy")  # h, h', ..., h^(p+1) in one call
+    all_math = sp.lambdify(d, exprs, "math")  # the same on one float (a tenth of numpy's overhead)
+    coefs = np.zeros((plan["M"], p), dtype=complex)
+    K = np.zeros(plan["M"])
+    with ap(128):
+        for i, m in enumerate(range(1, plan["M"] + 1)):
+            if plan["whole"][i]:
+                continue
+            x, odd = reduce_pi(m * plan["q0"] / 2, m * plan["q1"] / 2)  # m omega = 2 j pi + 2 x: z = e^{2 i x}
+            z = flint.acb(0, 2 * flint.arb(x)).exp()
+            if (z - 1).contains(0):
+                return None
+            a = _twist_coefficients(z, p)
+            coefs[i] = [complex(float(c.real.mid()), float(c.imag.mid())) for c in a]
+            K[i] = sum(abs(coefs[i, j]) / math.factorial(p - j) for j in range(p))
+    phases = np.array([mod_2pi(k * plan["q0"] + plan["p0"], k * plan["q1"] + plan["p1"]) for k in range(HEAD)])
+    with np.errstate(all="ignore"):
+        hh = np.asarray(fns[0](np.arange(HEAD, dtype=float)), dtype=float) * np.ones(HEAD)
+    head = hh + float(form[0]) * np.cos(phases)
+    if not np.all(np.isfinite(head)):
+        return None
+    head.flags.writeable = False
+    top = float(np.max(head))
+    head_all = (top, float(np.sum(np.exp(head - top))),
+                (4 * float(np.max(np.abs(hh))) + abs(float(form[0])) * 8 + 2 * 12 + 16) * EPS)  # all 4096 terms, once
+    # (numpy's pairwise summation: about log2(count) eps, doubled)
+    deriv = functools.lru_cache(maxsize=4)(functools.partial(_derivatives, all_math, all_fns))
+    plan = dict(plan, fns=fns, all_fns=all_fns, deriv=deriv, coefs=coefs, abscoefs=np.abs(coefs), K=K, head_all=head_all, ive1=plan["ive"][1:].copy(),
+                err_m=(2 * math.pi * plan["ms"] + 2 * p + 4) * EPS, any_whole=bool(np.any(plan["whole"])), head=head, hmax=float(np.max(np.abs(hh))))
+    return plan
+
+
+def _direct(plan, a, c):
+    """``(L, V, rel)`` (the sum is ``V e^L``) of ``e^{b(k)}``, ``a <= k <= c`` (at most 64 terms beyond the head), the phases from one exact
+    reduction at ``a`` plus multiples of ``omega mod 2 pi``; ``h`` at ``float(k)``."""
+    L = c - a + 1
+    psi = mod_2pi(a * plan["q0"] + plan["p0"], a * plan["q1"] + plan["p1"])
+    if psi is None:
+        return None
+    j = np.arange(L, dtype=float)
+    ks = float(a) + j
+    with np.errstate(all="ignore"):
+        hv = np.asarray(plan["fns"][0](ks), dtype=float) * np.ones(L)
+        h1 = np.asarray(plan["fns"][1](ks), dtype=float) * np.ones(L)
+    v = hv + plan["beta_f"] * np.cos(psi + j * plan["omega_red"])
+    if not np.all(np.isfinite(v)):
+        return None
+    # phase error (2 pi L + 2) eps times |beta|; h's argument float(k) (relative eps) times |h'| k; h itself |h| eps
+    rel = (abs(plan["beta_f"]) * (2 * math.pi * L + 4) + float(np.max(np.abs(h1) * ks + np.abs(hv))) + L + 4) * 2 * EPS
+    top = float(np.max(v))
+    return top, float(np.sum(np.exp(v - top))), rel
+
+
+def _derivatives(all_math, all_fns, x):
+    """``(h(x), h'(x), ..., h^(11)(x))`` as floats (sympy's derivatives lambdified for the ``math`` module, one call; numpy
+    where ``math`` raises, e.g. an overflow), ``None`` if one is not finite. Cached per bias for the last four points (the
+    window's end ``W`` is the end of one sum and the start of the other)."""
+    xf = float(x)
+    try:
+        out = tuple(float(v) for v in all_math(xf))
+    except (OverflowError, ValueError, ZeroDivisionError, TypeError):
+        with np.errstate(all="ignore"):
+            out = tuple(float(np.asarray(v, dtype=float).ravel()[0]) for v in all_fns(np.array([xf])))
+    return out if all(math.isfinite(v) for v in out) else None
+
+
+def _twisted(plan, a, c):
+    """``(L, V, rel)`` (the sum is ``V e^L``) of ``e^{b(k)}``, ``a <= k <= c`` (``a >= 4096``), by Theorem 15f(i)-(ii) in double
+    precision: ``sum g`` by the Euler–Maclaurin float (:func:`float_tail_log`), each twisted sum as
+    ``Re(e^{i m psi_{c+1}} q_m(c+1)) - Re(e^{i m psi_a} q_m(a))``, ``q_m = sum_{j<10} a_j(z_m) g^{(j)}``, with the
+    remainder estimated as ``K_m (|g^(10)(a)| + |g^(9)(a)| + |g^(9)(c+1)|)`` (the bound of Theorem 15f(ii) when
+    ``g^(10)`` keeps one sign on the range)."""
+    from ._bias_tail import float_tail_log
+
+    fns, p = plan["fns"], TWIST_P
+    ls0 = float_tail_log(fns[:4], a, c)
+    if ls0 is None or not math.isfinite(ls0):
+        return _negligible(plan, a, c)
+    ends = np.array([float(a), float(c + 1)])
+    columns = [plan["deriv"](x) for x in (a, c + 1)]
+    if None in columns:
+        return None
+    hd = np.array(columns).T  # (p + 2, 2): h, h', ..., h^(p+1) at a and c + 1
+    # G_j = g^(j)/e^{ls0} at the two ends: Y_0 = 1, Y_{j+1} = sum_i C(j, i) h^(i+1) Y_{j-i} (Y_j = g^(j)/g)
+    cols = []
+    for h in columns:
+        Y = [1.0]
+        for j in range(p):
+            Y.append(sum([_COMB[j][i] * h[i + 1] * Y[j - i] for i in range(j + 1)]))
+        cols.append(Y)
+    with np.errstate(all="ignore"):
+        G = np.exp(hd[0] - ls0)[None, :] * np.array(cols).T  # (p + 1, 2)
+    if not np.all(np.isfinite(G)):
+        return None
+    Q = plan["coefs"] @ G[:p]  # (M, 2)
+    ms = plan["ms"]
+    psi = [mod_2pi(k * plan["q0"] + plan["p0"], k * plan["q1"] + plan["p1"]) for k in (a, c + 1)]
+    if None in psi:
+        return None
+    rot = np.exp(1j * np.outer(ms, psi))  # (M, 2)
+    tw = (rot[:, 1] * Q[:, 1]).real - (rot[:, 0] * Q[:, 0]).real
+    qabs = plan["abscoefs"] @ np.abs(G[:p])  # sum_j |a_j| |G_j| at each end
+    err_tw = plan["K"] * (4 * (abs(G[p, 0]) + abs(G[p - 1, 0]) + abs(G[p - 1, 1]))) + (qabs[:, 0] + qabs[:, 1]) * plan["err_m"]
+    if plan["any_whole"]:  # m omega in 2 pi Z: the plain sum, cos(m phi') times sum g (= 1 here)
+        tw[plan["whole"]] = plan["cos_mphi"][plan["whole"]]
+        err_tw[plan["whole"]] = 2 * EPS
+    ive, ive1 = plan["ive"], plan["ive1"]
+    s = ive[0] + 2 * float(ive1 @ tw)
+    absum = ive[0] + 2 * float(ive1 @ np.abs(tw))
+    # sum g from the Euler-Maclaurin float, about (|h| + |x h'(x)| ln c) eps at its nodes, weighted by g: for a monotone h
+    # the g-weighted mean of |x h'| is at most 1 + (a g(a) + c g(c))/sum g (by parts), and |h| at an end whose weight is
+    # below e^-240 of the sum is replaced by 240 beside the other end's (doubled, plus 64)
+    alive = G[0] > math.exp(-240)
+    habs = float(np.max(np.abs(hd[0][alive]))) if np.any(alive) else 0.0
+    xh1 = 1 + float(np.sum(ends * G[0]))
+    rel0 = 2 * (habs + 240 * (not np.all(alive)) + xh1 * math.log(c + 1) + 64) * EPS
+    err = ive[0] * rel0 + 2 * float(ive1 @ err_tw) + (2 * rel0 + (plan["M"] + 4) * EPS) * absum
+    err += plan["tail"]
+    if not (s > 0) or not math.isfinite(err):
+        return None
+    return ls0 + plan["absbeta"], s, err / s
+
+
+def _negligible(plan, a, c):
+    """Where the float of ``sum g`` declines (a decay too steep for its pieces: ``-0.01 sqrt(d)`` at ``d = 1e17``), the
+    bound of Theorem 15d(ii) for a decreasing ``h``: the sum lies in ``[0, (c - a + 1) e^{h(a) + |beta|}]``, returned as
+    half of it with relative error 1 (enough for :func:`_float_masses`'s ``e^800`` rule, nothing more). ``h' <= 0`` is
+    read at the piece ends of ``_sides`` (an estimate); ``None`` otherwise."""
+    from ._bias_tail import _sides
+
+    pts = np.array([float(x) for x in _sides(a, c)[:-1]] + [float(c)])
+    with np.errstate(all="ignore"):
+        slope = np.asarray(plan["fns"][1](pts), dtype=float) * np.ones(pts.size)
+        ha = float(np.asarray(plan["fns"][0](np.array([float(a)])), dtype=float).ravel()[0])
+    if not (np.all(slope <= 0) and math.isfinite(ha)):
+        return None
+    return ha + plan["absbeta"] + math.log(c - a + 1), 0.5, 1.0
+
+
+def mixed_log_sum(plan, a, c):
+    """``(L, V, rel)``, ``S = V e^L``, ``S = sum_{k=a}^{c} e^{h(k) + beta cos(omega k + phi')}`` in double precision (Theorem 15f):
+    the head ``k < 4096`` term by term (exact phases, ``h`` in double), at most 64 further terms likewise, else
+    :func:`_twisted`; ``None`` where a piece fails its checks."""
+    parts = []
+    if a < HEAD:
+        hi = min(c, HEAD - 1)
+        if a == 0 and hi == HEAD - 1:
+            parts.append(plan["head_all"])
+        else:
+            v = plan["head"][a:hi + 1]
+            top = float(np.max(v))
+            parts.append((top, float(np.sum(np.exp(v - top))), (4 * plan["hmax"] + abs(plan["beta_f"]) * 8 + 2 * math.log2(hi - a + 1) + 16) * EPS))
+    start = max(a, HEAD)
+    if c >= start:
+        out = _direct(plan, start, c) if c - start < _SMALL else _twisted(plan, start, c)
+        if out is None:
+            return None
+        parts.append(out)
+    return combine(parts)
+
+
+def combine(parts):
+    """``(L, V, rel)`` of a sum of positive parts ``(L_i, V_i, rel_i)`` (each ``V_i e^{L_i}``)."""
+    if len(parts) == 1:
+        return parts[0]
+    top = max(L for L, _, _ in parts)
+    w = [V * math.exp(L - top) for L, V, _ in parts]
+    total = sum(w)
+    rel = sum(wi * (r + abs(L - top) * EPS) for wi, (L, _, r) in zip(w, parts, strict=True)) / total + 2 * EPS
+    return top, total, rel
+
+
+# -- a growing bias: the weight at the far end (Theorem 15 with 15d(iii)'s reversed cut, in double precision) --------
+_GL16 = np.polynomial.legendre.leggauss(16)
+_GL8 = np.polynomial.legendre.leggauss(8)
+
+
+def _delta(b1, Af, s0, s1, inner):
+    """``-int_{s0}^{s1} b'(X - s) ds`` (``Af = float(X)``) for arrays of ends, by Gauss-Legendre ``inner`` on each
+    ``[s0, s1]``."""
+    y, w = inner
+    half = 0.5 * (s1 - s0)
+    nodes = (0.5 * (s0 + s1))[..., None] + half[..., None] * y
+    with np.errstate(all="ignore"):
+        vals = np.asarray(b1(Af - nodes), dtype=float) * np.ones_like(nodes)
+    return -np.sum(vals * w, axis=-1) * half
+
+
+def growing_log_sum(fns, a, c, A):
+    """``(L, V, rel)`` with ``V e^L = sum_{k=a}^{c} e^{b(k) - b(A)}`` (``a < c <= A``) for a bias increasing towards ``c``, in
+    double precision: Theorem 15's formula (``p = 2``) in the reversed variable ``t = A - x``, where
+    ``b(A - t) - b(A) = Delta(t) = -int_0^t b'(A - s) ds`` is formed by Gauss-Legendre quadrature of ``b'`` (no difference of
+    two large values: ``sqrt(d)`` at ``A = 1e300`` has ``b = 1e150`` and ``Delta(1) = -5e-151``). Pieces in ``t`` of width
+    ``4/b'(c)`` (64, then doubling) from ``t_0 = A - c`` until ``Delta`` has fallen by 240 or the range ends; 16- and
+    8-node outer rules (8-node inner rules from each piece's start) must agree to ``1e-12``. ``None`` where ``b'(c) <= 0``,
+    ``b'`` is not positive at a node, the remainder estimate ``b'^4/720`` exceeds ``2^-44``, or the rules disagree. ``rel``:
+    ``(|Delta| + 64) eps`` plus the rules' difference and the remainder estimate.
+
+    ``fns``: ``b, b', b'', b'''`` as numpy functions; ``A`` is shared by the sums of one mass (their ratio then needs
+    no difference of ``b`` at two points)."""
+    b0, b1, b2, b3 = fns
+    Af = float(A)
+    t0 = float(A - c)
+    with np.errstate(all="ignore"):
+        d_c = np.asarray([np.asarray(f(np.array([float(c)])), dtype=float).ravel()[0] for f in (b1, b2, b3)])
+    slope = float(d_c[0])
+    if not (slope > 0 and math.isfinite(slope)) or not np.all(np.isfinite(d_c)):
+        return None
+    if slope > 1.8e-3:  # the remainder estimate slope^4/720 above 2^-44
+        return None
+    # Delta at t_0: 32 equal pieces of [0, t_0]
+    if t0 > 0:
+        e = np.linspace(0.0, t0, 33)
+        D0 = float(np.sum(_delta(b1, Af, e[:-1], e[1:], _GL16)))
+    else:
+        D0 = 0.0
+    if not math.isfinite(D0):
+        return None
+    # pieces as offsets o = t - t_0 from c (c - o, not A - t: t_0 + o would lose o beside t_0 = 1e200)
+    Xc, span = float(c), float(c - a)
+    w0 = 4.0 / slope
+    with np.errstate(all="ignore"):
+        steps = np.concatenate([np.full(64, w0), w0 * 2.0 ** np.arange(1, 33)])
+        edges = np.concatenate([[0.0], np.cumsum(steps)])
+    if not np.all(np.isfinite(edges)):
+        edges = edges[np.isfinite(edges)]
+    clipped = bool(edges[-1] >= span)
+    if clipped:
+        k = int(np.searchsorted(edges, span))
+        edges = np.concatenate([edges[:k], [span]])
+    lo, hi = edges[:-1], edges[1:]
+    De = np.concatenate([[0.0], np.cumsum(_delta(b1, Xc, lo, hi, _GL16))])  # Delta(t_0 + o) - Delta(t_0)
+    if not np.all(np.isfinite(De)):
+        return None
+    if not clipped and not (De[-1] < -240):
+        return None
+    out = []
+    for rule in (_GL16, _GL8):
+        y, w = rule
+        half = 0.5 * (hi - lo)
+        nodes = (0.5 * (lo + hi))[:, None] + half[:, None] * y  # (pieces, k)
+        Dn = De[:-1, None] + _delta(b1, Xc, np.broadcast_to(lo[:, None], nodes.shape), nodes, _GL8)
+        out.append(float(np.sum(np.exp(Dn) * w * half[:, None])))
+    with np.errstate(all="ignore"):
+        slopes = np.asarray(b1(Xc - edges), dtype=float) * np.ones_like(edges)
+    if not np.all(slopes > 0):
+        return None
+    i16, i8 = out
+    # the Euler-Maclaurin end terms (relative to e^{Delta(t_0)}): f = 1 at c; at a (only when the range ends within the
+    # pieces) e^{Delta(t_1) - Delta(t_0)}
+    f3c = float(d_c[2] + 3 * d_c[0] * d_c[1] + d_c[0] ** 3)
+    total = i16 + 0.5 + slope / 12 - f3c / 720
+    if clipped:
+        fa = math.exp(float(De[-1]))
+        if fa > 0:
+            with np.errstate(all="ignore"):
+                d_a = np.asarray([np.asarray(f(np.array([float(a)])), dtype=float).ravel()[0] for f in (b1, b2, b3)])
+            if not np.all(np.isfinite(d_a)):
+                return None
+            total += fa * (0.5 - d_a[0] / 12 + float(d_a[2] + 3 * d_a[0] * d_a[1] + d_a[0] ** 3) / 720)
+    if not (total > 0) or abs(i16 - i8) > 1e-12 * total:
+        return None
+    rel = (abs(D0) + 240 + 64) * 2 * EPS + abs(i16 - i8) / total + 4 * slope**4 / 720
+    return D0, total, rel
