@@ -143,6 +143,8 @@ def _exact_int(value):
     or ``_HUGE`` for an integer of more than :data:`MAX_INT_DIGITS` digits."""
     if isinstance(value, (bool, np.bool_, str, bytes, complex, np.complexfloating)) or value is None or _is_masked(value):
         return None
+    if isinstance(value, (np.timedelta64, np.datetime64)):  # numpy registers timedelta64 as an integer: a duration
+        return None
     if isinstance(value, numbers.Integral):
         out = int(value)
         return _HUGE if out.bit_length() > _MAX_INT_BITS else out
@@ -201,8 +203,9 @@ def _real(value, name: str, domain: str) -> float:
         if value.ndim != 0 or value.dtype.kind not in "iuf":
             raise DomainError(name, value, domain)
         value = value[()]
-    if isinstance(value, np.generic) and not isinstance(value, (np.integer, np.floating)):
-        raise DomainError(name, value, domain)
+    if isinstance(value, (np.timedelta64, np.datetime64)) or (
+            isinstance(value, np.generic) and not isinstance(value, (np.integer, np.floating))):
+        raise DomainError(name, value, domain)  # a numpy duration is registered as an integer
     try:
         if isinstance(value, numbers.Integral):
             out = float(int(value))

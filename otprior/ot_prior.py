@@ -1382,7 +1382,7 @@ def _plain_int(v, lo, hi):
     whose bound of 301 digits was written out on every call (45 us of a 0.6 ms float call)."""
     if type(v) is int:
         out = v
-    elif isinstance(v, np.integer) and not isinstance(v, np.bool_):
+    elif isinstance(v, np.integer) and not isinstance(v, (np.bool_, np.timedelta64)):
         out = int(v)
     else:
         return None
@@ -2625,7 +2625,12 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
                     for k, e in zip(sel, encl, strict=True):
                         lo[k], hi[k], mid[k], rad[k] = e.lo, e.hi, e.mid, e.rad
                 else:
-                    out[sel] = _float_masses(nk, rho, np.array(ws, dtype=np.int64))
+                    vals = _float_masses(nk, rho, np.array(ws, dtype=np.int64))
+                    # clipped into Lemma 4.2(c)'s [W/n, H_W n^(rho-1)] as on the bounds route: the sums' rounding
+                    # left 1/4096 at rho = 1e-300 two ulps above the proved upper end (and 3/10001 one below W/n)
+                    q_n = _n_to_minus_q(nk, rho)
+                    out[sel] = [min(max(float(v), wk / nk), min(1.0, power_sum(1, wk, rho) * q_n))
+                                for v, wk in zip(vals, ws, strict=True)]
                 routes[sel] = "exact"
                 done = True
             except (DomainError, PrecisionError, ConvergenceError):

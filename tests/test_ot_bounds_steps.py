@@ -230,3 +230,14 @@ def test_extreme_lengths_answer_with_the_float_inside_the_enclosure(rho):
             assert np.all((e.lo <= f) & (f <= e.hi)), (W, n, rho, f, e)
             assert np.all(otprior.ot_window_mass_bound(W, n, rho) >= e.lo)
             assert np.all(otprior.ot_dilution_bound(W, n, rho, 0.0).bound >= e.lo)
+
+
+def test_the_exact_double_route_stays_inside_lemma_4_2s_proved_bounds():
+    # the exact route's sums rounded 1/4096 at rho = 1e-300 two ulps above H_W n^(rho - 1), and 3/10001 one ulp
+    # below W/n (outside the certified enclosure of the bounds route); both are clipped now
+    for W, n in [(1, 4096), (3, 4096), (1, 10001), (3, 10001), (7, 16384), (1, 65536)]:
+        for rho in (1e-300, 1e-17):
+            v = otprior.ot_window_mass(W, n, rho)
+            assert W / n <= v <= otprior.ot_window_mass_bound(W, n, rho)
+            e = otprior.ot_window_mass(W, n, rho, certified=True)
+            assert e.lo <= v <= e.hi, (W, n, rho, v, e)

@@ -58,6 +58,19 @@ def test_booleans_are_refused_as_numbers(value):
         check_int(value, "n")
 
 
+@pytest.mark.parametrize("value", [np.timedelta64(10, "s"), np.timedelta64(10), np.timedelta64("NaT"),
+                                   np.datetime64("2020-01-01")])
+def test_numpy_durations_and_dates_are_refused_as_numbers(value):
+    # numpy registers timedelta64 as an integer type: int() of one raised a TypeError, or a unitless one
+    # passed as a length
+    for call in (lambda: check_int(value, "n"), lambda: check_real(value, "x"), lambda: check_rho(value),
+                 lambda: otprior.ot_window_mass(1, value, 0.5), lambda: otprior.ot_window_mass(value, 100, 0.5),
+                 lambda: otprior.ot_window_mass_bound(1, value, 0.5), lambda: otprior.ot_window_law(1, value, 0.5),
+                 lambda: otprior.ot_dilution_bound(1, value, 0.5, 0.3), lambda: otprior.ot_prior(value, 0.5)):
+        with pytest.raises(DomainError):
+            call()
+
+
 def test_integers_convert_exactly_never_through_a_double():
     n = 2**53 + 1  # not a double: float(n) == 2**53 would make the window the whole row
     reference = distant_mass(2**53, n, 1.0)
