@@ -82,9 +82,12 @@ def _sampled_error(A, ref, sample):
     return max(float(np.max(np.abs(A[t - 1, :t] - ref[t - 1, :t]))) for t in sample)
 
 
-def bench_pot(sizes, rhos, strata, reps, tol=1e-10, matched_max_n=1024):
+def bench_pot(sizes, rhos, strata, reps, tol=1e-10, matched_max_n=1024, reps_small=3):
+    """``reps`` interleaved runs per (n, rho), ``reps_small`` for n <= 1024 (POT's sampled prefixes
+    cost seconds there, and one run of each side is at the mercy of the machine's load)."""
     rows = []
     for n in sizes:
+        n_reps = max(reps, reps_small) if n <= 1024 else reps
         S = np.random.default_rng(n).normal(size=(n, n))
         step = n // strata
         sample = [step * k + step // 2 + 1 for k in range(strata)]  # prefix lengths t
@@ -106,7 +109,7 @@ def bench_pot(sizes, rhos, strata, reps, tol=1e-10, matched_max_n=1024):
                     per_prefix[t] = time.process_time() - start
                 return rows
 
-            med, out = interleaved({"ours": ours, "pot": pot}, reps)
+            med, out = interleaved({"ours": ours, "pot": pot}, n_reps)
             err_ours = _sampled_error(out["ours"], ref, sample)
             err_pot = max(float(np.max(np.abs(r - ref[t - 1, :t]))) for r, t in zip(out["pot"], sample, strict=True))
             pot_total = med["pot"] * step
@@ -118,6 +121,7 @@ def bench_pot(sizes, rhos, strata, reps, tol=1e-10, matched_max_n=1024):
                 "pot_prefixes_timed": len(sample),
                 "pot_total_estimate_s": pot_total,
                 "ratio": pot_total / med["ours"],
+                "reps": n_reps,
                 "max_error_ours": err_ours,
                 "max_error_pot": err_pot,
                 # CPU seconds of each timed prefix in the last run (t: seconds), for the
@@ -126,7 +130,7 @@ def bench_pot(sizes, rhos, strata, reps, tol=1e-10, matched_max_n=1024):
                 "pot_second_differences_nonnegative": _convex(per_prefix, sample),
             }
             if n <= matched_max_n:
-                row.update(_matched(S, rho, tol, ref, sample, err_pot, pot_total, reps))
+                row.update(_matched(S, rho, tol, ref, sample, err_pot, pot_total, n_reps))
             rows.append(row)
             print(json.dumps(row), flush=True)
     return rows
@@ -408,7 +412,7 @@ def main(argv=None, *, sizes=None):
     if "pot" in a.sections:
         print("== causal_ot_attention vs POT per prefix (matched accuracy 1e-10)")
         out["pot"] = bench_pot(cfg["pot_sizes"], cfg["pot_rhos"], cfg["strata"], max(1, reps - 2),
-                               matched_max_n=a.matched_max_n)
+                               matched_max_n=a.matched_max_n, reps_small=1 if a.quick else 3)
     if "pot_check" in a.sections:
         print("== the midpoint sum of POT's per-prefix times against all prefixes")
         out["pot_check"] = [row for rho, every in cfg["pot_check_rhos"]
