@@ -408,8 +408,8 @@ def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full, kernels=None
 # same point, and the rest of the block runs in float64.
 _F32_SPREAD = 40.0
 _F32_DUAL = 80.0
-# after the first float32 image whose residual is at most _F32_SWITCH (and after _F32_SWEEPS
-# float32 sweeps) a block goes on in float64: measured at n = 1024, rho = 0.5, switching at
+# once the float32 residuals of a block are all at most _F32_SWITCH (and after _F32_SWEEPS
+# float32 sweeps) the block goes on in float64: measured at n = 1024, rho = 0.5, switching at
 # 1e-3 or 1e-2 leaves the float64 sweeps after the switch as many as from the same residual
 # without float32 (1e-4 and below: one more, the float32 rounding then shows in the mixing);
 # sweeps per block of 128 at n = 1024 (float32 + float64, against float64 alone): 4 + 6 against
@@ -425,15 +425,16 @@ _HISTORY32 = True
 def _warm_map(G64, G32, threshold):
     """The float64 map ``G64`` with its first evaluations replaced by the float32 map ``G32``.
 
-    Lemma 2 (``proofs/operator_fast_paths.md``): a float32 image is returned (as float64) only
-    if every problem's residual ``osc(G32(x) - x)``, computed in float64 exactly as the solver
+    Lemma 2 (``proofs/operator_fast_paths.md``): a problem's float32 image is returned (as
+    float64) only if its residual ``osc(G32(x) - x)``, computed in float64 exactly as the solver
     computes it, exceeds ``100 max(threshold, 16 eps (1 + _F32_DUAL))`` and every dual of the
-    image is at most ``_F32_DUAL`` in magnitude; otherwise ``G64`` is evaluated at the same
-    point. The solver's stopping level is ``max(threshold, 16 eps (1 + max|image|))``, so a
-    float32 image never stops a problem: every certificate comes from a float64 evaluation
-    (Theorem 1, ``proofs/contraction.md``, holds at any point, however it was reached). Once
-    some residual is at most ``_F32_SWITCH`` (or after ``_F32_SWEEPS`` float32 sweeps, or at
-    a point with a dual beyond ``_F32_DUAL``), every later evaluation is ``G64``.
+    image is at most ``_F32_DUAL`` in magnitude; otherwise that problem's ``G64`` image at the
+    same point is returned. The solver's stopping level is
+    ``max(threshold, 16 eps (1 + max|image|))``, so a float32 image never stops a problem: every
+    certificate comes from a float64 evaluation (Theorem 1, ``proofs/contraction.md``, holds at
+    any point, however it was reached). Once every float32 residual returned is at most
+    ``_F32_SWITCH`` (or after ``_F32_SWEEPS`` float32 sweeps, or at a point with a dual beyond
+    ``_F32_DUAL``), every later evaluation is ``G64``.
     """
     floor = 100.0 * max(threshold, _floor(0) * (1.0 + _F32_DUAL))
     state = {"fine": False, "used": 0}
@@ -447,11 +448,16 @@ def _warm_map(G64, G32, threshold):
         with np.errstate(invalid="ignore", over="ignore"):
             res = img - x
             osc = res.max(axis=1) - res.min(axis=1)
-            if not (np.all(osc > floor) and max(img.max(), -img.min()) <= _F32_DUAL):
-                state["fine"] = True
-                return G64(x, rows)
-            if not np.all(osc > _F32_SWITCH):
-                state["fine"] = True  # the next evaluations in float64
+            # rows whose float32 image may not be returned (near their solution, not finite, or
+            # beyond the range): their float64 image at the same point instead
+            redo = ~((osc > floor) & (np.maximum(img.max(axis=1), -img.min(axis=1)) <= _F32_DUAL))
+        if redo.all():
+            state["fine"] = True
+            return G64(x, rows)
+        if redo.any():
+            img[redo] = G64(x[redo], rows[redo])
+        if not np.any(osc[~redo] > _F32_SWITCH):
+            state["fine"] = True  # every float32 image is close enough: float64 from now on
         return img
 
     return G
