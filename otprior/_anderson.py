@@ -99,14 +99,15 @@ def _drop(a, holes, movers, size):
 
 
 def anderson_solve(G, x0, threshold, *, max_iter, memory=6, accelerate=True, history=False, seminorm="sup",
-                   floor=None, bound=None, workspace=None):
+                   floor=None, bound=None, workspace=None, images_last=False, history32=False, first_image=None):
     """:func:`_anderson_solve` with overflow and invalid operations of the mixing's products
     silent: a candidate whose products overflow is rejected by the safeguard (non-finite),
     exactly as the plain step would be, so the warning would report nothing the result does
     not already say (the plain iteration issues none)."""
     with np.errstate(over="ignore", invalid="ignore"):
         return _anderson_solve(G, x0, threshold, max_iter=max_iter, memory=memory, accelerate=accelerate,
-                               history=history, seminorm=seminorm, floor=floor, bound=bound, workspace=workspace)
+                               history=history, seminorm=seminorm, floor=floor, bound=bound, workspace=workspace,
+                               images_last=images_last, history32=history32, first_image=first_image)
 
 
 def _anderson_solve(
@@ -122,6 +123,9 @@ def _anderson_solve(
     floor=None,
     bound=None,
     workspace=None,
+    images_last=False,
+    history32=False,
+    first_image=None,
 ):
     """Solve ``x = G(x)`` for a batch of independent problems.
 
@@ -157,6 +161,15 @@ def _anderson_solve(
         Owned by the caller and reused across calls (one thread): the memory of the mixing
         is kept there, so that a sequence of solves, largest first, touches fresh memory
         only once (a fresh ``(B, memory, m)`` history costs a page fault per 4 KiB).
+    first_image : ndarray, shape (B, m), optional
+        ``G(x0)`` computed by the caller (counted as the first evaluation). It is used as the
+        first image, but it never stops a problem: the certificate always comes from ``G``.
+    images_last : bool
+        Store the differences of the images as ``(B, m, memory)`` (the memory index last), so
+        that the candidate ``G(x_k) - dG gamma`` is one matrix-vector product per problem
+        without a transposed operand (measured for ``B = 128`` problems of width 1024 with one
+        BLAS thread: 0.29 ms against 1.7 ms for the ``(B, memory, m)`` layout). Only the
+        rounding of the candidates differs.
 
     Returns
     -------
@@ -203,17 +216,19 @@ def _anderson_solve(
     pause = np.zeros(batch, dtype=int)
     rejections = np.zeros(batch, dtype=int)
     thresholds = threshold.copy()
+    hdt = np.float32 if history32 else np.float64
     if accelerate:
         size = batch * m * width
         if workspace is None or size < _REUSE:
-            d_res = np.zeros((batch, m, width))
-            d_img = np.zeros((batch, m, width))
+            d_res = np.zeros((batch, m, width), dtype=hdt)
+            d_img = np.zeros((batch, width, m) if images_last else (batch, m, width), dtype=hdt)
         else:
-            buf = workspace.get("anderson")
+            key = "anderson32" if history32 else "anderson"
+            buf = workspace.get(key)
             if buf is None or buf.size < 2 * size:
-                buf = workspace["anderson"] = np.zeros(2 * size)
+                buf = workspace[key] = np.zeros(2 * size, dtype=hdt)
             d_res = buf[:size].reshape(batch, m, width)
-            d_img = buf[size : 2 * size].reshape(batch, m, width)
+            d_img = buf[size : 2 * size].reshape((batch, width, m) if images_last else (batch, m, width))
             # stale differences of an earlier solve (finite or not) must not reach an unused slot
             d_res.fill(0.0)
             d_img.fill(0.0)
@@ -223,7 +238,7 @@ def _anderson_solve(
         rhs_ok = np.zeros(batch, dtype=bool)
     for k in range(1, max_iter + 1):
         b = rows.size
-        img = G(x, rows)
+        img = G(x, rows) if k > 1 or first_image is None else np.array(first_image, dtype=float)
         res = img - x
         with np.errstate(invalid="ignore", over="ignore"):
             hi, lo = res.max(axis=1), res.min(axis=1)
@@ -255,6 +270,8 @@ def _anderson_solve(
                 else:
                     thr = np.maximum(thr, np.where(finite, floor(np.where(finite, amax, 0.0)), 0.0))
         done = accepted & finite & (rn <= thr)
+        if k == 1 and first_image is not None:
+            done[:] = False  # an image not computed by G certifies nothing
         bad = accepted & ~finite
         if bound is not None:
             with np.errstate(invalid="ignore"):
@@ -289,20 +306,24 @@ def _anderson_solve(
                     # every problem writes the same slot: written in place
                     s = int(us[0])
                     dr = np.subtract(res, prev_res, out=d_res[:, s])
-                    np.subtract(img, prev_img, out=d_img[:, s])
+                    np.subtract(img, prev_img, out=d_img[:, :, s] if images_last else d_img[:, s])
                 else:
                     dr = res - prev_res
                     d_res[ui, us] = dr[ui]
-                    d_img[ui, us] = img[ui] - prev_img[ui]
+                    if images_last:
+                        d_img[ui, :, us] = img[ui] - prev_img[ui]
+                    else:
+                        d_img[ui, us] = img[ui] - prev_img[ui]
                 # the new row of the Gram matrix: d_j . dr = d_j . res - d_j . prev_res, where
                 # d_j . res is the next right-hand side (one pass over the memory serves both)
                 # and d_j . prev_res was the last one (the other slots are unchanged since)
                 if rhs_ok[ui].all():
-                    q = np.matmul(d_res, res[:, :, None])[:, :, 0]
+                    q = np.matmul(d_res, res.astype(hdt, copy=False)[:, :, None])[:, :, 0].astype(float)
                     col = q - rhs_prev
-                    col[ui, us] = np.einsum("ij,ij->i", dr[ui], dr[ui])
+                    dru = dr if ui.size == b else dr[ui]
+                    col[ui, us] = np.einsum("ij,ij->i", dru, dru)
                 else:
-                    col = np.matmul(d_res, dr[:, :, None])[:, :, 0]
+                    col = np.matmul(d_res, dr.astype(hdt, copy=False)[:, :, None])[:, :, 0]
                 gram[ui, us, :] = col[ui]
                 gram[ui, :, us] = col[ui]
                 count[ui] += 1
@@ -348,11 +369,16 @@ def _anderson_solve(
             nstored = np.minimum(count, m)
             want = go & ~reject & (pause == 0) & (nstored > 0)
             if want.any():
-                rhs = q if q is not None else np.matmul(d_res, res[:, :, None])[:, :, 0]
+                if q is None:
+                    q = np.matmul(d_res, res.astype(hdt, copy=False)[:, :, None])[:, :, 0].astype(float)
+                rhs = q
                 rhs_prev = rhs
                 gamma = _gamma(gram, rhs, nstored)
                 with np.errstate(invalid="ignore", over="ignore"):
-                    cand = img - np.matmul(gamma[:, None, :], d_img)[:, 0, :]
+                    if images_last:
+                        cand = img - np.matmul(d_img, gamma.astype(hdt)[:, :, None])[:, :, 0]
+                    else:
+                        cand = img - np.matmul(gamma.astype(hdt)[:, None, :], d_img)[:, 0, :]
                     camax = np.maximum(cand.max(axis=1), -cand.min(axis=1))
                     ok = want & np.isfinite(camax)
                     if bound is not None:

@@ -316,9 +316,10 @@ def check_scores(scores) -> np.ndarray:
     arr = arr.astype(float, copy=False)
     if arr.ndim < 2 or arr.shape[-1] != arr.shape[-2] or arr.shape[-1] < 1:
         raise DomainError("scores", f"array of shape {arr.shape}", "a finite array of shape (..., n, n) with n >= 1")
-    # only the causal (lower) triangle is used; it must be finite
-    tri = np.tril(np.ones(arr.shape[-2:], dtype=bool))
-    if not np.all(np.isfinite(arr[..., tri])):
+    # only the causal (lower) triangle is used; it must be finite (the triangle is looked at
+    # only when some entry is not: one pass over the array in the common case)
+    finite = np.isfinite(arr)
+    if not finite.all() and not np.all(finite[..., np.tril(np.ones(arr.shape[-2:], dtype=bool))]):
         raise DomainError("scores", "an array with non-finite entries", "finite entries on and below the diagonal")
     return arr
 

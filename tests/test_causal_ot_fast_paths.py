@@ -1,0 +1,145 @@
+"""The fast paths of the operator's kernel sweeps (``proofs/operator_fast_paths.md``).
+
+The first sweep in closed form, the float32 warm-up sweeps, and the float32 memory of the
+mixing only choose where the float64 map is evaluated; the references are the float64
+kernel map itself and the plain iteration (``accelerate=False``), which uses none of them.
+"""
+
+import numpy as np
+import pytest
+
+import otprior
+import otprior.causal_ot as co
+from otprior._anderson import anderson_solve
+
+
+def _shifted(S):
+    n = S.shape[0]
+    tri = np.tril(np.ones((n, n), dtype=bool))
+    sm = np.where(tri, S - np.max(np.where(tri, S, -np.inf), axis=1)[:, None], -np.inf)
+    return sm, np.exp(sm)
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.5, 0.99])
+def test_first_sweep_equals_the_kernel_map_at_zero(rho):
+    # Lemma 1: the closed form equals the two products of the float64 map at g = 0
+    S = np.random.default_rng(5).normal(scale=2.0, size=(70, 70))
+    _, K = _shifted(S)
+    first = np.cumsum(K / K.sum(axis=1)[:, None], axis=0)
+    for P in (np.arange(0, 10), np.arange(30, 70)):
+        w = int(P[-1]) + 1
+        mask = np.arange(w)[None, :] <= P[:, None]
+        G = co._kernel_map(K[:w, :w], np.ascontiguousarray(K[:w, :w].T), mask, P, rho)
+        np.testing.assert_allclose(co._first_sweep(first, P, mask, rho), G(np.zeros((P.size, w)), np.arange(P.size)),
+                                   rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("rho", [0.5, 0.9, 0.99])
+def test_float32_warm_up_agrees_with_the_plain_iteration(monkeypatch, rho):
+    # the warm-up (forced on a small width) changes nothing beyond the certified accuracy
+    monkeypatch.setattr(co, "_F32_WIDTH", 1)
+    calls = []
+    original = co._warm_map
+
+    def spy(G64, G32, threshold):
+        def G32_counted(x, rows):
+            calls.append(x.shape)
+            return G32(x, rows)
+
+        return original(G64, G32_counted, threshold)
+
+    monkeypatch.setattr(co, "_warm_map", spy)
+    S = np.random.default_rng(11).normal(size=(48, 48))
+    fast = otprior.causal_ot_attention(S, rho, dual_tol=1e-12)
+    plain = otprior.causal_ot_attention(S, rho, dual_tol=1e-12, accelerate=False)
+    assert calls, "the float32 sweeps ran"
+    np.testing.assert_allclose(fast, plain, rtol=0, atol=1e-11)
+
+
+def test_every_certificate_comes_from_a_float64_sweep(monkeypatch):
+    # Lemma 2: each returned dual is an image of the float64 map, even with the float32 sweeps
+    # run as long as they may (no switch level; they stall at float32's rounding, and the
+    # problems near their solution get float64 images meanwhile)
+    monkeypatch.setattr(co, "_F32_WIDTH", 1)
+    monkeypatch.setattr(co, "_F32_SWITCH", 0.0)
+    monkeypatch.setattr(co, "_F32_SWEEPS", 40)
+    blocks = []
+    original_warm, original_solve = co._warm_map, co._solve
+
+    def warm(G64, G32, threshold):
+        images, float32 = {}, []
+
+        def G64_recorded(x, rows):
+            img = G64(x, rows)
+            for r, row in zip(rows, img, strict=True):
+                images.setdefault(int(r), []).append(row.copy())
+            return img
+
+        def G32_counted(x, rows):
+            float32.append(x.shape[0])
+            return G32(x, rows)
+
+        blocks.append((images, float32))
+        return original_warm(G64_recorded, G32_counted, threshold)
+
+    def solve(*args, **kwargs):
+        x, info = original_solve(*args, **kwargs)
+        if blocks and "result" not in blocks[-1][0]:
+            blocks[-1][0]["result"] = x
+        return x, info
+
+    monkeypatch.setattr(co, "_warm_map", warm)
+    monkeypatch.setattr(co, "_solve", solve)
+    S = np.random.default_rng(3).normal(size=(150, 150))
+    otprior.causal_ot_attention(S, 0.5, dual_tol=1e-12, max_iter=300)
+    assert len(blocks) == 2 and all(float32 for _, float32 in blocks)
+    for images, _ in blocks:
+        for p, row in enumerate(images["result"]):
+            assert any(np.array_equal(row, img) for img in images.get(p, [])), p
+
+
+def test_warm_up_is_skipped_beyond_float32_range(monkeypatch):
+    # a spread above _F32_SPREAD keeps every sweep in float64 (no float32 kernel is formed)
+    monkeypatch.setattr(co, "_F32_WIDTH", 1)
+    seen = []
+    original = co._kernel_map
+    monkeypatch.setattr(co, "_kernel_map", lambda K, *a: seen.append(K.dtype) or original(K, *a))
+    S = np.random.default_rng(2).normal(size=(20, 20)) * 30.0  # spread about 150
+    A = otprior.causal_ot_attention(S, 0.5)
+    assert seen and all(dt == np.float64 for dt in seen)
+    np.testing.assert_allclose(A, otprior.causal_ot_attention(S, 0.5, accelerate=False), rtol=0, atol=1e-10)
+
+
+def _contraction(rho, width, seed):
+    # a rho-contraction in the sup norm: x -> rho * tanh(A x) + b with ||A||_inf <= 1
+    rng = np.random.default_rng(seed)
+    A = rng.uniform(-1, 1, size=(width, width))
+    A /= np.abs(A).sum(axis=1, keepdims=True)
+    b = rng.normal(size=width)
+    return lambda x, rows: rho * np.tanh(x @ A.T) + b
+
+
+@pytest.mark.parametrize("images_last, history32", [(True, False), (False, True), (True, True)])
+def test_mixing_layouts_reach_the_same_certified_point(images_last, history32):
+    G = _contraction(0.8, 50, 0)
+    x0 = np.zeros((3, 50))
+    ref, _ = anderson_solve(G, x0, 1e-13 * 0.2, max_iter=500, memory=6)
+    x, info = anderson_solve(G, x0, 1e-13 * 0.2, max_iter=500, memory=6, images_last=images_last,
+                             history32=history32)
+    np.testing.assert_allclose(x, ref, rtol=0, atol=2e-13)
+    assert np.all(info["residual"] <= 1e-13 * 0.2)
+
+
+def test_a_first_image_given_by_the_caller_never_certifies():
+    # G is constant: its first image is the fixed point, but the certificate must come from G
+    b = np.arange(6.0)[None, :]
+    evaluations = []
+
+    def G(x, rows):
+        evaluations.append(x.copy())
+        return np.broadcast_to(b, x.shape).copy()
+
+    x, info = anderson_solve(G, np.zeros((1, 6)), 1e-12, max_iter=10, first_image=b.copy())
+    np.testing.assert_array_equal(x, b)
+    assert len(evaluations) == 1 and info["iterations"][0] == 2
+    np.testing.assert_array_equal(evaluations[0], b)
