@@ -207,6 +207,9 @@ HEAD = 1 << 12  # direct terms before the twisted sums
 _COMB = [[math.comb(j, i) for i in range(j + 1)] for j in range(TWIST_P)]
 
 
+_DIFF_OPS = 400  # largest derivative of h (operations, sympy's count_ops) the twisted float route builds
+
+
 @functools.lru_cache(maxsize=32)
 def _mixed_plan(b, d, tree):
     """What Theorem 15f's float needs of ``b = h + beta cos(omega d + phi')`` whatever ``n``: the Bessel plan, the
@@ -232,6 +235,10 @@ def _mixed_plan(b, d, tree):
     exprs = [h]
     for _ in range(p + 1):
         exprs.append(sp.diff(exprs[-1], d))
+        # bounded work for any expression: derivatives of a long product swell (11 of them took minutes and a
+        # gigabyte); beyond the cap this route declines and the others answer
+        if sp.count_ops(exprs[-1]) > _DIFF_OPS:
+            return None
     fns = tuple(sp.lambdify(d, e, "numpy") for e in exprs)
     all_fns = sp.lambdify(d, exprs, "numpy")  # h, h', ..., h^(p+1) in one call
     all_math = sp.lambdify(d, exprs, "math")  # the same on one float (a tenth of numpy's overhead)
