@@ -577,7 +577,10 @@ class Bias(Encoding):
     (or ``cos``) is a Jacobi–Anger closed form (Theorem 15e); ``h + beta sin(omega d + phi)`` adds twisted
     Euler–Maclaurin sums to Theorem 15 (Theorem 15f). Their float routes reduce every phase exactly (the
     decimals as written) and answer when an a-posteriori bound of their error is at most ``2^-38`` (measured:
-    a few ulps), else the enclosure's midpoint answers; a bias increasing towards ``n - 1`` (``sqrt(d)`` at
+    a few ulps), else the enclosure's midpoint answers. That bound reads ``b`` where its quadratures sample
+    it: a feature narrower than their pieces (``5*exp(-((d-90000)/30)**2)`` in a decay, 5% of ``D`` at
+    ``n = 1e5``) is missed by the float routes, while :meth:`mass_enclosures` bounds ``b`` on every piece and
+    encloses or refuses; a bias increasing towards ``n - 1`` (``sqrt(d)`` at
     ``W = n - 1``) is summed in double in the reversed variable ``t = n - 1 - d`` (error about
     ``(|b(W) - b(n - 1)| + 300) eps``). Still refused beyond ``n = 2**22``, by name and
     at once: two periodic terms, a periodic factor, amplitudes above 150, and weights whose logarithms
