@@ -270,8 +270,31 @@ def _anderson_solve(
                 else:
                     thr = np.maximum(thr, np.where(finite, floor(np.where(finite, amax, 0.0)), 0.0))
         done = accepted & finite & (rn <= thr)
-        if k == 1 and first_image is not None:
-            done[:] = False  # an image not computed by G certifies nothing
+        if k == 1 and first_image is not None and done.any():
+            # an image not computed by G certifies nothing: a problem it would stop is evaluated by G, which
+            # certifies it or not, so that one sweep suffices wherever it does for the plain iteration (rho = 0,
+            # or a loose tolerance, with max_iter = 1 failed)
+            sub = np.flatnonzero(done)
+            gimg = np.asarray(G(x[sub], rows[sub]), dtype=float)
+            gres = gimg - x[sub]
+            with np.errstate(invalid="ignore", over="ignore"):
+                ghi, glo = gres.max(axis=1), gres.min(axis=1)
+                grn = ghi - glo if osc else np.maximum(ghi, -glo)
+                gthr = np.broadcast_to(thr, done.shape)[sub]
+                gam = np.maximum(gimg.max(axis=1), -gimg.min(axis=1))
+                if floor is not None:
+                    gthr = np.maximum(gthr, floor(np.where(np.isfinite(gam), gam, 0.0)))
+            ok = np.isfinite(grn) & (grn <= gthr)
+            take = sub[ok]
+            img[take] = gimg[ok]
+            res[take] = gres[ok]
+            rn[take] = grn[ok]
+            if amax is not None:
+                amax[take] = gam[ok]
+            done[:] = False
+            done[take] = True
+        elif k == 1 and first_image is not None:
+            done[:] = False
         bad = accepted & ~finite
         if bound is not None:
             with np.errstate(invalid="ignore"):

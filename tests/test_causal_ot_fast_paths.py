@@ -143,3 +143,17 @@ def test_a_first_image_given_by_the_caller_never_certifies():
     np.testing.assert_array_equal(x, b)
     assert len(evaluations) == 1 and info["iterations"][0] == 2
     np.testing.assert_array_equal(evaluations[0], b)
+
+
+def test_one_sweep_suffices_wherever_it_does_for_the_plain_iteration():
+    # the closed-form first image certified nothing, so rho = 0 (or a loose tolerance) with max_iter = 1 failed
+    # with "residual reached 0.000e+00" where the plain iteration answers
+    rng = np.random.default_rng(0)
+    S = rng.normal(size=(64, 64))
+    S *= 20.0 / np.ptp(S)
+    cases = [(np.zeros((4, 4)), 0.0, 1e-12), (S, 0.0, 1e-12), (S, 0.3, 10.0), (S, 0.1, 10.0),
+             (rng.normal(size=(300, 300)), 0.0, 1e-12)]
+    for scores, rho, tol in cases:
+        plain = otprior.causal_ot_attention(scores, rho, dual_tol=tol, max_iter=1, accelerate=False)
+        fast = otprior.causal_ot_attention(scores, rho, dual_tol=tol, max_iter=1)
+        np.testing.assert_allclose(fast, plain, rtol=0, atol=1e-15)
