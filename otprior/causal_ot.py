@@ -139,7 +139,7 @@ def causal_ot_fixed_point(scores, rho, *, dual_tol=1e-12, max_iter=100_000, acce
     max_iter = check_int(max_iter, "max_iter")
     if not isinstance(accelerate, (bool, np.bool_)):
         raise DomainError("accelerate", accelerate, "True or False")
-    s = check_scores(scores)
+    s = check_scores(scores, work=4)  # the shifted scores, their mask and the mixing's memory
     if s.ndim != 2:
         raise DomainError("scores", f"array of shape {s.shape}", "a single (n, n) matrix")
     n = s.shape[0]
@@ -162,6 +162,11 @@ def causal_ot_fixed_point(scores, rho, *, dual_tol=1e-12, max_iter=100_000, acce
     f = f - s.max(axis=1, where=tri, initial=-np.inf)
     bound = float(info["residual"][0]) / (1.0 - rho) if rho < 1 else np.inf
     return FixedPoint(f=f, g=g, residuals=info["history"], iterations=int(info["iterations"][0]), error_bound=bound)
+
+
+# n x n double arrays one matrix's solve keeps besides its output: the shifted scores, the kernel and its transpose,
+# their float32 copies (one double's worth), the causal mask and the blocks' duals, images and mixing memory (two)
+_WORK_ARRAYS = 6
 
 
 def causal_ot_attention(scores, rho, *, dual_tol=1e-12, max_iter=10_000, variant="prefix", accelerate=True):
@@ -238,7 +243,7 @@ def causal_ot_attention(scores, rho, *, dual_tol=1e-12, max_iter=10_000, variant
         raise DomainError("variant", variant, "'prefix' or 'full'")
     if not isinstance(accelerate, (bool, np.bool_)):
         raise DomainError("accelerate", accelerate, "True or False")
-    s = check_scores(scores)
+    s = check_scores(scores, work=_WORK_ARRAYS)
     shape = s.shape
     n = shape[-1]
     flat = s.reshape(-1, n, n)

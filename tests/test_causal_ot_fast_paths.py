@@ -157,3 +157,17 @@ def test_one_sweep_suffices_wherever_it_does_for_the_plain_iteration():
         plain = otprior.causal_ot_attention(scores, rho, dual_tol=tol, max_iter=1, accelerate=False)
         fast = otprior.causal_ot_attention(scores, rho, dual_tol=tol, max_iter=1)
         np.testing.assert_allclose(fast, plain, rtol=0, atol=1e-15)
+
+
+def test_the_memory_cap_applies_before_any_array_is_allocated():
+    # the kernel path (spread <= 200) allocated past the cap, and a broadcast view of 30000 x 30000 zeros (no memory
+    # itself) asked for about 40 GB and ended in numpy's MemoryError
+    from otprior.limits import ResourceError, caps
+
+    with caps(max_bytes=1 << 16):
+        with pytest.raises(ResourceError, match="scores"):
+            otprior.causal_ot_attention(np.random.default_rng(0).normal(size=(512, 512)), 0.5, dual_tol=1e-6)
+        with pytest.raises(ResourceError, match="scores"):
+            otprior.causal_ot_fixed_point(np.zeros((512, 512)), 0.5)
+    with pytest.raises(ResourceError, match="scores"):
+        otprior.causal_ot_attention(np.broadcast_to(0.0, (30000, 30000)), 0.5)
