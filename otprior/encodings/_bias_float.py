@@ -45,19 +45,29 @@ def _pi_fixed():
     return int(ctx.floor(ctx.pi * ctx.mpf(2) ** _PI_BITS))
 
 
-def mod_2pi(a, b, extra=80):
-    """``(a + b pi) mod 2 pi`` in ``[-pi, pi)`` as a double, for exact fractions ``a``, ``b`` (``fmpq``).
-
-    Fixed point with ``F = max(0, log2|a|) + extra`` fractional bits: ``floor(a 2^F)`` exact, ``b mod 2`` exact,
-    ``pi`` truncated to ``F`` bits (error below ``2^-F``), so the remainder is within ``(|a|/pi + 4) 2^-F``, i.e.
-    ``2^-(extra - 2)`` absolute, before the final rounding to double. ``None`` beyond 4400 bits."""
+def _fixed_point(a, b, extra):
+    """``(X, pi_F, F)``: ``X = floor(a 2^F) + floor((b mod 2) pi_F)``, ``pi_F`` = pi truncated to ``F`` fractional
+    bits, ``F = max(0, log2|a|) + extra`` (``a + b pi`` within ``(|a|/pi + 4) 2^-F`` of ``X 2^-F`` modulo
+    ``2 pi``), or ``None`` beyond 4400 bits."""
     an, ad = int(a.p), int(a.q)
     bn, bd = int(b.p), int(b.q)
     F = max(0, an.bit_length() - ad.bit_length() + 1) + extra
     if F + 4 > _PI_BITS:
         return None
     pi_f = _pi_fixed() >> (_PI_BITS - F)
-    X = (an << F) // ad + ((bn % (2 * bd)) * pi_f) // bd
+    return (an << F) // ad + ((bn % (2 * bd)) * pi_f) // bd, pi_f, F
+
+
+def mod_2pi(a, b, extra=80):
+    """``(a + b pi) mod 2 pi`` in ``[-pi, pi)`` as a double, for exact fractions ``a``, ``b`` (``fmpq``).
+
+    Fixed point with ``F = max(0, log2|a|) + extra`` fractional bits: ``floor(a 2^F)`` exact, ``b mod 2`` exact,
+    ``pi`` truncated to ``F`` bits (error below ``2^-F``), so the remainder is within ``(|a|/pi + 4) 2^-F``, i.e.
+    ``2^-(extra - 2)`` absolute, before the final rounding to double. ``None`` beyond 4400 bits."""
+    fixed = _fixed_point(a, b, extra)
+    if fixed is None:
+        return None
+    X, pi_f, F = fixed
     r = X % (2 * pi_f)
     if r >= pi_f:
         r -= 2 * pi_f
@@ -68,13 +78,10 @@ def reduce_pi(a, b, extra=200):
     """``(x, odd)`` with ``a + b pi = j pi + x``, ``|x| <= pi/2``, ``odd = j mod 2``, for exact fractions ``a``, ``b``:
     :func:`mod_2pi`'s fixed point reduced modulo ``pi`` itself, so a small ``x`` keeps full relative precision
     (``omega/2 - pi = 1.8e-15`` for ``omega = 6.28318530717959``). ``None`` beyond 4400 bits."""
-    an, ad = int(a.p), int(a.q)
-    bn, bd = int(b.p), int(b.q)
-    F = max(0, an.bit_length() - ad.bit_length() + 1) + extra
-    if F + 4 > _PI_BITS:
+    fixed = _fixed_point(a, b, extra)
+    if fixed is None:
         return None
-    pi_f = _pi_fixed() >> (_PI_BITS - F)
-    X = (an << F) // ad + ((bn % (2 * bd)) * pi_f) // bd
+    X, pi_f, F = fixed
     j = (2 * X + pi_f) // (2 * pi_f)  # nearest multiple of pi
     return (X - j * pi_f) / (1 << F), bool(j % 2)
 
