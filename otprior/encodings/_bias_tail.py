@@ -778,49 +778,6 @@ def _gl_log(bfun, edges, rule):
     return _logsumexp(np.asarray(val, dtype=float).ravel())
 
 
-def _linear_tail_log(fns, a, c):
-    """``log sum_{k=a}^{c} e^{b(k)}`` over a range short against its start, by Theorem 15 (p = 2) in ``k`` itself, or
-    ``None``.
-
-    In ``u = log k`` the width of such a range is a difference of two nearly equal logarithms; in ``k`` it is the exact
-    integer ``c - a``, and only the nodes' positions carry rounding, at most ``eps c``, which moves ``b`` by at most
-    ``max |b'| eps c`` (required below ``2^-44``: a growing ``sqrt(d)`` at ``1e18`` is declined). Pieces across which
-    ``b`` moves by more than 3 are cut (at most 128); the 8- and 16-node rules must agree to ``1e-12``."""
-    b0, b1, b2, b3 = fns
-    ends = np.array([float(a), float(c)])
-    with np.errstate(all="ignore"):
-        lb = np.asarray(b0(ends), dtype=float) * np.ones(2)
-        d1 = np.asarray(b1(ends), dtype=float) * np.ones(2)
-        d2 = np.asarray(b2(ends), dtype=float) * np.ones(2)
-        d3 = np.asarray(b3(ends), dtype=float) * np.ones(2)
-    if not (np.all(np.isfinite(lb)) and np.all(np.isfinite(d1 + d2 + d3))):
-        return None
-    if float(np.max(np.abs(d1))) * float(c) * 2.0**-52 > 2.0**-44:
-        return None
-    parts = int(math.ceil(abs(float(lb[1] - lb[0])) / 3.0)) or 1
-    if parts > 128:
-        return None
-    width = float(c - a)
-    res = []
-    for x, w in (_GL16, _GL8):
-        t = (np.arange(parts)[:, None] + 0.5 * (1.0 + x[None, :])) / parts  # in [0, 1]
-        k = float(a) + width * t  # rounding <= eps c (see above)
-        with np.errstate(all="ignore"):
-            val = np.asarray(b0(k), dtype=float) * np.ones_like(k) + np.log(0.5 * w * width / parts)[None, :]
-        if not np.all(np.isfinite(val) | (val == -np.inf)):
-            return None
-        res.append(_logsumexp(val.ravel()))
-    i16, i8 = res
-    scale = max(i16, float(np.max(lb)))
-    if not math.isfinite(scale) or abs(math.exp(i16 - scale) - math.exp(i8 - scale)) > 1e-12:
-        return None
-    fe = np.exp(lb - scale)
-    f1 = d1 * fe
-    f3 = (d3 + 3 * d1 * d2 + d1**3) * fe
-    total = math.exp(i16 - scale) + 0.5 * (fe[0] + fe[1]) + (f1[1] - f1[0]) / 12 - (f3[1] - f3[0]) / 720
-    return scale + math.log(total) if total > 0 else None
-
-
 def float_tail_log(fns, a, c, ref_log=-math.inf):
     """``log sum_{k=a}^{c} e^{b(k)}`` in double precision (Theorem 15 with p = 2), or ``None``
     when the two quadrature rules disagree beyond ``1e-11`` of the larger of the integral and
@@ -835,7 +792,7 @@ def float_tail_log(fns, a, c, ref_log=-math.inf):
     # terms), and declined otherwise (the certified route answers)
     if (c - a) < (abs(lu1) + 2.0) * c * 2.0**-10:
         if c - a >= 1 << 16 or c >= 1 << 53:
-            return _linear_tail_log(fns, a, c)
+            return None
         with np.errstate(all="ignore"):
             v = np.asarray(b0(np.arange(a, c + 1, dtype=float)), dtype=float) * np.ones(c - a + 1)
         if np.any(np.isnan(v)) or np.any(v == np.inf):
