@@ -315,15 +315,16 @@ def check_scores(scores, work=0) -> np.ndarray:
         raise DomainError("scores", "a ragged or non-numeric nesting", "a real array of shape (..., n, n)") from None
     if arr.dtype.kind not in "iuf":
         raise DomainError("scores", f"an array of dtype {arr.dtype}", "a real (integer or floating) array of shape (..., n, n)")
-    arr = arr.astype(float, copy=False)
     if arr.ndim < 2 or arr.shape[-1] != arr.shape[-2] or arr.shape[-1] < 1:
         raise DomainError("scores", f"array of shape {arr.shape}", "a finite array of shape (..., n, n) with n >= 1")
     from .limits import check_allocation
 
     n = arr.shape[-1]
     # the output and a float copy of the input (8 bytes each per entry), the finiteness mask (1) and the solve's
-    # own arrays: a broadcast view of 30000 x 30000 zeros costs nothing itself and asked for about 40 GB
+    # own arrays, before the copy is made: a broadcast view of 30000 x 30000 zeros costs nothing itself and asked for
+    # about 40 GB (an int or float32 view was copied to float64 first)
     check_allocation(17 * arr.size + 8 * work * n * n, "scores", f"array of shape {arr.shape}")
+    arr = arr.astype(float, copy=False)
     # only the causal (lower) triangle is used; it must be finite (the triangle is looked at
     # only when some entry is not: one pass over the array in the common case)
     finite = np.isfinite(arr)

@@ -171,3 +171,10 @@ def test_the_memory_cap_applies_before_any_array_is_allocated():
             otprior.causal_ot_fixed_point(np.zeros((512, 512)), 0.5)
     with pytest.raises(ResourceError, match="scores"):
         otprior.causal_ot_attention(np.broadcast_to(0.0, (30000, 30000)), 0.5)
+    # before the float64 copy of an integer or float32 view (6.7 GiB) is made
+    for zero in (np.int64(0), np.float32(0)):
+        with caps(max_bytes=1 << 20):
+            with pytest.raises(ResourceError, match="scores"):
+                otprior.causal_ot_attention(np.broadcast_to(zero, (30000, 30000)), 0.5)
+            with pytest.raises(ResourceError, match="scores"):
+                otprior.causal_ot_fixed_point(np.broadcast_to(zero, (30000, 30000)), 0.5)
