@@ -86,34 +86,10 @@ def _timed(funcs, reps):
 
 
 def mp_window_mass(W, n, rho, dps):
-    """m_n(W) from Theorem 2's root bisected by the sign test of Lemma 2.1 (mpmath, private context)."""
-    import mpmath
-
-    ctx = mpmath.MPContext()
-    ctx.dps = dps
-    r = ctx.mpf(rho)
-
-    def run(c):
-        phi, psi, phis = c, ctx.mpf(0), {}
-        for k in range(n, 0, -1):
-            psi += 1 / phi
-            phi -= psi ** (-r)
-            phis[k - 1] = phi
-            if k > 1 and phi <= 0:
-                return False, phis
-        return phi > 0, phis
-
-    lo, hi = ctx.mpf(n), ctx.mpf(n)
-    while not run(hi)[0]:
-        lo, hi = hi, hi * 2
-    for _ in range(int(3.33 * dps) - 20):
-        mid = (lo + hi) / 2
-        if run(mid)[0]:
-            hi = mid
-        else:
-            lo = mid
-    _, phis = run(hi)
-    return 1 - phis[n - W] / hi
+    """m_n(W) from Theorem 2's root bisected by the sign test of Lemma 2.1 (mpmath, private context): the sum of
+    the W newest entries of :func:`_mp_prior`."""
+    prior, ctx = _mp_prior(n, rho, dps)
+    return ctx.fsum(prior[:W])
 
 
 def _reference(W, n, rho, quick, croute=None):
