@@ -21,7 +21,10 @@ loop needs:
   are accelerated by safeguarded Anderson mixing (the numpy operator's safeguard: a
   candidate is used only if finite and kept only if its residual stays within 10 times
   the best, else the plain step of the last accepted point is taken), so it converges
-  wherever the plain iteration does. Convergence is
+  wherever the plain iteration does. The accelerated route starts every prefix at the image
+  of ``g = 0``, in closed form (Lemma 1, ``proofs/operator_fast_paths.md``), and drops the
+  prefixes that have met their threshold from the batch it sweeps (every prefix is its own
+  problem; its best point is final). Convergence is
   read by the host once every 8 sweeps on accelerators (every sweep on the CPU, where it
   costs nothing), so a training step does not synchronise once per sweep.
 * **Solvers.** ``solver="auto"`` (the default) keeps, below ``rho = 0.6`` for ``T <= 512``
@@ -104,6 +107,8 @@ _CHECK_EVERY = 8
 _HOST_CHECKS = True
 # column tiles of the products with the lower-triangular kernel (zero tiles are skipped)
 _TILE = 128
+# the accelerated loop drops finished problems from its batch once the rest is at most this fraction of it
+_KEEP = 0.875
 
 
 def default_tol(dtype) -> float:
@@ -191,6 +196,25 @@ def _sweep(x, K, maskf, offf, rho, last):
     return g, V, R, U, C
 
 
+def _sweep_lean(x, K, maskf, offf, nrmask, idx):
+    """The sweep of :func:`_sweep` with fewer passes over the block (the accelerated route):
+    returns ``(G(x), (V, U, C'))`` with ``C' = C + offf`` (``C`` on the prefix, 1 outside it).
+
+    ``x`` is zero outside each prefix (every start, image and Anderson combination of the
+    accelerated route is), so ``V = exp(x)`` needs no mask: an entry ``V_pj = 1`` with ``j > p``
+    meets only ``K_ij = 0`` (``j > i``) in the row sums ``R_pi`` with ``i <= p``, and rows
+    ``i > p`` are zeroed by ``U``. ``nrmask`` is ``-rho`` on the prefix and 0 outside, ``idx``
+    the index of each prefix's last column: ``G(x) = -rho (log C - log C_p)`` on the prefix, 0
+    outside, the normalised update of :func:`_sweep` (rounded differently).
+    """
+    V = torch.exp(x)
+    U = maskf / _times_kt(V, K).add_(offf)
+    C = _times_k(U, K).add_(offf)
+    L = torch.log(C)
+    g = L.sub_(L.gather(-1, idx)).mul_(nrmask)
+    return g, (V, U, C)
+
+
 _SOLVERS = ("auto", "plain", "anderson")
 
 
@@ -238,7 +262,7 @@ def _norm(res, norm):
     return res.abs().amax(-1) if norm == "sup" else res.abs().sum(-1)
 
 
-def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=False):
+def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=False, narrow=None):
     """Safeguarded Anderson iteration of ``step`` on a block, convergence checked on the device.
 
     ``x`` has shape ``(N, P, w)``: ``N * P`` independent problems. ``thr(best_img, best_res)``
@@ -256,6 +280,9 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=
     on the way to the image) and the result is ``(image of the best point, sweeps, extra of the
     best point)``: the caller reuses what the sweep that certified the best point computed.
 
+    ``narrow`` (the CPU's accelerated loop, :func:`_anderson_host`) returns ``step`` restricted to a
+    subset of the problems, so that finished ones leave the batch.
+
     Returns ``(image of the best point, sweeps)``; raises ``ConvergenceError`` saying which
     condition failed.
     """
@@ -266,7 +293,7 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=
     host = dev.type == "cpu" and _HOST_CHECKS
     every = 1 if host else _CHECK_EVERY
     if m > 0 and lean and host:
-        return _anderson_host(step, x, thr, max_iter=max_iter, memory=m, norm=norm, what=what, aux=aux)
+        return _anderson_host(step, x, thr, max_iter=max_iter, memory=m, norm=norm, what=what, aux=aux, narrow=narrow)
     if m == 0:  # the plain iteration (a contraction: the last image is the best point)
         for k in range(1, max_iter + 1):
             img = step(x)
@@ -380,7 +407,12 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=
     )
 
 
-def _anderson_host(step, x, thr, *, max_iter, memory, norm, what, aux):
+def _take(t, sel):
+    """Rows ``sel`` (an ``(N, r)`` index into the prefixes) of an ``(N, P, k)`` array: ``t[n, sel[n]]``."""
+    return t.gather(1, sel[..., None].expand(-1, -1, t.shape[-1]))
+
+
+def _anderson_host(step, x, thr, *, max_iter, memory, norm, what, aux, narrow=None):
     """Safeguarded Anderson mixing on the CPU with the host reading every flag (``_fixed_point``).
 
     The same method and safeguard as the general loop of :func:`_fixed_point` (a candidate is
@@ -389,25 +421,36 @@ def _anderson_host(step, x, thr, *, max_iter, memory, norm, what, aux):
     resumes with the plain step of the last accepted point and pauses mixing for
     ``2, 4, ..., 32`` plain steps; the best point's image is returned), with less memory
     traffic: the residual differences and the current residual share one ``(m + 1)``-row
-    buffer per problem whose whole Gram matrix is one batched product (the residual row
-    rotates: the new residual is written over the oldest difference, and the previous
-    residual is turned into the newest difference in place), the candidate is one
-    ``baddbmm`` and selections run only where problems disagree.
+    buffer per problem, the image differences sit in the rows of their residual differences
+    (the residual row rotates: the new residual is written over the oldest difference, and
+    the previous residual is turned into the newest difference in place), the Gram matrix
+    is updated from one pass over the buffer, the least squares runs in the ``(m + 1)``-row
+    space with the residual row marked unused, the candidate is one ``baddbmm`` and
+    selections run only where problems disagree.
+
+    ``x`` has shape ``(N, P, w)``. With ``narrow`` (a function of an ``(N, r)`` index into the
+    ``P`` problems of each of the ``N`` matrices, returning ``step`` on those problems alone), the
+    problems that have met their threshold leave the batch once a quarter of a matrix's
+    problems have (the products shrink with it): their best point is final (a certified
+    one), the rest go on unchanged, since every problem's iteration is independent of the
+    others'. Rows are kept equal across the ``N`` matrices by keeping some finished problems,
+    which only go on improving their best point.
     """
     dtype, dev = x.dtype, x.device
     m = int(memory)
-    lead = x.shape[:-1]
-    w = x.shape[-1]
-    B = math.prod(lead)
+    N, P, w = x.shape
+    r = P
+    B = N * r
     inf = torch.tensor(float("inf"), dtype=dtype, device=dev)
     ridge = 1e-10 if dtype == torch.float64 else 1e-5
-    eye = torch.eye(m, dtype=dtype, device=dev)
-    buf_r = x.new_zeros(B, m + 1, w)  # m residual differences and the current residual
-    buf_i = x.new_zeros(B, m, w)  # image differences, slot s paired with residual row rows[s]
-    rows = list(range(m))  # buffer row of the residual difference in image slot s
-    rrow = m  # buffer row of the last accepted residual
-    order = []  # image slots, oldest first
-    valid = torch.zeros(B, m, dtype=torch.bool, device=dev)
+    eye = torch.eye(m + 1, dtype=dtype, device=dev)
+    buf_r = x.new_zeros(B, m + 1, w)  # m residual differences and the last accepted residual (row rrow)
+    buf_i = x.new_zeros(B, m + 1, w)  # image differences, in the rows of their residual differences
+    gram = x.new_zeros(B, m + 1, m + 1)  # dot products of the rows of buf_r
+    rrow = m
+    free = list(range(m - 1, -1, -1))  # rows not written yet
+    order = []  # rows holding differences, oldest first
+    valid = torch.zeros(B, m + 1, dtype=torch.bool, device=dev)
     best_rn = torch.full((B,), float("inf"), dtype=dtype, device=dev)
     best_img = x.reshape(B, w)
     best_extra = None
@@ -420,16 +463,36 @@ def _anderson_host(step, x, thr, *, max_iter, memory, norm, what, aux):
     stale = torch.zeros(B, dtype=torch.int64, device=dev)
     any_pause = False
     xf = x.reshape(B, w)
+    sel = None  # (N, r) index of the problems still in the batch (None: all of them)
+    full_img = full_extra = None
+
+    def write_back():
+        nonlocal full_img, full_extra
+        if full_img is None:
+            full_img = x.new_empty(N, P, w)
+            full_extra = None if not aux else tuple(e.new_empty(N, P, e.shape[-1]) for e in best_extra)
+        idx = sel[..., None]
+        full_img.scatter_(1, idx.expand(N, r, w), best_img.view(N, r, w))
+        if aux:
+            for dst, e in zip(full_extra, best_extra, strict=True):
+                dst.scatter_(1, idx.expand(N, r, e.shape[-1]), e.view(N, r, -1))
+
+    def result(k):
+        if sel is None:
+            out, extra = best_img.view(N, P, w), best_extra
+            extra = extra and tuple(e.view(N, P, -1) for e in extra)
+        else:
+            write_back()
+            out, extra = full_img, full_extra
+        return (out, k, extra) if aux else (out, k)
+
     for k in range(1, max_iter + 1):
-        img = step(xf.view(x.shape))
+        img = step(xf.view(N, r, w))
         if aux:
             img, extra = img
             extra = tuple(e.reshape(B, -1) for e in extra)
         img = img.reshape(B, w)
-        # the new residual goes over the oldest difference's row; the last accepted residual's
-        # row becomes the newest difference (problems without a pair get an invalid slot)
-        slot = order.pop(0) if len(order) == m else len(order)
-        new_row = rows[slot]
+        new_row = order.pop(0) if len(order) == m else free.pop()
         res = torch.sub(img, xf, out=buf_r[:, new_row])
         rn = _norm(res, norm)
         finite = torch.isfinite(rn)
@@ -455,13 +518,28 @@ def _anderson_host(step, x, thr, *, max_iter, memory, norm, what, aux):
                 else tuple(torch.where(improved[:, None], a, b) for a, b in zip(extra, best_extra, strict=True))
             )
         stale = torch.where(improved, 0, stale + 1 if all_go else torch.where(go, stale + 1, stale))
-        # the pair (res - prev_res, img - prev_img) in slot `slot`
-        torch.sub(res, buf_r[:, rrow], out=buf_r[:, rrow])
-        torch.sub(img, prev_img, out=buf_i[:, slot])
-        rows[slot], rrow = rrow, new_row
-        order.append(slot)
-        pair = go & have_prev
-        valid[:, slot] = pair
+        # the pair (res - prev_res, img - prev_img) in the last residual's row
+        drow = rrow
+        # the Gram matrix in one pass over the buffer: the new residual r against every row (the
+        # previous residual r' included), then the newest difference d = r - r' by linearity,
+        # <d, y> = <r, y> - <r', y> (<r', y> is the old row of r'): the numbers only choose the
+        # candidate, which is evaluated and checked like any other point
+        cur = torch.bmm(res[:, None, :], buf_r.transpose(1, 2))[:, 0]  # (B, m + 1)
+        dcol = cur - gram[:, drow]
+        rr, rp = cur[:, new_row], cur[:, drow]
+        dcol[:, drow] = rr - 2.0 * rp + gram[:, drow, drow]
+        dcol[:, new_row] = rr - rp
+        cur[:, drow] = rr - rp
+        gram[:, drow, :] = dcol
+        gram[:, :, drow] = dcol
+        gram[:, new_row, :] = cur
+        gram[:, :, new_row] = cur
+        torch.sub(res, buf_r[:, drow], out=buf_r[:, drow])
+        torch.sub(img, prev_img, out=buf_i[:, drow])
+        order.append(drow)
+        rrow = new_row
+        valid[:, drow] = go & have_prev
+        valid[:, rrow] = False
         if not all_go:
             # an unaccepted residual must not become the reference of the next difference:
             # its problem starts a new pair chain from the restart point
@@ -471,6 +549,7 @@ def _anderson_host(step, x, thr, *, max_iter, memory, norm, what, aux):
             if bool(bad.any()):  # non-finite rows would poison the batched products
                 buf_r.masked_fill_(bad[:, None, None], 0.0)
                 buf_i.masked_fill_(bad[:, None, None], 0.0)
+                gram.masked_fill_(bad[:, None, None], 0.0)
                 valid &= ~bad[:, None]
         else:
             prev_img = img
@@ -483,17 +562,13 @@ def _anderson_host(step, x, thr, *, max_iter, memory, norm, what, aux):
             stale = torch.where(reject, 0, stale)
             valid &= ~reject[:, None]
             any_pause = True
-        # the Anderson candidate from the small Gram matrix (diagonally scaled, ridge on unused slots)
-        # slots in image order; slots not written since a problem's last restart are not valid
-        G = torch.bmm(buf_r, buf_r.transpose(1, 2))  # (B, m + 1, m + 1): every dot product at once
-        hr = torch.tensor(rows, device=dev)
-        H = G[:, hr[:, None], hr[None, :]]
-        rhs = G[:, rrow, hr]
-        diag = torch.diagonal(H, dim1=-2, dim2=-1)
+        # the Anderson candidate from the small Gram matrix (diagonally scaled, ridge on unused rows);
+        # rows not written since a problem's last restart, and the residual row, are not valid
+        diag = torch.diagonal(gram, dim1=-2, dim2=-1)
         ok = valid & (diag > 0)
         inv = torch.where(ok, torch.rsqrt(torch.where(ok, diag, 1.0)), 0.0)
-        A = H * inv[:, :, None] * inv[:, None, :] + torch.where(ok, ridge, 1.0)[:, :, None] * eye
-        gamma = torch.linalg.solve_ex(A, (rhs * inv)[..., None])[0][..., 0] * inv
+        A = gram * inv[:, :, None] * inv[:, None, :] + torch.where(ok, ridge, 1.0)[:, :, None] * eye
+        gamma = torch.linalg.solve_ex(A, (gram[:, rrow] * inv)[..., None])[0][..., 0] * inv
         use = go & ok.any(-1) & torch.isfinite(gamma).all(-1)
         if any_reject:
             use &= ~reject
@@ -513,22 +588,66 @@ def _anderson_host(step, x, thr, *, max_iter, memory, norm, what, aux):
         xf = nxt
         trial = use
         any_trial = any_use
-        done = best_rn <= thr(best_img.view(x.shape), best_rn.view(lead)).reshape(B)
+        done = best_rn <= thr(best_img.view(N, r, w), best_rn.view(N, r)).reshape(B)
         if bool(done.all()):
-            out = best_img.view(x.shape)
-            if aux:
-                return out, k, tuple(e.view(*lead, -1) for e in best_extra)
-            return out, k
+            return result(k)
+        if narrow is None:
+            continue
+        act = ~done.view(N, r)
+        keep_r = int(act.sum(1).max())
+        if keep_r > _KEEP * r:
+            continue
+        # a quarter or more of every matrix's problems are finished: the batch keeps the rest
+        if sel is None:
+            sel = torch.arange(P, device=dev).expand(N, P)
+        write_back()
+        local = torch.argsort(act.to(torch.int8), dim=1, descending=True, stable=True)[:, :keep_r]
+        rows = (local + torch.arange(N, device=dev)[:, None] * r).reshape(-1)
+        sel = sel.gather(1, local)
+        r, B = keep_r, N * keep_r
+        buf_r, buf_i, gram, valid = buf_r[rows], buf_i[rows], gram[rows], valid[rows]
+        best_rn, best_img, prev_img, xf = best_rn[rows], best_img[rows], prev_img[rows], xf[rows]
+        have_prev, trial, pause, rejections, stale = (
+            have_prev[rows], trial[rows], pause[rows], rejections[rows], stale[rows])
+        if aux:
+            best_extra = tuple(e[rows] for e in best_extra)
+        any_trial = bool(trial.any())
+        any_pause = bool((pause > 0).any())
+        step = narrow(sel)
     worst = float(best_rn.max())
     raise ConvergenceError(
         f"{what} did not reach the tolerance after max_iter={max_iter} sweeps (residual reached {worst:.2e}, "
-        f"threshold {float(thr(best_img.view(x.shape), best_rn.view(lead)).min()):.2e})"
+        f"threshold {float(thr(best_img.view(N, r, w), best_rn.view(N, r)).min()):.2e})"
     )
 
 
 def _thresholds(rho, tol, dtype):
     thr = max(tol * (1.0 - rho), float(_floor(dtype)))
     return thr, _max_iter(rho, thr)
+
+
+def _first_image(K, p0, p1, colsum, rho):
+    """The image ``G(0)`` of the prefixes ``p0 .. p1 - 1`` in closed form: ``(G(0), colsum)``.
+
+    Lemma 1 (``proofs/operator_fast_paths.md``): at ``g = 0`` the row sums ``r_i = sum_j K_ij``
+    of a prefix do not depend on the prefix, so ``C_pj = F_pj``, the sum of ``K_ij / r_i`` over
+    the rows ``i <= p``, and ``G(0)_j = -rho (log F_pj - log F_pp)`` on prefix ``p`` (0 outside).
+    ``colsum`` (``(N, 1, p0)``) holds the column sums of ``K_ij / r_i`` over the rows above the
+    block (zero beyond their diagonal, so only columns ``< p0``); the returned one adds the
+    block's rows. Every ``F_pj`` with ``j <= p`` is at least ``K_jj / r_j > 0`` (the kernel
+    path's spread keeps ``K_jj`` normal), so the logarithms are finite. ``r_i >= 1``: the row
+    maximum of ``K`` is 1.
+    """
+    N = K.shape[0]
+    w = p1
+    Kb = K[:, p0:p1, :w]
+    F = torch.cumsum(Kb / Kb.sum(-1, keepdim=True), dim=-2)
+    F[..., :p0] += colsum
+    P = torch.arange(p0, p1, device=K.device)
+    maskf = (torch.arange(w, device=K.device)[None, :] <= P[:, None]).to(K.dtype)
+    L = torch.log(F + (1.0 - maskf))
+    x = L.sub_(L.gather(-1, P.expand(N, p1 - p0)[..., None])).mul_(maskf * -rho)
+    return x, F[:, -1:, :]
 
 
 def _solve(s, rho, tol, chunk, solver="auto", grad=True):
@@ -551,7 +670,9 @@ def _solve(s, rho, tol, chunk, solver="auto", grad=True):
     ar = torch.arange(T, device=s.device)
     warm = prev = None
     sweeps = 0
-    keep = grad and _lean(rho, solver)  # nothing to reuse without a backward pass
+    lean = _lean(rho, solver)
+    keep = grad and lean  # nothing to reuse without a backward pass
+    colsum = torch.zeros(N, 1, 0, dtype=dtype, device=s.device)  # sum of K_ij / r_i over the rows solved (Lemma 1)
     saved = tuple(torch.zeros_like(s) for _ in range(3)) if keep else None
     for p0, p1 in _blocks(T, N, chunk):
         w = p1
@@ -562,7 +683,16 @@ def _solve(s, rho, tol, chunk, solver="auto", grad=True):
         offf = 1.0 - maskf
         x = torch.zeros(N, p1 - p0, w, dtype=dtype, device=s.device)
         memory = _memory(rho, w, solver)
-        if prev is not None and memory > 0:
+        if lean:
+            # the accelerated route starts every prefix at the image of g = 0, in closed form (Lemma 1,
+            # proofs/operator_fast_paths.md): G(0)_j = -rho (log F_pj - log F_pp) with F_pj the sum of
+            # K_ij / r_i over rows i <= p (r_i = sum_j K_ij), one running column sum over the rows of
+            # the blocks. Measured (T = 1024, rho = 0.9, scores N(0, 1)): 10.3 sweeps per block
+            # against 13.6 from the previous block's solutions translated by the block size (whose
+            # columns near the anchor, reached by a few rows, start far off). It is a start, not an
+            # image: no problem is stopped before an evaluation of the map certifies it
+            x, colsum = _first_image(K, p0, p1, colsum, rho)
+        elif prev is not None and memory > 0:
             # accelerated blocks: the previous block's solutions translated by its size c, prefix
             # p starting from prefix p - c shifted c columns to the right (column j of prefix p is
             # reached by the same number of rows, p - j + 1, as column j - c of prefix p - c, so
@@ -581,10 +711,27 @@ def _solve(s, rho, tol, chunk, solver="auto", grad=True):
             x[:, :, :k] = warm[:, None, :]
             x[:, :, k:] = warm[:, None, -1:]
             x = x * maskf
+        narrow = None
+        if lean:
 
-        def step(y, Kc=Kc, maskf=maskf, offf=offf, P=P):
-            g, V, _, U, C = _sweep(y, Kc, maskf, offf, rho, P)
-            return (g, (V, U, C)) if keep else g
+            def narrow(sel, Kc=Kc, maskf=maskf, P=P):
+                # the sweep of the problems sel (N, r) of the block (all of them for sel = None)
+                mk = maskf.expand(N, -1, -1) if sel is None else maskf[sel]
+                offk, nrmask = 1.0 - mk, mk * -rho
+                idx = (P.expand(N, -1) if sel is None else P[sel])[..., None]
+
+                def sub_step(y):
+                    g, extra = _sweep_lean(y, Kc, mk, offk, nrmask, idx)
+                    return (g, extra) if keep else g
+
+                return sub_step
+
+            step = narrow(None)
+        else:
+
+            def step(y, Kc=Kc, maskf=maskf, offf=offf, P=P):
+                g, V, _, U, C = _sweep(y, Kc, maskf, offf, rho, P)
+                return (g, (V, U, C)) if keep else g
 
         try:
             out = _fixed_point(
@@ -597,6 +744,7 @@ def _solve(s, rho, tol, chunk, solver="auto", grad=True):
                 what=f"prefixes {p0}..{p1 - 1}",
                 aux=keep,
                 lean=_lean(rho, solver),
+                narrow=narrow,
             )
         except ConvergenceError as err:
             if getattr(err, "kind", "") == "non-finite":
@@ -655,22 +803,47 @@ def _backward(grad, A, gstar, K, rho, tol, chunk, solver="auto", saved=None):
         ds[:, p0:p1, :w] += direct
         if rho == 0.0:
             continue
-        Cinv = maskf / (C + offf)
-
-        def adjoint(lam, Cinv=Cinv, Kc=Kc, U=U, P=P):
-            Cb = -rho * _project(lam, P) * Cinv
-            Ub = _times_kt(Cb, Kc)
-            Rb = (Ub * U).mul_(U).neg_()  # Ub U is of order one: U^2 alone may overflow
-            return Cb, Rb
-
         # l1 norm per prefix: J~^T is an l1 rho-contraction on sum-zero vectors (module docstring, step 2)
         bscale = direct.abs().sum(-1).amax(-1, keepdim=True).clamp(min=torch.finfo(dtype).tiny)
         keep = saved is not None
+        if keep:
+            # the accelerated route's products (_sweep_lean: C' = C + offf, V unmasked): the same
+            # J^T y with fewer passes; the projection P^T lam = lam - (sum lam) e_p is folded into
+            # the scaling by -rho / C (the correction lands on entry p alone)
+            nCinv_all = (maskf / C).mul_(-rho)
 
-        def step(y, adjoint=adjoint, Kc=Kc, V=V, direct=direct, keep=keep):
-            Cb, Rb = adjoint(y)
-            img = direct + _times_k(Rb, Kc) * V
-            return (img, (Cb, Rb)) if keep else img
+            def narrow(sel, nCinv_all=nCinv_all, Kc=Kc, U=U, V=V, direct=direct, P=P):
+                # the adjoint step of the problems sel (N, r) of the block (all of them for sel = None)
+                if sel is None:
+                    nCinv, Us, Vs, bs, idx = nCinv_all, U, V, direct, P.expand(N, -1)[..., None]
+                else:
+                    nCinv, Us, Vs, bs = (_take(t, sel) for t in (nCinv_all, U, V, direct))
+                    idx = P[sel][..., None]
+                nCp = nCinv.gather(-1, idx)
+                nU = -Us
+
+                def sub_step(y):
+                    Cb = y * nCinv
+                    Cb.scatter_add_(-1, idx, y.sum(-1, keepdim=True).neg_().mul_(nCp))
+                    Rb = _times_kt(Cb, Kc).mul_(nU).mul_(Us)  # Ub U is of order one: U^2 alone may overflow
+                    return torch.addcmul(bs, _times_k(Rb, Kc), Vs), (Cb, Rb)
+
+                return sub_step
+
+            step = narrow(None)
+        else:
+            narrow = None
+            Cinv = maskf / (C + offf)
+
+            def adjoint(lam, Cinv=Cinv, Kc=Kc, U=U, P=P):
+                Cb = -rho * _project(lam, P) * Cinv
+                Ub = _times_kt(Cb, Kc)
+                Rb = (Ub * U).mul_(U).neg_()  # Ub U is of order one: U^2 alone may overflow
+                return Cb, Rb
+
+            def step(y, adjoint=adjoint, Kc=Kc, V=V, direct=direct):
+                Cb, Rb = adjoint(y)
+                return direct + _times_k(Rb, Kc) * V
 
         out = _fixed_point(
             step,
@@ -682,6 +855,7 @@ def _backward(grad, A, gstar, K, rho, tol, chunk, solver="auto", saved=None):
             what=f"adjoint of prefixes {p0}..{p1 - 1}",
             aux=keep,
             lean=_lean(rho, solver),
+            narrow=narrow,
         )
         Cb, Rb = out[2] if keep else adjoint(out[0])
         # dG/dK contracted with lambda: K enters R = V K^T and C = U K
