@@ -1723,14 +1723,15 @@ def _steps_arb(phi, psi, tot, mr, count):
     return phi, psi, tot, True
 
 
-def _bulk_lifetime_arb(c, n, r, D, W, log_sigma, big=()):
+def _bulk_lifetime_arb(c, n, r, D, W, log_sigma, big=(), search=True):
     """Lemma 4.3 at ``c`` (an exact ``arb``) at the current precision; ``W`` a tuple of windows.
 
     Returns ``None`` when the ``D`` exact steps already reach ``Phi <= 0`` is undecided,
     else a dict: ``fW`` (``{W: ball of f_W(c)}``, Lemma 4.2), ``dead`` (some ``Phi_k <= 0`` proved
     within the ``D`` steps: then ``c <= c_n``), and, when the hypotheses of Lemma 4.3 are
     verified, ``surv`` and ``death`` (balls): ``surv >= n`` proves ``c > c_n`` and
-    ``death <= n`` proves ``c <= c_n``.
+    ``death <= n`` proves ``c <= c_n``. ``big``: the windows above the exact steps (Corollaries 4.4-4.5,
+    :func:`_bulk_big_windows`, whose ``search`` this passes on).
     """
     import flint
 
@@ -1844,7 +1845,7 @@ def _bulk_lifetime_arb(c, n, r, D, W, log_sigma, big=()):
         def local(w):
             return _local_drift((w,), grid, i_sigma, J, S, q, r, j_min, k1, k2, D)
 
-        out["big"] = _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, out["surv"], local)
+        out["big"] = _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, out["surv"], local, search)
     return out
 
 
@@ -1883,7 +1884,11 @@ def _local_drift(big, grid, i_sigma, J, S, q, r, j_min, k1, k2, D):
     return pts, [k1 * x for x in cum1], [k2 * x for x in cum2]
 
 
-def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv, local=None):
+_ONE_BELOW = 1.0 - 2.0**-53  # the double next below 1
+_PINNED_RATIO = 2.0**-56  # a proved Phi_{n-W}/c below it leaves the double lower end 1 - 2^-53 of m_n(W)
+
+
+def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv, local=None, search=True):
     """Corollaries 4.4 and 4.5: balls ``(lo, hi)`` around ``Phi_{n-W}(c) / c`` for windows ``W > D`` inside the bulk.
 
     With ``W <= I`` (ensured by ``surv >= W``), ``Phi_{n-W} = e^{J_W} f(Psi_W)`` with
@@ -1898,7 +1903,8 @@ def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv, local=Non
     the refined grid ``local(W)`` (refined for ``W`` alone) at its first point at or above ``s_+``,
     and ``s_+``, ``s_-`` are recomputed with them. Windows where a bound cannot be proved take the
     lower end of the largest proved window below ``w_max`` (the mass increases in ``W``), else are
-    left out.
+    left out; with ``search=False`` they are left out at once (at ``c_lo`` that stand-in, ``(0, hi)``, gives
+    only the upper end 1 of the mass, and its search cost 60 % of the certified call at n = 1e6, rho = 0.99).
     """
     import flint
     from scipy.special import gammainccinv, gammaincinv
@@ -1993,12 +1999,17 @@ def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv, local=Non
                         b = m
                     else:
                         a, found = m, (m, res)
+                        if res[1].upper() < _PINNED_RATIO:
+                            # Phi_{n-m}/c < 2^-56: the window mass's lower end 1 - that rounds outward to
+                            # 1 - 2^-53 at m and above, as at any larger proved w: the search is over
+                            # (20 more evaluations, 10-20 ms at rho = 0.99, n >= 1e9, for the same doubles)
+                            break
             reach.append(found)
         return reach[0]
 
     for W in big:
         res = bounds_at(W) if surv >= W else None
-        if res is None and D < w_max:
+        if res is None and D < w_max and search:
             # m_n(W) >= m_n(w) for the largest proved w <= w_max (the mass increases in W,
             # Corollary 4.5): the lower end of the window mass from w, the upper end trivial
             # (before: W/n, which fell below the lower ends of smaller windows)
@@ -2163,7 +2174,8 @@ def _bulk_enclosure(n, rho, windows):
                     # Lemma 4.3's hypotheses unverified at the lower end, and a second mu was tried)
                     est_c = _bulk_log_count_float(x + sign * shift, rho, D, 0)
                     ls_c = _bulk_sigma(est_c[2], q, mu) if est_c is not None else None
-                    rc = _bulk_lifetime_arb(c, n, r, D, W, ls if ls_c is None else ls_c, big)
+                    # at c_lo (sign < 0) a window beyond the count's reach has only the trivial upper end 1
+                    rc = _bulk_lifetime_arb(c, n, r, D, W, ls if ls_c is None else ls_c, big, search=sign > 0)
                     if rc is None or rc["dead"]:
                         break  # undecided, or dead within the exact steps: no f_W there
                     if key in rc:
@@ -2262,6 +2274,14 @@ def _bulk_mass_float(W, n, rho):
     if est is None:
         return None
     state = est[4]  # the D steps at x, every one summed when W > D: continued, not recomputed
+    if n - W <= _OLD_END_MAX and rho <= 0.99:
+        # the k = n - W oldest keys from the recurrence run forward from the oldest key (Corollary 4.9's
+        # estimate): the count continued from the query side lost 1 - m there (2.8e2 relative at n = 1e5,
+        # rho = 0.9, k = 1: the count's tail F(Psi_W) is the difference of two numbers of size one)
+        tail = _old_end_mass_float(n - W, x, rho, state)
+        if tail is not None:
+            lower = 1.0 - (n - W) / n if n < 1 << 1000 else 1.0 - math.exp(math.log(n - W) - math.log(n))
+            return min(max(1.0 - tail, lower), 1.0)
     if W > _RECUR_W_MAX:
         try:
             cont = _continued_mass_float(x, rho, W, start=state)
@@ -2281,6 +2301,105 @@ def _bulk_mass_float(W, n, rho):
     lower = W / n if n < 1 << 1000 else math.exp(math.log(W) - math.log(n))
     upper = power_sum(1, W, rho) * _n_to_minus_q(n, rho)
     return min(max(est[1], lower), min(1.0, upper))
+
+
+_OLD_END_K = 64  # exact steps from the oldest key in the old-end estimate (Corollary 4.9's estimate)
+_OLD_END_MAX = 1024  # complements of at most this many keys are summed from those steps
+
+
+def _old_end_run(log_s, rho, K):
+    """``K`` steps of Theorem 2's recurrence run forward from the oldest key, in doubles, scaled by ``S = Psi_1``.
+
+    With ``phi_k = Phi_k S^rho`` and ``psi_k = Psi_k / S``: ``Phi_0 = 0``, ``v_k = Psi_k^{-rho}``,
+    ``Phi_k = Phi_{k-1} + v_k``, ``Psi_{k+1} = Psi_k - 1/Phi_k``, i.e. ``phi_k = phi_{k-1} + psi_k^{-rho}``,
+    ``psi_{k+1} = psi_k - S^{-q} / phi_k``. Returns the list of ``phi_k`` and ``psi_{K+1}``, or ``None`` where
+    some ``psi`` is not positive (``S`` too small for ``K`` keys)."""
+    q = 1.0 - rho
+    eps_ = math.exp(-q * log_s)  # S^{-q}
+    phi, psi, out = 0.0, 1.0, []
+    for _ in range(K):
+        phi += psi ** (-rho)
+        out.append(phi)
+        psi -= eps_ / phi
+        if not psi > 0.0:
+            return None
+    return out, psi
+
+
+def _old_end_gap(log_s, rho, K, target):
+    """``J + (y/2 - rho d/12)`` at the state ``(Phi_K, Psi_{K+1})`` reached from ``Psi_1 = e^{log_s}``, minus ``target``;
+    with the ``phi_k`` of :func:`_old_end_run` (``None`` where the run dies)."""
+    run = _old_end_run(log_s, rho, K)
+    if run is None:
+        return None
+    phis, psi = run
+    q = 1.0 - rho
+    log_phi = math.log(phis[-1]) - rho * log_s  # log Phi_K
+    log_psi = math.log(psi) + log_s  # log Psi_{K+1}
+    y = math.exp(-rho * log_psi - log_phi)
+    d = math.exp(-(1.0 + rho) * log_psi - 2.0 * log_phi)
+    return log_phi + math.exp(q * log_psi) / q + 0.5 * y - rho * d / 12.0 - target, phis
+
+
+def _old_end_mass_float(k, log_c, rho, state):
+    """Estimate of ``Phi_k / c_n = 1 - m_n(n - k)``, the mass of the ``k`` oldest keys, for ``k <= 1024``
+    (Corollary 4.9's estimate, proofs/ot_asymptotics.md); ``None`` where it is not available.
+
+    The recurrence run forward from the oldest key is fixed by ``S = Psi_1`` alone (``Phi_0 = 0``). ``S`` is
+    solved from the near-invariant ``J = log Phi + Psi^q/q`` of Lemma 4.3: at the state after the ``D``
+    exact steps from ``c`` (``state``, :func:`_bulk_steps_float`) and at the state after ``K = 64`` steps
+    from the oldest key, ``J + y/2 - rho d/12`` agree (the drift estimate of :func:`_drift_estimate`
+    between the two points, ``y = Psi^{-rho}/Phi``, ``d = Psi^{-1-rho}/Phi^2``); then ``Phi_k`` comes from
+    the same forward steps (``k`` of them where ``k > 64``). An estimate, not a bound: the proved bracket is
+    ``0 < Phi_k / c <= k / n`` (Lemma 4.2(c)), which the caller applies.
+    """
+    q = 1.0 - rho
+    P, Q, _, D = state
+    log_p = log_c + math.log(P)  # log Phi_D (from the query side)
+    log_sd = math.log(Q) - log_c  # log Psi_D
+    y_d = math.exp(-rho * log_sd - log_p)
+    d_d = math.exp(-(1.0 + rho) * log_sd - 2.0 * log_p)
+    target = log_p + math.exp(q * log_sd) / q + 0.5 * y_d - rho * d_d / 12.0
+    K = _OLD_END_K
+    # first guess from the continuum: Phi_K ~ K Psi^{-rho} (1 - Psi^{-q}), J ~ log Phi_K + Psi^q / q
+    u = max(target - math.log(K), 1.0)
+    for _ in range(30):
+        u_new = target - math.log(K) + (rho / q) * math.log(q * u)
+        if not (math.isfinite(u_new) and u_new > 0.0):
+            return None
+        if abs(u_new - u) <= 1e-12 * u:
+            break
+        u = u_new
+    x0 = math.log(q * u) / q  # log S
+    g0 = _old_end_gap(x0, rho, K, target)
+    step = 1e-3 * max(1.0, abs(x0))
+    while g0 is None and step < 1e3:  # the run died: S too small
+        x0 += step
+        step *= 2.0
+        g0 = _old_end_gap(x0, rho, K, target)
+    if g0 is None:
+        return None
+    x1 = x0 + 1e-4 * max(1.0, abs(x0))
+    g1 = _old_end_gap(x1, rho, K, target)
+    if g1 is None:
+        return None
+    for _ in range(40):  # secant in log S (the gap increases in S, about like S^q)
+        if abs(g1[0]) <= 1e-15 * max(1.0, abs(target)) or g1[0] == g0[0]:
+            break
+        x2 = x1 - g1[0] * (x1 - x0) / (g1[0] - g0[0])
+        g2 = _old_end_gap(x2, rho, K, target)
+        if g2 is None:
+            x2 = 0.5 * (x1 + x2) if x2 < x1 else x2
+            g2 = _old_end_gap(x2, rho, K, target)
+            if g2 is None:
+                return None
+        x0, g0, x1, g1 = x1, g1, x2, g2
+    if not abs(g1[0]) <= 1e-9:
+        return None
+    phis = g1[1] if k <= K else (_old_end_run(x1, rho, k) or (None,))[0]  # the same steps, continued to k
+    if phis is None:
+        return None
+    return math.exp(math.log(phis[k - 1]) - rho * x1 - log_c)
 
 
 def _n_to_minus_q(n, rho):
@@ -2481,6 +2600,25 @@ def _asymptotic_mass_float(W, n, rho, lo, hi):
     return min(max(v, lo), hi)
 
 
+
+
+def _pinned_next_to_n(W, n, certified):
+    """The answer for a window next to ``n`` that needs no work (Corollary 4.8, proofs/ot_asymptotics.md), or ``None``.
+
+    Lemma 4.2(c): ``W/n <= m_n(W) < 1`` for ``W < n`` (``Phi_{n-W} > 0``). Where ``(n - W) 2^54 <= n``,
+    ``m >= 1 - 2^-54`` rounds to nearest to the double ``1.0`` (the float, correctly rounded: a tie goes
+    to the even ``1.0``); where ``(n - W) 2^53 <= n``, ``[1 - 2^-53, 1]`` is a proved enclosure and no
+    pair of doubles encloses ``m`` more narrowly (the greatest double ``<= m`` is ``1 - 2^-53``, the
+    least ``>= m`` is ``1``). Exact integer tests: any ``n`` up to 1e300, in O(1).
+    """
+    gap = n - W
+    if gap <= 0:
+        return None
+    if certified:
+        return (_ONE_BELOW, 1.0) if gap << 53 <= n else None
+    return 1.0 if gap << 54 <= n else None
+
+
 def _exact_affordable(n, rho, certified):
     """The rule, decided before any work, of when the exact O(n) route is used (see Notes of ``ot_window_mass``)."""
     if n <= _EXACT_NEWTON_MAX and _certified_first(n, rho) and _newton_applies(n, rho):
@@ -2640,13 +2778,28 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
         if done:
             continue
         routes[sel] = "bounds"
+        # windows next to n answered at once (Corollary 4.8, proofs/ot_asymptotics.md): W/n <= m < 1 (Lemma
+        # 4.2(c)) pins m to the double 1.0 (float) or to [1 - 2^-53, 1] (certified), the narrowest enclosure
+        # by doubles; Lemma 4.3's bracket and the W steps (15-20 ms at n = 1e300) add nothing there
+        rest = []
+        for k, wk in zip(sel, ws, strict=True):
+            pinned = _pinned_next_to_n(wk, nk, certified)
+            if pinned is None:
+                rest.append((k, wk))
+            elif certified:
+                lo[k], hi[k] = pinned
+                mid[k] = 0.5 * pinned[0] + 0.5 * pinned[1]
+                rad[k] = math.nextafter(max(mid[k] - pinned[0], pinned[1] - mid[k]), math.inf)
+            else:
+                out[k] = pinned
         shared = False
-        if certified:  # one bracket of c_n (Lemma 4.3) for every window of this n: its ends do not depend
+        if certified and any(wk < nk for _, wk in rest):
+            # one bracket of c_n (Lemma 4.3) for every window of this n: its ends do not depend
             # on the windows asked (only which f_W are read at them), and each large window's drift
             # bounds are refined for it alone (Corollary 4.5)
-            shared = _bulk_enclosure(nk, rho, [w for w in ws if w < nk])
+            shared = _bulk_enclosure(nk, rho, [wk for _, wk in rest if wk < nk])
         floor = None
-        for k, wk in zip(sel, ws, strict=True):
+        for k, wk in rest:
             if not certified and wk < nk:
                 est = _bulk_mass_float(wk, nk, rho)
                 if est is not None:
