@@ -51,7 +51,7 @@ def test_exact_route_small_mass_relative_accuracy():
         assert math.isclose(v, w / n, rel_tol=1e-14), (w, v)
 
 
-# --- windows next to n (Corollary 4.8) and the old-end estimate (Corollary 4.9), proofs/ot_asymptotics.md ---
+# --- windows next to n (Corollary 4.8) and the old-end estimate, proofs/ot_asymptotics.md ---
 
 
 def _no_work(*args, **kwargs):
