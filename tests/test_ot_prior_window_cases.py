@@ -109,14 +109,14 @@ def test_old_end_float_against_the_exact_certified_route(rho):
     # (Theorem 2's root by two certified passes, another algorithm); before the old-end estimate the
     # float's T was off by 280x at rho = 0.9, k = 1 (n = 1e5) and by 10x at rho = 0.5
     n = 10_000
-    ks = [1, 10, 100, 1000]
+    ks = [1, 10, 64, 65, 1000, n // 2]
     ws = [n - k for k in ks]
     ref = ot_window_mass(ws, n, rho, certified=True, method="exact")
     m = np.asarray(ot_window_mass(ws, n, rho, method="bounds"))
     for i, k in enumerate(ks):
         t_lo, t_hi = 1.0 - ref.hi[i], 1.0 - ref.lo[i]
         t = 1.0 - m[i]
-        # measured 6e-5 (rho = 0.3) and 8e-4 (0.8) relative: the error of the double estimate of c_n
+        # measured 7e-5 (rho = 0.3) and 1.3e-3 (0.8) relative: about the error of the double estimate of c_n
         assert abs(t - 0.5 * (t_lo + t_hi)) <= 5e-3 * t_hi + 0.5 * (t_hi - t_lo) + 2.0**-52, (k, t, t_lo, t_hi)
 
 
@@ -124,14 +124,14 @@ def test_old_end_float_against_the_exact_certified_route(rho):
 @pytest.mark.parametrize("rho", [0.1, 0.5, 0.9])
 def test_old_end_float_at_1e5_against_the_exact_certified_route(rho):
     n = 10**5
-    ks = [1, 10, 64, 65, 1000, 1024]
+    ks = [1, 10, 64, 65, 1000, 10**4, n // 2]
     ref = ot_window_mass([n - k for k in ks], n, rho, certified=True, method="exact")
     m = np.asarray(ot_window_mass([n - k for k in ks], n, rho, method="bounds"))
     for i, k in enumerate(ks):
         t_lo, t_hi = 1.0 - ref.hi[i], 1.0 - ref.lo[i]
         t = 1.0 - m[i]
-        # measured at most 2.8e-6, 5.5e-5, 1.1e-3 relative (rho = 0.1, 0.5, 0.9)
-        assert abs(t - 0.5 * (t_lo + t_hi)) <= 3e-3 * t_hi + 0.5 * (t_hi - t_lo) + 2.0**-52, (k, t, t_lo, t_hi)
+        # measured at most 5.8e-5, 7.6e-5, 2.2e-3 relative (rho = 0.1, 0.5, 0.9)
+        assert abs(t - 0.5 * (t_lo + t_hi)) <= 5e-3 * t_hi + 0.5 * (t_hi - t_lo) + 2.0**-52, (k, t, t_lo, t_hi)
 
 
 @pytest.mark.parametrize(("n", "rho"), [(10**9, 0.5), (10**18, 0.9), (int(1e300), 0.5)])
