@@ -1845,7 +1845,7 @@ def _bulk_lifetime_arb(c, n, r, D, W, log_sigma, big=(), search=True):
         def local(w):
             return _local_drift((w,), grid, i_sigma, J, S, q, r, j_min, k1, k2, D)
 
-        out["big"] = _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, out["surv"], local, search)
+        out["big"] = _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, out["surv"], local, search, n)
     return out
 
 
@@ -1888,7 +1888,7 @@ _ONE_BELOW = 1.0 - 2.0**-53  # the double next below 1
 _PINNED_RATIO = 2.0**-56  # a proved Phi_{n-W}/c below it leaves the double lower end 1 - 2^-53 of m_n(W)
 
 
-def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv, local=None, search=True):
+def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv, local=None, search=True, n=None):
     """Corollaries 4.4 and 4.5: balls ``(lo, hi)`` around ``Phi_{n-W}(c) / c`` for windows ``W > D`` inside the bulk.
 
     With ``W <= I`` (ensured by ``surv >= W``), ``Phi_{n-W} = e^{J_W} f(Psi_W)`` with
@@ -2014,7 +2014,12 @@ def _bulk_big_windows(big, c, D, J, Sq, q, delta, a_tot, y_star, surv, local=Non
             # Corollary 4.5): the lower end of the window mass from w, the upper end trivial
             # (before: W/n, which fell below the lower ends of smaller windows)
             inner = reached()
-            res = None if inner is None or inner[0] >= W else (flint.arb(0), inner[1][1])
+            # and 1 - m_n(W) <= (n - W)/(n - w) (1 - m_n(w)) (Corollary 4.8(d): the n - W smallest of the
+            # n - w entries beyond w are at most their share of them)
+            res = None
+            if inner is not None and inner[0] < W:
+                share = flint.arb(1) if n is None else flint.arb(n - W) / (n - inner[0])
+                res = (flint.arb(0), inner[1][1] * share)
         if res is not None:
             out[W] = res
     return out
@@ -2613,6 +2618,10 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False, floor=None, lower_onl
                 lows.append(H * x * base**r if base > 0 else flint.arb(0))
             lo_end = max(lo_end, min(enclosure_from_arb(v).lo for v in lows))
             hi_end = min(hi_end, enclosure_from_arb(H * c_lo ** (r - 1)).hi)
+        if floor > 0.0 and _RECUR_W_MAX < W < n:
+            # Corollary 4.8(d): 1 - m_n(W) <= (n - W)/(n - 4096) (1 - m_n(4096)), sharper than m_n(W) >= m_n(4096)
+            share = flint.arb(n - W) / (n - _RECUR_W_MAX)
+            floor = max(floor, enclosure_from_arb(1 - share * (1 - arb_from_float(floor))).lo)
     return max(0.0, lo_end, floor), (1.0 if lower_only else min(1.0, hi_end))
 
 

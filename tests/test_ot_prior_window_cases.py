@@ -143,3 +143,19 @@ def test_windows_next_to_n_float_inside_enclosure_and_monotone(n, rho):
     for w, v in zip(ws, m, strict=True):
         e = ot_window_mass(w, n, rho, certified=True)
         assert e.lo <= v <= e.hi, (w, v, e)
+
+
+@pytest.mark.parametrize("rho", [0.5, 0.9])
+def test_corollary_4_8d_narrows_and_contains_the_exact_route(rho):
+    # 1 - m(W) <= (n - W)/(n - W') (1 - m(W')) with W' = 4096 or the largest reached window: the certified
+    # bounds route's lower end beyond the count's reach was W/n; the exact route in Arb is the reference
+    n = 20_000
+    ws = [n - 1, n - 10, n - 1000, n // 2]
+    ref = ot_window_mass(ws, n, rho, certified=True, method="exact")
+    e, route = ot_window_mass(ws, n, rho, certified=True, return_route=True)
+    assert list(route) == ["bounds"] * len(ws)
+    for i, w in enumerate(ws):
+        assert e.lo[i] <= ref.lo[i] and ref.hi[i] <= e.hi[i], (w, e.lo[i], e.hi[i], ref.lo[i], ref.hi[i])
+    # next to n the lower end is well above Lemma 4.2(c)'s W/n (measured 1 - lo: 0.55 (n - W)/n at rho = 0.5)
+    for i in (0, 1):
+        assert 1.0 - e.lo[i] <= 0.6 * (n - ws[i]) / n, (ws[i], e.lo[i])
