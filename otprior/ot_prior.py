@@ -2366,13 +2366,18 @@ def _old_end_mass_float(k, log_c, rho, state):
     d_d = math.exp(-(1.0 + rho) * log_sd - 2.0 * log_p)
     target = log_p + math.exp(q * log_sd) / q + 0.5 * y_d - rho * d_d / 12.0
     K = _OLD_END_K
-    # first guess from the continuum: Phi_K ~ K Psi^{-rho} (1 - Psi^{-q}), J ~ log Phi_K + Psi^q / q
-    u = max(target - math.log(K), 1.0)
-    for _ in range(30):
-        u_new = target - math.log(K) + (rho / q) * math.log(q * u)
-        if not (math.isfinite(u_new) and u_new > 0.0):
-            return None
-        if abs(u_new - u) <= 1e-12 * u:
+    # first guess from the continuum: Phi_K ~ K Psi^{-rho}, J ~ log Phi_K + Psi^q / q, i.e. the larger root u of
+    # h(u) = u - (rho/q) log(q u) - (target - log K), h convex with its minimum at u = rho/q: Newton from the
+    # right (monotone); the fixed-point iteration of the same equation diverged for rho/q > 1 (rho = 0.95, n = 513)
+    a_ = rho / q
+    u = 10.0 * max(target, a_, 1.0)
+    for _ in range(60):
+        h = u - a_ * math.log(q * u) - (target - math.log(K))
+        slope = 1.0 - a_ / u
+        if not (h > 0.0 and slope > 0.0):
+            break
+        u_new = max(u - h / slope, a_)
+        if u - u_new <= 1e-12 * u:
             break
         u = u_new
     x0 = math.log(q * u) / q  # log S

@@ -159,3 +159,16 @@ def test_corollary_4_8d_narrows_and_contains_the_exact_route(rho):
     # next to n the lower end is well above Lemma 4.2(c)'s W/n (measured 1 - lo: 0.55 (n - W)/n at rho = 0.5)
     for i in (0, 1):
         assert 1.0 - e.lo[i] <= 0.6 * (n - ws[i]) / n, (ws[i], e.lo[i])
+
+
+def test_old_end_float_at_small_n_near_rho_one():
+    # rho = 0.95, n = 513 (the float takes the bounds route above n = 256 for rho > 0.9): the continuum's first
+    # guess of Psi_1 diverged (rho / (1 - rho) = 19), the old-end estimate was skipped and 1 - m(n - 1) was
+    # 48 times too large; measured now 6 % (the error of the estimate of c_n at this length)
+    n, rho = 513, 0.95
+    ws = [n - 1, n - 10, n // 2]
+    ref = ot_window_mass(ws, n, rho, certified=True, method="exact")
+    m = np.asarray(ot_window_mass(ws, n, rho))
+    for i, w in enumerate(ws):
+        t_ref = 1.0 - 0.5 * (ref.lo[i] + ref.hi[i])
+        assert abs((1.0 - m[i]) - t_ref) <= 0.2 * t_ref, (w, 1.0 - m[i], t_ref)
