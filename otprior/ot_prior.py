@@ -2285,8 +2285,11 @@ def _bulk_mass_float(W, n, rho):
         # (2.8e2 relative at n = 1e5, rho = 0.9, k = 1: its tail is the difference of two numbers of size one)
         tail = _old_end_mass_float(n - W, x, rho, state)
         if tail is not None:
-            lower = 1.0 - (n - W) / n if n < 1 << 1000 else 1.0 - math.exp(math.log(n - W) - math.log(n))
-            return min(max(1.0 - tail, lower), 1.0)
+            # Lemma 4.2(c)'s W/n, correctly rounded (int / int); 1 - (n - W)/n rounded twice, an ulp below the
+            # certified lower end at rho = 1e-300, W = 2n/3, where m = W/n to 1e-300
+            lower = W / n if n < 1 << 1000 else math.exp(math.log(W) - math.log(n))
+            upper = power_sum(1, W, rho) * _n_to_minus_q(n, rho)  # Theorem 4(iii), as below (binds as rho -> 0)
+            return min(max(1.0 - tail, lower), min(1.0, upper))
     if W > _RECUR_W_MAX:
         try:
             cont = _continued_mass_float(x, rho, W, start=state)
