@@ -2283,7 +2283,10 @@ def _bulk_mass_float(W, n, rho):
         # the k = n - W <= n/2 oldest keys from the recurrence run forward from the oldest key (the old-end
         # estimate, proofs/ot_asymptotics.md): the count continued from the query side lost 1 - m there
         # (2.8e2 relative at n = 1e5, rho = 0.9, k = 1: its tail is the difference of two numbers of size one)
-        tail = _old_end_mass_float(n - W, x, rho, state)
+        try:
+            tail = _old_end_mass_float(n - W, x, rho, state)
+        except (ValueError, OverflowError, ZeroDivisionError):  # doubles out of range: the count below answers
+            tail = None
         if tail is not None:
             # Lemma 4.2(c)'s W/n, correctly rounded (int / int); 1 - (n - W)/n rounded twice, an ulp below the
             # certified lower end at rho = 1e-300, W = 2n/3, where m = W/n to 1e-300
