@@ -291,7 +291,7 @@ def _fmt_w(W, n):
     """``W`` as an int, or ``"n-k"`` / ``"n/2"`` for windows next to ``n`` (a 300-digit int says nothing)."""
     if W > 4096 and W == n // 2:
         return "n/2"
-    if W > 4096 and n - W <= 10**6:
+    if W > 4096 and n - W <= 10**6 and 2 * W > n:
         return f"n-{n - W}"
     return W
 
