@@ -2629,6 +2629,14 @@ def _bounds_mass_arb(W, n, rho, bulk=True, bulk_res=False, floor=None, lower_onl
                 lows.append(H * x * base**r if base > 0 else flint.arb(0))
             lo_end = max(lo_end, min(enclosure_from_arb(v).lo for v in lows))
             hi_end = min(hi_end, enclosure_from_arb(H * c_lo ** (r - 1)).hi)
+        if 2 * W >= n and not lower_only:
+            # Corollary 4.8(e): 1 - m_n(W) = Phi_{n-W}/c_n >= (n - W) v_1 / c_n, v_1 >= H_n^{-rho/(1-rho)} (Lemma 4.7's
+            # first step), c_n <= c_hi: the upper end below 1 next to n (it was 1 for every W beyond the count's reach)
+            c_top = c_hi if bulk_res is None or bulk_res[1] is None else bulk_res[1]
+            c_top = flint.arb(min(c_top.upper(), c_hi.upper()))
+            harmonic = _power_sum_arb(n, flint.arb(1))
+            t_low = flint.arb(n - W) * (-(r / (1 - r)) * harmonic.log()).exp() / c_top
+            hi_end = min(hi_end, enclosure_from_arb(1 - t_low).hi)
         if floor > 0.0 and _RECUR_W_MAX < W < n:
             # Corollary 4.8(d): 1 - m_n(W) <= (n - W)/(n - 4096) (1 - m_n(4096)), sharper than m_n(W) >= m_n(4096)
             share = flint.arb(n - W) / (n - _RECUR_W_MAX)

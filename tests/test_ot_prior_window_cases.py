@@ -147,8 +147,9 @@ def test_windows_next_to_n_float_inside_enclosure_and_monotone(n, rho):
 
 @pytest.mark.parametrize("rho", [0.5, 0.9])
 def test_corollary_4_8d_narrows_and_contains_the_exact_route(rho):
-    # 1 - m(W) <= (n - W)/(n - W') (1 - m(W')) with W' = 4096 or the largest reached window: the certified
-    # bounds route's lower end beyond the count's reach was W/n; the exact route in Arb is the reference
+    # (d) 1 - m(W) <= (n - W)/(n - W') (1 - m(W')) with W' = 4096 or the largest reached window: the certified
+    # bounds route's lower end beyond the count's reach was W/n, and (e) its upper end was 1; the exact route in
+    # Arb is the reference
     n = 20_000
     ws = [n - 1, n - 10, n - 1000, n // 2]
     ref = ot_window_mass(ws, n, rho, certified=True, method="exact")
@@ -159,6 +160,10 @@ def test_corollary_4_8d_narrows_and_contains_the_exact_route(rho):
     # next to n the lower end is well above Lemma 4.2(c)'s W/n (measured 1 - lo: 0.55 (n - W)/n at rho = 0.5)
     for i in (0, 1):
         assert 1.0 - e.lo[i] <= 0.6 * (n - ws[i]) / n, (ws[i], e.lo[i])
+    if rho == 0.5:
+        # (e): the upper end is below 1 next to n, 1 - hi >= (n - W) H_n^(-rho/(1-rho)) / c_hi (measured 0.62 of 1 - m)
+        for i in (0, 1):
+            assert 1.0 - e.hi[i] >= 0.5 * (1.0 - ref.hi[i]), (ws[i], e.hi[i], ref.hi[i])
 
 
 def test_old_end_float_at_small_n_near_rho_one():
