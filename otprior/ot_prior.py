@@ -2787,7 +2787,9 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     Lemma 4.3, and beyond 64 keys from Lemma 4.3's count read from that end (an estimate: measured
     within 2.2e-3 relative of the exact route at ``n = 1e5``, ``rho <= 0.9``, about the error of the
     estimate of ``c_n``). Every float on the bounds route lies in
-    ``[W/n, 1]``, hence within ``(n - W)/n`` of ``m`` (proved).
+    ``[W/n, 1]``, hence within ``(n - W)/n`` of ``m`` (proved). The certified ends next to ``n`` use
+    ``1 - m(W) <= (n - W)/(n - W') (1 - m(W'))`` for a proved ``W' < W`` and, for ``W >= n/2``,
+    ``1 - m(W) >= (n - W) H_n^{-rho/(1-rho)} / c_hi`` (Corollary 4.8(d), (e)).
 
     Examples
     --------
