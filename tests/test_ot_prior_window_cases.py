@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from otprior import ot_window_mass
 
@@ -177,3 +179,19 @@ def test_old_end_float_at_small_n_near_rho_one():
     for i, w in enumerate(ws):
         t_ref = 1.0 - 0.5 * (ref.lo[i] + ref.hi[i])
         assert abs((1.0 - m[i]) - t_ref) <= 0.2 * t_ref, (w, 1.0 - m[i], t_ref)
+
+
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(
+    digits=st.floats(min_value=6.0, max_value=300.0),
+    frac=st.floats(min_value=0.0, max_value=1.0),
+    rho=st.sampled_from([0.05, 0.3, 0.7, 0.9, 0.95, 0.99, 0.995]),
+)
+def test_windows_next_to_n_float_inside_the_enclosure_by_hypothesis(digits, frac, rho):
+    # k = n - W log-uniform in [1, n/2]: the pinned windows, the old-end estimate and the count all in play
+    n = int(10 ** (digits % 1) * 10**6) * 10 ** (int(digits) - 6)
+    k = max(1, int(10 ** (frac * math.log10(n // 2))))
+    v = ot_window_mass(n - k, n, rho)
+    e = ot_window_mass(n - k, n, rho, certified=True)
+    assert e.lo <= v <= e.hi, (n, k, rho, v, e)
+    assert (n - k) / n - 2.0**-52 <= v <= 1.0
