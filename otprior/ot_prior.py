@@ -2279,6 +2279,10 @@ def _bulk_mass_float(W, n, rho):
     if est is None:
         return None
     state = est[4]  # the D steps at x, every one summed when W > D: continued, not recomputed
+    if W >= D and state[0] < 2.0**-54:
+        # Phi_D / c < 2^-54: the D steps' mass 1 - Phi_D/c rounds to 1, and so does every continuation to W >= D
+        # (the mass increases in W): the 4096 further steps and the count (0.4 ms at rho = 0.999) change nothing
+        return min(1.0, power_sum(1, W, rho) * _n_to_minus_q(n, rho))
     if 2 * (n - W) <= n and rho <= 0.99:
         # the k = n - W <= n/2 oldest keys from the recurrence run forward from the oldest key (the old-end
         # estimate, proofs/ot_asymptotics.md): the count continued from the query side lost 1 - m there
