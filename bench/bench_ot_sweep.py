@@ -1,7 +1,8 @@
 """The OT prior at any length: the sweep of ``ot_window_mass`` / ``ot_dilution_bound`` over n and rho.
 
 For n = 10^k (k = 3..18) and 1e300, rho in {0.1, 0.5, 0.9, 0.99, 0.999, 1 - 1e-6} and windows
-W = 64 (every point), 4096 and 10^5 (rho in {0.5, 0.99}), each point records:
+W = 64 (every point), 4096 and 10^5 (rho in {0.5, 0.99}), and windows next to n (n/2, n - 10^6, n - 1000,
+n - 10, n - 1 at n in {1e6, 1e9, 1e18, 1e300}, rho in {0.5, 0.9, 0.99}; written ``n-k``), each point records:
 
 * the route of the float and of the certified value (``exact`` or ``bounds``);
 * CPU time (``time.process_time``) and wall time of the float call, the certified call and
@@ -14,7 +15,7 @@ W = 64 (every point), 4096 and 10^5 (rho in {0.5, 0.99}), each point records:
   (``method="exact"``, Arb, ``n <= 1e5``, rho <= 0.9; near rho = 1, ``4096 < n <= 1e5``, the exact
   route is Lemma 4.6's certified prior, another theorem than Lemma 4.3); ``contains`` says whether the
   certified enclosure holds it;
-* the float's error in units of its documented bound: ``|float - ref| / (width + (W + D + ln n /
+* the float's error in units of its documented bound: ``|float - ref| / (width + (min(W, 4096) + D + ln n /
   (1 - rho)) eps m)`` with ``ref`` the reference (or, where there is none, the distance of the
   float outside the certified enclosure), ``D = min(512, n/8)`` (``ot_window_mass``'s Notes).
 
@@ -123,7 +124,9 @@ def sweep_point(W, n, rho, reps, quick):
     (f, froute), (e, croute) = out["float"], out["cert"]
     ref, ref_kind = _reference(W, n, rho, quick, croute)
     D = max(64, min(512, n // 8))
-    rounding = (W + D + math.log(n) / (1 - rho)) * EPS * max(f, 0.0)
+    # the double steps are at most 4096 (larger windows continue them by the count, or by the recurrence from the
+    # oldest key): W + D capped there, else W = n - 1 at n = 1e300 made the unit 1e284
+    rounding = (min(W, 4096) + D + math.log(n) / (1 - rho)) * EPS * max(f, 0.0)
     width = e.hi - e.lo
     unit = width + rounding
     if ref is None:
@@ -136,7 +139,7 @@ def sweep_point(W, n, rho, reps, quick):
         err = abs(f - ref)
         contains = bool(e.lo <= ref <= e.hi)
     return {
-        "W": W,
+        "W": _fmt_w(W, n),
         "n": n if n < 10**19 else "1e300",
         "rho": rho,
         "route_float": froute,
@@ -284,6 +287,19 @@ def baseline(reps):
     return rows
 
 
+def _fmt_w(W, n):
+    """``W`` as an int, or ``"n-k"`` / ``"n/2"`` for windows next to ``n`` (a 300-digit int says nothing)."""
+    if W > 4096 and W == n // 2:
+        return "n/2"
+    if W > 4096 and n - W <= 10**6 and 2 * W > n:
+        return f"n-{n - W}"
+    return W
+
+
+def _near_n_windows(n):
+    return [w for w in (n // 2, n - 10**6, n - 1000, n - 10, n - 1) if w > 4096]
+
+
 def _fmt_n(n):
     return n if isinstance(n, str) else f"1e{round(math.log10(n))}"
 
@@ -312,6 +328,10 @@ def markdown(points, base_rows, load_before, load_after, near=()):
             f"n >= 1e6: worst float CPU {max(p['cpu_float_ms'] for p in big):.2f} ms, worst certified CPU "
             f"{max(p['cpu_cert_ms'] for p in big):.1f} ms, worst dilution CPU {max(p['cpu_dilution_ms'] for p in big):.1f} ms "
             f"(W = 64: {max(p['cpu_cert_ms'] for p in big if p['W'] == 64):.1f} ms certified).",
+            f"Windows next to n (n/2 .. n - 1): worst float CPU "
+            f"{max([p['cpu_float_ms'] for p in big if isinstance(p['W'], str)] or [0.0]):.2f} ms, certified "
+            f"{max([p['cpu_cert_ms'] for p in big if isinstance(p['W'], str)] or [0.0]):.1f} ms, dilution "
+            f"{max([p['cpu_dilution_ms'] for p in big if isinstance(p['W'], str)] or [0.0]):.1f} ms.",
             f"Worst float error in units of its documented bound: {max(p['float_error_units'] for p in points):.3g}; "
             f"references contained: {sum(p['contains'] is True for p in points)} of "
             f"{sum(p['contains'] is not None for p in points)}.",
@@ -354,11 +374,16 @@ def main(argv=None):
     if args.quick:
         ns = [10**3, 10**6, 10**18, int(1e300)]
         grid = [(64, n, rho) for n in ns for rho in (0.5, 0.99, 1 - 1e-6)]
+        grid += [(n - k, n, rho) for n, k, rho in ((10**6, 10, 0.5), (10**18, 1000, 0.9), (int(1e300), 1, 0.5))]
         reps = args.reps or 1
     else:
         ns = [10**k for k in range(3, 19)] + [int(1e300)]
         grid = [(64, n, rho) for n in ns for rho in RHOS]
         grid += [(W, n, rho) for W in (4096, 10**5) for n in ns for rho in (0.5, 0.99) if W < n]
+        # windows next to n (Corollary 4.8 and the old-end estimate, proofs/ot_asymptotics.md)
+        grid += [
+            (W, n, rho) for n in (10**6, 10**9, 10**18, int(1e300)) for rho in (0.5, 0.9, 0.99) for W in _near_n_windows(n)
+        ]
         reps = args.reps or 3
     points = []
     for W, n, rho in grid:
