@@ -690,6 +690,46 @@ def _sides(a, c):
     return edges
 
 
+def analytic_on(n, x0, x1):
+    """Whether every node of the tree is analytic at every real ``x`` in ``[x0, x1]`` (Theorem 15h's premise): the
+    argument of each ``log`` has a positive lower bound, the base of each power with a non-integer exponent too, and
+    the base of each negative integer power excludes 0 (:func:`_interval`'s bounds, outward rounded); ``exp``, ``sin``,
+    ``cos``, sums and products of analytic nodes are analytic. ``False`` where a bound is not finite."""
+    tag = n[0]
+    if tag in ("x", "q", "pi", "e"):
+        return True
+    if tag in ("add", "mul"):
+        return all(analytic_on(a, x0, x1) for a in n[1])
+    if tag in ("exp", "sin", "cos"):
+        return analytic_on(n[1], x0, x1)
+
+    def positive(arg):
+        L = _interval(arg, x0, x1)[0]
+        return L is not None and L > 0
+
+    def nonzero(arg):
+        L, U = _interval(arg, x0, x1)
+        return (L is not None and L > 0) or (U is not None and U < 0)
+
+    if tag == "loglin":
+        return positive(("add", (n[1], ("mul", (n[2], ("x",))))))
+    if tag == "log":
+        return analytic_on(n[1], x0, x1) and positive(n[1])
+    if tag == "powi":
+        return analytic_on(n[1], x0, x1) and (n[2] >= 0 or nonzero(n[1]))
+    if tag in ("powlin", "powc"):
+        base = ("add", (n[1], ("mul", (n[2], ("x",))))) if tag == "powlin" else n[1]
+        ex = n[-1]
+        if tag == "powc" and not analytic_on(base, x0, x1):
+            return False
+        if ex[0] == "q" and ex[2] == 1:  # an integer exponent
+            return ex[1] >= 0 or nonzero(base)
+        return positive(base)
+    if tag == "pow":
+        return analytic_on(n[1], x0, x1) and analytic_on(n[2], x0, x1) and positive(n[1])
+    return False
+
+
 def point_interval(tree, k):
     """``(L, U)`` of :func:`_interval` at the integer ``k`` (``None`` for an end that is not bounded)."""
     try:
@@ -778,19 +818,210 @@ def _gl_log(bfun, edges, rule):
     return _logsumexp(np.asarray(val, dtype=float).ravel())
 
 
-def float_tail_log(fns, a, c, ref_log=-math.inf):
+_TAYLOR_PIECES = 4096  # Theorem 15h: at most this many pieces (else the route declines)
+TAYLOR_ACCEPT = 2.0**-38  # Theorem 15h: proved truncation + rounding estimate (relative) at most this
+_EPS = 2.0**-53
+
+
+def _iroot(Y, k):
+    """``floor(Y^(1/k))`` for an integer ``Y >= 0`` (Newton's iteration in integers, from above)."""
+    if Y < 2:
+        return Y
+    x = 1 << -(-Y.bit_length() // k)
+    while True:
+        y = ((k - 1) * x + Y // x ** (k - 1)) // k
+        if y >= x:
+            return x
+        x = y
+
+
+def _largest_h(X, e, k):
+    """The largest integer ``h >= 0`` with ``X h^k <= 2^e`` for an exact ``arb`` point ``X >= 0`` (``None``: ``X = 0``, no
+    limit), in exact integers (``X = 7e-601`` underflows a double)."""
+    if X == 0:
+        return None
+    man, ex = X.man_exp()
+    man, ex = int(man), int(ex)
+    E = e - ex  # X h^k <= 2^e  <=>  h^k <= 2^E / man
+    return 0 if E < 0 else _iroot((1 << E) // man, k)
+
+
+def _tilted_q(beta, w, t0):
+    """``E[t^2] / w^2`` for ``t`` in ``{t0, ..., t0 + w - 1}`` with weights ``e^{beta t}`` (arrays; Theorem 15h).
+
+    With ``x = beta w``: ``Var = 1/(4 sinh^2(beta/2)) - w^2/(4 sinh^2(x/2))`` and ``E[t - t0] = w/(1 - e^{-x}) - 1/(1 - e^{-beta})``
+    (the first two derivatives of the log of the geometric sum); for ``|x| <= 0.1`` their Laurent series
+    ``1/(4 sinh^2(y/2)) = 1/y^2 - 1/12 + y^2/240 - y^4/6048 + ...`` and ``1/(1 - e^{-y}) = 1/y + 1/2 + y/12 - y^3/720 + ...``
+    (alternating, terms falling by ``(y/2 pi)^2``) give ``Var/w^2 = (1 - u^2)/12 - x^2 (1 - u^4)/240 + x^4 (1 - u^6)/6048``
+    and ``E[t]/w = (t0 + (w - 1)/2)/w + x (1 - u^2)/12 - x^3 (1 - u^4)/720`` (``u = 1/w``) within ``2^-30`` relative."""
+    x = beta * w
+    u = 1.0 / w
+    small = np.abs(x) <= 0.1
+    with np.errstate(all="ignore"):
+        x2 = x * x
+        var_s = (1 - u * u) / 12 - x2 * (1 - u**4) / 240 + x2 * x2 * (1 - u**6) / 6048
+        mean_s = (t0 + 0.5 * (w - 1)) * u + x * (1 - u * u) / 12 - x * x2 * (1 - u**4) / 720
+        var_c = (0.5 / (w * np.sinh(0.5 * beta))) ** 2 - (0.5 / np.sinh(0.5 * x)) ** 2
+        mean_c = t0 * u + 1.0 / (-np.expm1(-x)) - u / (-np.expm1(-beta))
+    var = np.where(small, var_s, var_c)
+    mean = np.where(small, mean_s, mean_c)
+    return np.maximum(var, 0.0) + mean * mean
+
+
+def _pieces_at(a, N, w):
+    """The pieces of ``[a, a + N - 1]``: ``P - 1`` of ``w`` integers and a last one of ``1..w``, as arrays ``(fm, delta, t0,
+    cnt)`` (``fm = float(m)``, ``delta = m - fm`` for the middle integer ``m``; ``t0 = a_i - m``; ``cnt`` integers), and ``Hp``,
+    the largest ``|t|``."""
+    P = -(-N // w)
+    last = N - (P - 1) * w
+    hw, hl = (w - 1) // 2, (last - 1) // 2
+    if N < 1 << 53:  # offsets exact in double; the rounding of float(a) + offset recovered by TwoSum
+        a_hi = float(a)
+        a_lo = float(a - int(a_hi))
+        offs = np.arange(P, dtype=float) * float(w) + float(hw)
+        offs[-1] = float((P - 1) * w + hl)
+        fm = a_hi + offs
+        bb = fm - a_hi
+        delta = a_lo + ((a_hi - (fm - bb)) + (offs - bb))
+    else:
+        mids = [a + hw + i * w for i in range(P - 1)] + [a + (P - 1) * w + hl]
+        fm = np.array([float(m) for m in mids])
+        delta = np.array([float(m - int(f)) for m, f in zip(mids, fm.tolist(), strict=True)])
+    t0 = np.full(P, -float(hw))
+    cnt = np.full(P, float(w))
+    t0[-1], cnt[-1] = -float(hl), float(last)
+    return fm, delta, t0, cnt, max(hw, w - 1 - hw, hl, last - 1 - hl)
+
+
+def taylor_pieces_log(fns, trees, a, c):
+    """``(log S, rel)`` for ``S = sum_{k=a}^{c} e^{b(k)}`` by Theorem 15h (``proofs/closed_form_tails.md``), or ``None``.
+
+    ``trees``: the compiled trees of ``b`` and of its third derivative ``b3 = b'''`` (sympy's); ``b`` must be
+    analytic on ``[a, c]`` (:func:`analytic_on`). One interval bound ``|b3| <= M3`` on the whole
+    real range ``[a, c]`` (:func:`_interval`, Arb with outward rounding: a feature of ``b`` anywhere in the range,
+    however narrow, makes it large) gives the largest half-width ``H`` with ``M3 H^3/6 <= 2^-41``; the range is cut
+    into pieces of ``2H + 1`` integers (at most 4096, else ``None``). On a piece with middle integer ``m``,
+    ``b(m + t) = b(m) + beta t + gamma t^2 + sigma_t`` with ``gamma = b''(m)/2`` and ``|sigma_t| <= M3 |t|^3/6`` (Taylor),
+    so its sum is ``e^{b(m)} G(beta) E[e^{gamma t^2 + sigma}]`` with the geometric sum
+    ``G = e^{max(beta t0, beta t1)} expm1(-|beta| w)/expm1(-|beta|)`` and, under the weights ``e^{beta t}/G``,
+    ``E[e^{gamma t^2}]`` in ``[1 + gamma q, 1 + gamma q + (gamma H^2)^2 e^{|gamma| H^2}/2]`` (``q = E[t^2]`` in closed form,
+    :func:`_tilted_q`) and ``e^sigma`` within ``e^{+-M3 H^3/6}``: ``1 + gamma q`` is used. ``gamma`` is the difference
+    quotient of ``b'`` over ``[m - H/16, m + H/16]`` (half the mean of ``b''`` there: within ``M3 (H/16 + ...)/2`` of it,
+    and formed as ``gamma H^2``, which does not underflow where ``b''`` does), and ``|gamma| H^2 <= 2^-20`` is asked
+    (else the pieces are narrowed once): a proved relative error of about ``2^-40`` at most. ``rel`` adds an estimate of
+    the rounding (``b``, ``b'`` read in double at ``float(m)``, the offset ``m - float(m)`` applied through ``b'``), and
+    the route answers only when the total is at most ``2^-38``."""
+    from .._balls import arb_precision
+
+    if trees is None or c < a:
+        return None
+    N = c - a + 1
+    try:
+        with arb_precision(80):
+            if not analytic_on(trees[0], a, c):
+                return None
+            L3, U3 = _interval(trees[1], a, c)
+            if L3 is None or U3 is None:
+                return None
+            M3 = flint.arb(abs(L3).upper()).max(flint.arb(abs(U3).upper()))
+            H = _largest_h(flint.arb((M3 / 6).upper()), -41, 3)
+            M3u = flint.arb(M3.upper())
+    except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
+        return None
+    b0, b1 = fns[0], fns[1]
+    w = N if H is None else min(N, 2 * H + 1)  # b''' = 0 on the range: one piece (b is a quadratic there)
+    for attempt in range(2):
+        if -(-N // w) > _TAYLOR_PIECES:
+            return None
+        fm, delta, t0, cnt, Hp = _pieces_at(a, N, w)
+        Hf = float(Hp)
+        sf = Hf / 16
+        with np.errstate(all="ignore"):
+            bf = np.asarray(b0(fm), dtype=float) * np.ones(fm.size)
+            beta = np.asarray(b1(fm), dtype=float) * np.ones(fm.size)
+            # gamma = b''(m)/2 as the difference quotient of b' over [x-, x+] = [fm - s, fm + s] (s = Hp/16): the mean of
+            # b'' there, within M3 (s + 2|delta| + 2 eps c) of b''(m) (b'' in double underflows far out: 0.6/d^2 at 1e300)
+            # kept as gH = gamma Hp^2 = (b'(x+) - b'(x-)) Hp^2 / (2 (x+ - x-)) (gamma itself, 6e-601 there, underflows)
+            xp, xm = fm + sf, fm - sf
+            gH = (np.asarray(b1(xp), dtype=float) - np.asarray(b1(xm), dtype=float)) * (0.5 * Hf * (Hf / (xp - xm))) if Hp else 0.0 * fm
+            gH = gH * np.ones(fm.size)
+        if not (np.all(np.isfinite(bf)) and np.all(np.isfinite(beta)) and np.all(np.isfinite(gH))):
+            return None
+        gHmax = float(np.max(np.abs(gH)))
+        if gHmax <= 2.0**-20:
+            break
+        if attempt:
+            return None
+        w = min(w, 2 * int(Hf * math.sqrt(2.0**-21 / gHmax)) + 1)  # |gamma| H^2 <= 2^-21 (2^-20 asked at the new middles)
+    P = fm.size
+    bm = bf + beta * delta  # b(m) = b(fm) + b'(fm) delta + b''(xi) delta^2/2 (the last in the estimate)
+    t1 = t0 + cnt - 1
+    r = np.abs(beta)
+    with np.errstate(all="ignore"):
+        tiny = r * cnt < 2.0**-60  # the ratio is cnt within a relative 2^-60
+        ratio = np.where(tiny, cnt, np.expm1(-r * cnt) / np.expm1(-r))
+    if not np.all(tiny | (r > 2.0**-1000)) or not np.all(np.isfinite(ratio) & (ratio > 0)):
+        return None
+    if Hp:
+        with np.errstate(all="ignore"):
+            gq = gH * _tilted_q(beta, cnt, t0) * (cnt / Hf) ** 2  # gamma q_i (|.| <= |gamma| Hp^2 <= 2^-20)
+        if not np.all(np.isfinite(gq)):
+            return None
+        corr = np.log1p(gq)
+    else:
+        corr = np.zeros(P)
+    logs = bm + np.maximum(beta * t0, beta * t1) + np.log(ratio) + corr
+    top = float(np.max(logs))
+    if not math.isfinite(top):
+        return None
+    total = float(np.sum(np.exp(logs - top)))
+    # proved: e^{M3 Hp^3/6} - 1 (<= 2^-41 (1 + 2^-40)), the second order (gamma Hp^2)^2 e^{|gamma| Hp^2}/2, q's series
+    # or formula (2^-30 of gamma q), gamma's difference quotient (M3 (s + 2 |delta| + 2 eps c)/2 times q <= Hp^2)
+    dmax = float(np.max(np.abs(delta)))
+    with arb_precision(80):
+        S3 = float((M3u * Hp * Hp * Hp / 6).upper())
+        Sq = float((M3u * flint.arb(sf + 2 * dmax + 2 * _EPS * float(c)) * Hp * Hp / 2).upper()) if Hp else 0.0
+    G2 = (gHmax + Sq) * (1 + 2.0**-50)
+    trunc = (math.expm1(S3 + Sq) + 0.5 * G2 * G2 * math.exp(G2) + G2 * 2.0**-30) * (1 + 2.0**-18)
+    # rounding (an estimate): b(fm) in double (4 (|b| + 1) eps, as for the head), the offset through b'
+    # (M2 delta^2/2 with M2 <= 2 |gamma| + M3 Hp), beta and the counts in double (9 |beta| eps over |t| <= Hp), gamma's
+    # quotient from b' in double (8 |beta| eps / 2s over q <= Hp^2: 64 |beta| Hp eps), the ratio, the log and the
+    # correction (16 eps), the sum of P terms (log2 P eps); subnormal b' values (2^-1074 absolute, over 8 Hp)
+    bmax, rmax = float(np.max(np.abs(bm))), float(np.max(r))
+    M3f = float(M3u)
+    est = ((4 * (bmax + 1) + 73 * rmax * max(Hf, 1) + 4 * G2 + 16 + math.log2(P)) * _EPS
+           + (gHmax / max(Hf, 1) / max(Hf, 1) + M3f * Hf) * dmax * dmax + 2.0**-1070 * Hf)
+    rel = trunc + est
+    if not rel <= TAYLOR_ACCEPT:
+        return None
+    return top + math.log(total), rel
+
+
+def short_range(a, c):
+    """Whether ``[a, c]`` is short against its start: ``c - a < (|log c| + 2) c 2^-10``, where nodes placed in
+    ``u = log x`` carry a relative error above ``2^-42`` of the range's width."""
+    return (c - a) < (abs(math.log(c)) + 2.0) * c * 2.0**-10
+
+
+def float_tail_log(fns, a, c, ref_log=-math.inf, third=None):
     """``log sum_{k=a}^{c} e^{b(k)}`` in double precision (Theorem 15 with p = 2), or ``None``
     when the two quadrature rules disagree beyond ``1e-11`` of the larger of the integral and
     ``e^ref_log`` (the rest of the sum it is added to), or a value is not finite.
 
-    ``fns``: the bias and its first three derivatives as numpy functions."""
+    ``fns``: the bias and its first three derivatives as numpy functions; ``third``: the compiled trees of ``b`` and
+    ``b'''`` (for Theorem 15h on a range short against its start), or ``None``."""
     b0, b1, b2, b3 = fns
     lu0, lu1 = math.log(a), math.log(c)
     # the quadrature runs in u = log k, whose nodes carry an absolute error of about (|u| + 1) eps k: a relative
     # error (|u| + 1) eps c / (c - a) of a short range's width (62 % at a = 1e15 - 5, c = 1e15 - 1). Where that
-    # exceeds 2^-42 the range is summed term by term if its integers are doubles (c < 2^53, at most 2^16
-    # terms), and declined otherwise (the certified route answers)
-    if (c - a) < (abs(lu1) + 2.0) * c * 2.0**-10:
+    # exceeds 2^-42 the range is taken by Theorem 15h (second-order Taylor pieces with a proved bound of b''', geometric sums),
+    # else summed term by term if its integers are doubles (c < 2^53, at most 2^16 terms), else declined (the certified
+    # route answers)
+    if short_range(a, c):
+        if third is not None and c - a >= 1024:
+            out = taylor_pieces_log(fns, third, a, c)
+            if out is not None:
+                return out[0]
         if c - a >= 1 << 16 or c >= 1 << 53:
             return None
         with np.errstate(all="ignore"):

@@ -251,6 +251,17 @@ def _float_head(b, d):
 
 
 @functools.lru_cache(maxsize=128)
+def _third_tree(b, d):
+    """The compiled trees of ``b`` and ``b'''`` (sympy's derivative) for Theorem 15h's bounds, or ``None``."""
+    sp = import_sympy()
+    b3 = sp.diff(b, d, 3)
+    if sp.count_ops(b3) > 400:  # bounded work (the interval evaluation walks the tree once per range)
+        return None
+    trees = (_compiled(b, d), _compiled(b3, d))
+    return None if None in trees else trees
+
+
+@functools.lru_cache(maxsize=128)
 def _numpy_fns(b, d):
     """The bias and its first three derivatives as numpy functions (sympy's, lambdified once)."""
     sp = import_sympy()
@@ -579,7 +590,8 @@ class Bias(Encoding):
     decimals as written) and answer when an a-posteriori bound of their error is at most ``2^-38`` (measured:
     a few ulps), else the enclosure's midpoint answers. That bound reads ``b`` where its quadratures sample
     it: a feature narrower than their pieces (``5*exp(-((d-90000)/30)**2)`` in a decay, 5% of ``D`` at
-    ``n = 1e5``) is missed by the float routes, while :meth:`mass_enclosures` bounds ``b`` on every piece and
+    ``n = 1e5``) is missed by the float routes (not on a range short against its start, ``W = n - 1e5`` at ``n = 1e9``: Theorem 15h
+    takes its pieces from an interval bound of ``b'''`` on the whole range and declines such a feature), while :meth:`mass_enclosures` bounds ``b`` on every piece and
     encloses or refuses; a bias increasing towards ``n - 1`` (``sqrt(d)`` at
     ``W = n - 1``) is summed in double in the reversed variable ``t = n - 1 - d`` (error about
     ``(|b(W) - b(n - 1)| + 300) eps``). Still refused beyond ``n = 2**22``, by name and
@@ -806,6 +818,7 @@ class Bias(Encoding):
         if logw is None:
             return None
         logsumexp = _logsumexp
+        d3 = _third_tree(b, d)  # Theorem 15h's bound of b''' on a range short against its start
 
         def one(k):  # a range of a single term: b(k) itself (W = n - 1 fell back to the certified route, 60 ms)
             with np.errstate(all="ignore"):
@@ -814,17 +827,17 @@ class Bias(Encoding):
 
         if window > N:
             lh = logsumexp(logw)
-            tw = float_tail_log(fns, N, window - 1, lh) if window - 1 > N else one(N)
+            tw = float_tail_log(fns, N, window - 1, lh, d3) if window - 1 > N else one(N)
             if tw is None:
                 return None
             log_head = np.logaddexp(lh, tw)
-            tn = float_tail_log(fns, window, n - 1) if n - 1 > window else one(window)  # T alone: D's relative accuracy
+            tn = float_tail_log(fns, window, n - 1, third=d3) if n - 1 > window else one(window)  # T alone: D's relative accuracy
             if tn is None:
                 return None
             log_tail = tn
         else:
             log_head = logsumexp(logw[:window])
-            tn = float_tail_log(fns, N, n - 1, logsumexp(logw[window:]) if window < N else -math.inf)
+            tn = float_tail_log(fns, N, n - 1, logsumexp(logw[window:]) if window < N else -math.inf, d3)
             if tn is None:
                 return None
             log_tail = np.logaddexp(logsumexp(logw[window:]), tn) if window < N else tn
