@@ -24,20 +24,26 @@ def _route(text, a, c):
 
 
 def _hurwitz_log(s, a, c):
-    """log sum_{k=a}^{c} (1 + k)^-s by mpmath's Hurwitz zeta (private context, 60 digits)."""
+    """log sum_{k=a}^{c} (1 + k)^-s by mpmath (private context): term by term up to 2000 terms, else the difference of
+    two Hurwitz zetas with 60 digits more than it cancels."""
     mp = mpmath.MPContext()
-    mp.dps = 60
+    mp.dps = 40
     s = mp.mpf(s)
+    if c - a < 2000:
+        return mp.log(mp.fsum((1 + mp.mpf(k)) ** -s for k in range(a, c + 1)))
+    mp.dps = 60 + len(str(c)) - len(str(c - a))
     return mp.log(mp.zeta(s, a + 1) - mp.zeta(s, c + 2))
 
 
-@pytest.mark.parametrize("expo", ["1.2", "0.5", "-2"])
+@pytest.mark.parametrize("expo", ["1.2", pytest.param("0.5", marks=pytest.mark.slow), pytest.param("-2", marks=pytest.mark.slow)])
 def test_power_law_ranges_against_the_hurwitz_zeta(expo):
     # -s log(1 + d) over far, short ranges: 1e5 terms at 1e9 and 1e18, 1e10 at 1e15, 2^40 at 2^60, 1e297 at 1e300
     # (b'' = s/d^2 underflows a double there: the quadratic term is formed as gamma H^2)
     text = f"{-float(expo)}*log(1+d)"
     for a, c in ((10**9 - 10**5, 10**9 - 1), (10**15 - 10**10, 10**15 - 1), (10**18 - 10**5, 10**18 - 1),
-                 (2**60, 2**60 + 2**40), (2**53 - 5000, 2**53 + 5000), (BIG - 10**297, BIG)):
+                 (2**60, 2**60 + 2**40), (2**53 - 5000, 2**53 + 5000), (BIG - 10**297, BIG),
+                 (10**18 - 1500, 10**18 - 1), (BIG - 1500, BIG - 1), (BIG - 10**7, BIG - 1)):
+        # (1500 terms at 1e18 and 1e300: fm +- Hp/16 rounds to fm, the quotient for gamma was 0/0 and the route declined)
         out = _route(text, a, c)
         assert out is not None, (text, a, c)
         got, rel = out
@@ -73,8 +79,8 @@ def _bump_log(height, width, centre, a, c, mp):
 
 
 @pytest.mark.parametrize("height, widths", [
-    (3.0, (1, 10)),
-    pytest.param(3.0, (300,), marks=pytest.mark.slow),
+    (3.0, (10,)),
+    pytest.param(3.0, (1, 300), marks=pytest.mark.slow),
     pytest.param(1e-3, (1, 10, 300), marks=pytest.mark.slow),
 ])
 def test_narrow_bumps_are_answered_right_or_declined(height, widths):

@@ -935,17 +935,19 @@ def taylor_pieces_log(fns, trees, a, c):
             return None
         fm, delta, t0, cnt, Hp = _pieces_at(a, N, w)
         Hf = float(Hp)
-        sf = Hf / 16
+        # s = Hp/16, at least 64 ulps of the middles (fm +- Hp/16 rounds to fm itself at 1e18: the quotient was 0/0)
+        sf = max(Hf / 16, 64 * math.ulp(float(np.max(np.abs(fm)))))
         with np.errstate(all="ignore"):
             bf = np.asarray(b0(fm), dtype=float) * np.ones(fm.size)
             beta = np.asarray(b1(fm), dtype=float) * np.ones(fm.size)
-            # gamma = b''(m)/2 as the difference quotient of b' over [x-, x+] = [fm - s, fm + s] (s = Hp/16): the mean of
-            # b'' there, within M3 (s + 2|delta| + 2 eps c) of b''(m) (b'' in double underflows far out: 0.6/d^2 at 1e300)
-            # kept as gH = gamma Hp^2 = (b'(x+) - b'(x-)) Hp^2 / (2 (x+ - x-)) (gamma itself, 6e-601 there, underflows)
+            # gamma = b''(m)/2 as the difference quotient of b' over [x-, x+] (x+- = fl(fm +- s)): half the mean of b''
+            # there, within M3 reach/2 of b''(m)/2, reach = max |x+- - m| (b'' in double underflows far out: 0.6/d^2 at
+            # 1e300), kept as gH = gamma Hp^2 = (b'(x+) - b'(x-)) Hp^2 / (2 (x+ - x-)) (gamma itself, 6e-601 there, underflows)
             xp, xm = fm + sf, fm - sf
-            gH = (np.asarray(b1(xp), dtype=float) - np.asarray(b1(xm), dtype=float)) * (0.5 * Hf * (Hf / (xp - xm))) if Hp else 0.0 * fm
+            dx = xp - xm  # exact (Sterbenz)
+            gH = (np.asarray(b1(xp), dtype=float) - np.asarray(b1(xm), dtype=float)) * (0.5 * Hf * (Hf / dx)) if Hp else 0.0 * fm
             gH = gH * np.ones(fm.size)
-        if not (np.all(np.isfinite(bf)) and np.all(np.isfinite(beta)) and np.all(np.isfinite(gH))):
+        if not (np.all(np.isfinite(bf)) and np.all(np.isfinite(beta)) and np.all(np.isfinite(gH)) and np.all(dx > 0)):
             return None
         gHmax = float(np.max(np.abs(gH)))
         if gHmax <= 2.0**-20:
@@ -976,21 +978,24 @@ def taylor_pieces_log(fns, trees, a, c):
         return None
     total = float(np.sum(np.exp(logs - top)))
     # proved: e^{M3 Hp^3/6} - 1 (<= 2^-41 (1 + 2^-40)), the second order (gamma Hp^2)^2 e^{|gamma| Hp^2}/2, q's series
-    # or formula (2^-30 of gamma q), gamma's difference quotient (M3 (s + 2 |delta| + 2 eps c)/2 times q <= Hp^2)
+    # or formula (2^-30 of gamma q), gamma's difference quotient (M3 reach/2 times q <= Hp^2)
     dmax = float(np.max(np.abs(delta)))
+    reach = max(float(np.max(xp - fm)), float(np.max(fm - xm))) * (1 + 2.0**-50) + dmax
     with arb_precision(80):
         S3 = float((M3u * Hp * Hp * Hp / 6).upper())
-        Sq = float((M3u * flint.arb(sf + 2 * dmax + 2 * _EPS * float(c)) * Hp * Hp / 2).upper()) if Hp else 0.0
+        Sq = float((M3u * flint.arb(reach) * Hp * Hp / 2).upper()) if Hp else 0.0
     G2 = (gHmax + Sq) * (1 + 2.0**-50)
     trunc = (math.expm1(S3 + Sq) + 0.5 * G2 * G2 * math.exp(G2) + G2 * 2.0**-30) * (1 + 2.0**-18)
     # rounding (an estimate): b(fm) in double (4 (|b| + 1) eps, as for the head), the offset through b'
     # (M2 delta^2/2 with M2 <= 2 |gamma| + M3 Hp), beta and the counts in double (9 |beta| eps over |t| <= Hp), gamma's
-    # quotient from b' in double (8 |beta| eps / 2s over q <= Hp^2: 64 |beta| Hp eps), the ratio, the log and the
-    # correction (16 eps), the sum of P terms (log2 P eps); subnormal b' values (2^-1074 absolute, over 8 Hp)
+    # quotient from b' in double (8 |beta'| eps + 2^-1073 over x+ - x-, times Hp^2/2), the ratio, the log and the
+    # correction (16 eps), the sum of P terms (log2 P eps)
     bmax, rmax = float(np.max(np.abs(bm))), float(np.max(r))
     M3f = float(M3u)
-    est = ((4 * (bmax + 1) + 73 * rmax * max(Hf, 1) + 4 * G2 + 16 + math.log2(P)) * _EPS
-           + (gHmax / max(Hf, 1) / max(Hf, 1) + M3f * Hf) * dmax * dmax + 2.0**-1070 * Hf)
+    quot = Hf * (Hf / float(np.min(dx))) if Hp else 0.0
+    est = ((4 * (bmax + 1) + 9 * rmax * max(Hf, 1) + 4 * G2 + 16 + math.log2(P)) * _EPS
+           + (8 * (rmax + M3f * reach * reach) * _EPS + 2.0**-1073) * quot
+           + (gHmax / max(Hf, 1) / max(Hf, 1) + M3f * Hf) * dmax * dmax)
     rel = trunc + est
     if not rel <= TAYLOR_ACCEPT:
         return None
