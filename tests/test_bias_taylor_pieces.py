@@ -168,3 +168,17 @@ def test_theorem_15f_mid_range_windows_answer_in_double(n):
     e = B.mass_enclosures(W, n)
     for got, enc in zip(fast, (e.window_mass, e.distant_mass), strict=True):
         assert enc.lo * (1 - 2.0**-38) <= got <= enc.hi * (1 + 2.0**-38), (n, got, enc)
+
+
+def test_a_few_far_terms_beyond_2_53_through_the_public_api():
+    # fewer than 1024 terms at c >= 2^53 (no term-by-term sum in double there): Theorem 15h answers instead of the Arb
+    # midpoint; D against mpmath (Hurwitz zeta for the whole sum, the range term by term)
+    mp = mpmath.MPContext()
+    mp.dps = 50
+    s = mp.mpf("1.1")
+    B = Bias("-1.1*log(1+d)")
+    for n, g in ((10**18, 2), (10**18, 500), (2**53 + 3, 100)):
+        T = mp.fsum((1 + mp.mpf(k)) ** -s for k in range(n - g, n))
+        ref = T / (mp.zeta(s) - mp.zeta(s, n + 1))
+        D = B.distant_mass(n - g, n)
+        assert abs(D / float(ref) - 1) < 2.0**-40, (n, g, D, float(ref))

@@ -1023,7 +1023,7 @@ def float_tail_log(fns, a, c, ref_log=-math.inf, third=None):
     # else summed term by term if its integers are doubles (c < 2^53, at most 2^16 terms), else declined (the certified
     # route answers)
     if short_range(a, c):
-        if third is not None and c - a >= 1024:
+        if third is not None and (c - a >= 1024 or c >= 1 << 53):  # term by term below (cheaper, exact positions)
             out = taylor_pieces_log(fns, third, a, c)
             if out is not None:
                 return out[0]
