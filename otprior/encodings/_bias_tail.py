@@ -1377,12 +1377,38 @@ def periodic_split(tree):
 
 def _twist_coefficients(z, p):
     """``a_j = [t^j] 1/(z e^t - 1)``, ``j < p``, for ``z != 1`` (acb balls): ``(z - 1) a_j = -sum_{i=1}^{j} z a_{j-i}/i!``."""
-    out = [1 / (z - 1)]
+    inv = 1 / (z - 1)
+    fact = [flint.arb(math.factorial(i)) for i in range(p)]
+    out = [inv]
     for j in range(1, p):
         s = flint.acb(0)
         for i in range(1, j + 1):
-            s += out[j - i] / math.factorial(i)
-        out.append(-z * s / (z - 1))
+            s += out[j - i] / fact[i]
+        out.append(-z * s * inv)
+    return out
+
+
+_TWIST_CACHE = {}  # (m, omega, p, precision) -> (coefficients, K): they do not depend on the range (two sides, three heads)
+
+
+def _twist_data(m, omega, p):
+    """``(a_j(z), K_p)`` for ``z = e^{i m omega}`` at the current precision (cached), or ``None`` if ``z = 1`` is not
+    excluded."""
+    key = (m, omega, p, flint.ctx.prec)
+    out = _TWIST_CACHE.get(key)
+    if out is None:
+        z = flint.acb(0, _phase(m, omega, 1)).exp()
+        if (z - 1).contains(0):
+            out = (None, None)
+        else:
+            coef = _twist_coefficients(z, p)
+            K = flint.arb(0)
+            for j, aj in enumerate(coef):
+                K += abs(aj) / math.factorial(p - j)
+            out = (coef, K)
+        if len(_TWIST_CACHE) > 4096:
+            _TWIST_CACHE.clear()
+        _TWIST_CACHE[key] = out
     return out
 
 
@@ -1399,13 +1425,9 @@ def twisted_sum_arb(tree_h, m, omega, a, c, p=TWIST_ORDER, parts=None):
     ``K_p = sum_{j<p} |a_j|/(p - j)!``; ``None`` if ``e^{i theta}`` is not proved ``!= 1`` or a bound is not finite.
     ``theta = m omega`` with ``omega = (q, q_pi)`` exact; the phases ``theta k`` are formed with ``log2 k`` more bits.
     ``parts``: :func:`twist_parts` of ``(tree_h, a, c, p)``, shared by every ``m``."""
-    z = flint.acb(0, _phase(m, omega, 1)).exp()
-    if (z - 1).contains(0):
+    coef, K = _twist_data(m, omega, p)
+    if coef is None:
         return None
-    coef = _twist_coefficients(z, p)
-    K = flint.arb(0)
-    for j, aj in enumerate(coef):
-        K += abs(aj) / math.factorial(p - j)
     sup, cs_a, cs_c = twist_parts(tree_h, a, c, p) if parts is None else parts
     if sup is None:
         return None

@@ -926,17 +926,36 @@ class Bias(Encoding):
         # log2(W / (n - W)) bits more, not log2 W (1100 bits at W = 1e299 made far windows 10x dearer)
         prec = 96 + extra + (window // (n - window)).bit_length()
         split = _split(tree)
+        # a side's sum depends on the head N only while the head cuts into it: S_W = sum_{k < W} is the same for every
+        # N >= W, T = sum_{W <= k < n} for every N <= W; each is formed once per route and reused (a refusal too),
+        # where three heads x two routes summed both sides six times (-3 log(1 + d) + 20 sin(d) at 1e18: 60 ms)
+        memo = {}
+
+        def key_of(twisted, lo, hi, N):
+            return twisted, lo, N if lo < N <= hi else None
+
+        def side(twisted, lo, hi, N):
+            key = key_of(twisted, lo, hi, N)
+            if key not in memo:
+                if twisted:
+                    memo[key] = mixed_sum_arb(tree, split, lo, hi, N, prec + 16, why=why)
+                else:
+                    memo[key] = range_sum_arb(tree, lo, hi, N, prec, why)
+            return memo[key]
+
         for N in _EM_HEADS:
             for twisted in ((True, False) if split is not None else (False,)):
                 # h + beta sin(omega d + phi): Theorem 15f first (Theorem 15's remainder does not shrink there)
                 with arb_precision(prec + 16 if twisted else prec):
+                    if memo.get(key_of(twisted, window, n - 1, N), 0) is None:
+                        continue  # the distant side was refused already, the same sum: no need of the window side
                     try:
                         if twisted:
-                            S_W = mixed_sum_arb(tree, split, 0, window - 1, N, prec + 16, why=why)
-                            T = mixed_sum_arb(tree, split, window, n - 1, N, prec + 16, why=why)
-                        else:
-                            S_W = range_sum_arb(tree, 0, window - 1, N, prec, why)
-                            T = range_sum_arb(tree, window, n - 1, N, prec, why)
+                            S_W = side(twisted, 0, window - 1, N)
+                            T = side(twisted, window, n - 1, N) if S_W is not None else None
+                        else:  # Theorem 15 fails on a periodic term's distant side first (its remainder does not shrink)
+                            T = side(twisted, window, n - 1, N)
+                            S_W = side(twisted, 0, window - 1, N) if T is not None else None
                     except (ValueError, ZeroDivisionError, ArithmeticError):
                         continue
                     if S_W is None or T is None or not (S_W > 0) or not (T >= 0):
