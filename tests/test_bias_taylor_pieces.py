@@ -128,6 +128,7 @@ def test_the_bump_through_the_public_api_is_right_or_refused():
     ("-200*log(1+d)", 10**18 - 10**5, 10**18 - 1),
     ("-1e-300*log(1+d) - 2*log(1+d)", BIG - 10**297, BIG),  # a tiny term beside a decay
     ("-log(1+d) + 1e-9*d**2", 10**9 - 10**5, 10**9 - 1),  # growing fast: b'' = 2e-9
+    ("-log(1+d) - 1e-15*(d - 999950000)**2", 10**9 - 10**5, 10**9 - 1),  # gamma H^2 > 2^-20: the pieces narrowed once
 ])
 def test_hostile_biases_are_answered_within_their_bound_or_declined(text, a, c):
     out = _route(text, a, c)
