@@ -338,3 +338,20 @@ def test_bessel_lists_by_backward_recurrence_contain_mpmaths_values():
                 slack = abs(ref) * mp.mpf(10) ** -100  # the decimal strings' own rounding
                 assert lo - slack <= ref <= hi + slack, (p, q, m)
                 assert L[m].rad() <= abs(L[m].mid()) * 2.0 ** -(prec - 4)  # and tight: a few ulps
+
+
+def test_large_amplitude_few_distant_terms_are_enclosed_term_by_term():
+    # the Jacobi-Anger series of one term e^(149 sin k) ~ e^-149 sums Bessel terms ~ e^149: a cancellation of 2^430 that
+    # the working precision did not hold (149 sin(d) and 60 sin(d) at W = n - 1 were refused); a side of fewer than 64
+    # terms is now summed one by one in Arb. Reference: numpy's direct log-sum-exp over all 10^6 terms
+    import numpy as np
+
+    n = 10**6
+    for beta in (149, 60):
+        b = Bias(f"{beta}*sin(d)")
+        v = beta * np.sin(np.arange(n, dtype=float))
+        top = v.max()
+        for g in (1, 5):
+            ref = np.sum(np.exp(v[n - g:] - top)) / np.sum(np.exp(v - top))
+            e = b.mass_enclosures(n - g, n).distant_mass
+            assert abs(e.mid / ref - 1) < 1e-12 and (e.hi - e.lo) <= 2.0**-50 * e.hi, (beta, g, e, ref)
