@@ -575,8 +575,10 @@ class Bias(Encoding):
     (``proofs/closed_form_tails.md``) at any ``n`` up to 1e300: a direct head of 4096 terms and the
     Euler–Maclaurin tail in double precision (checked by two quadrature rules; measured within
     2 ulps of 30-digit references on moderate biases; in general about ``(max|b| + max|x b'(x)| ln n) eps``
-    relative, from the quadrature nodes in ``log x``), with :meth:`mass_enclosures` giving proved enclosures (relative
-    radius below 2^-55, Arb). Where the float check fails the enclosure's midpoint is returned; where
+    relative, from the quadrature nodes in ``log x``; a range short against its start, such as ``W = n - 1e5``, by
+    Theorem 15h: second-order Taylor pieces of ``b`` whose width comes from an Arb interval bound of the third
+    derivative on the whole range, with a proved truncation bound), with :meth:`mass_enclosures` giving proved
+    enclosures (relative radius below 2^-55, Arb). Where the float check fails the enclosure's midpoint is returned; where
     Theorem 15 does not apply (an oscillating tail such as ``sin(d)`` without decay, a steeply
     growing bias), the direct head plus Theorem 13's monotone bracket, else direct summation up to
     ``n = 2**22`` (a ``DomainError`` naming ``n`` beyond). A callable bias keeps the cap ``n <= 2**22``.
