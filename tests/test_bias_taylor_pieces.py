@@ -183,3 +183,32 @@ def test_a_few_far_terms_beyond_2_53_through_the_public_api():
         ref = T / (mp.zeta(s) - mp.zeta(s, n + 1))
         D = B.distant_mass(n - g, n)
         assert abs(D / float(ref) - 1) < 2.0**-40, (n, g, D, float(ref))
+
+
+def test_monotonicity_is_proved_on_the_whole_range_not_read_at_points():
+    # Theorem 15d(v): the dominance float read the sign of b' at ~60 points and answered D = 0 for
+    # -0.05 sqrt(d) + 2000 e^{-((d - 999950000)/10)^2} at n = 1e9, W = n - 1e5 (the bump holds e^{419} times the rest)
+    from otprior.encodings._bias_tail import monotone_on
+    from otprior.encodings.bias import _first_trees
+
+    def trees(text):
+        d, b = Bias(text)._sym
+        return _first_trees(b, d)
+
+    assert monotone_on(trees("sqrt(d)"), 0, 63, +1)  # not analytic at 0: the first step by point bounds
+    assert monotone_on(trees("-exp(d)"), 10**6, BIG, -1)
+    assert monotone_on(trees("-0.7*log(1+d) - 0.01*sqrt(d)"), 10**9 - 10**5, 10**9 - 1, -1)
+    assert not monotone_on(trees("-log(1+d)"), 0, 10, +1)
+    assert not monotone_on(trees("-0.05*sqrt(d) + 2000*exp(-((d-999950000)/10)**2)"), 10**9 - 10**5, 10**9 - 1, -1)
+
+
+@pytest.mark.slow
+def test_a_tall_narrow_bump_beside_a_steep_decay_is_not_answered_zero():
+    # through the public API (the certified fallbacks take about a second to refuse)
+    for text in ("-0.05*sqrt(d) + 2000*exp(-((d-999950000)/10)**2)",
+                 "-0.05*sqrt(d) + 0.5*sin(d) + 2000*exp(-((d-999950000)/10)**2)"):
+        try:
+            D = Bias(text).distant_mass(10**9 - 10**5, 10**9)
+        except DomainError:
+            continue
+        assert D > 0.5, (text, D)  # the bump's terms outweigh every other by e^400

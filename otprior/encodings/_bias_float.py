@@ -249,8 +249,9 @@ def _mixed_plan(b, d, tree):
     fns = tuple(sp.lambdify(d, e, "numpy") for e in exprs)
     try:  # h''' as trees (with h) for Theorem 15h's bounds on a range short against its start
         d3 = (compile_bias(h, d), compile_bias(exprs[3], d))
+        d1 = (d3[0], compile_bias(exprs[1], d))  # h and h' for _negligible's proof that h decreases
     except Unsupported:
-        d3 = None
+        d3 = d1 = None
     all_fns = sp.lambdify(d, exprs, "numpy")  # h, h', ..., h^(p+1) in one call
     all_math = sp.lambdify(d, exprs, "math")  # the same on one float (a tenth of numpy's overhead)
     coefs = np.zeros((plan["M"], p), dtype=complex)
@@ -278,7 +279,7 @@ def _mixed_plan(b, d, tree):
                 (4 * float(np.max(np.abs(hh))) + abs(float(form[0])) * 8 + 2 * 12 + 16) * EPS)  # all 4096 terms, once
     # (numpy's pairwise summation: about log2(count) eps, doubled)
     deriv = functools.lru_cache(maxsize=4)(functools.partial(_derivatives, all_math, all_fns))
-    plan = dict(plan, fns=fns, d3=d3, all_fns=all_fns, deriv=deriv, coefs=coefs, abscoefs=np.abs(coefs), K=K, head_all=head_all, ive1=plan["ive"][1:].copy(),
+    plan = dict(plan, fns=fns, d3=d3, d1=d1, all_fns=all_fns, deriv=deriv, coefs=coefs, abscoefs=np.abs(coefs), K=K, head_all=head_all, ive1=plan["ive"][1:].copy(),
                 err_m=(2 * math.pi * plan["ms"] + 2 * p + 4) * EPS, any_whole=bool(np.any(plan["whole"])), head=head, hmax=float(np.max(np.abs(hh))))
     return plan
 
@@ -381,14 +382,16 @@ def _negligible(plan, a, c):
     """Where the float of ``sum g`` declines (a decay too steep for its pieces: ``-0.01 sqrt(d)`` at ``d = 1e17``), the
     bound of Theorem 15d(ii) for a decreasing ``h``: the sum lies in ``[0, (c - a + 1) e^{h(a) + |beta|}]``, returned as
     half of it with relative error 1 (enough for :func:`_float_masses`'s ``e^800`` rule, nothing more). ``h' <= 0`` is
-    read at the piece ends of ``_sides`` (an estimate); ``None`` otherwise."""
-    from ._bias_tail import _sides
+    read at the piece ends of ``_sides`` (a cheap filter), then proved on ``[a, c]`` by one interval bound of ``h'``
+    (Theorem 15d(v), :func:`monotone_on`: a narrow bump in ``h`` read only at points gave ``D = 0`` for 1); ``None``
+    otherwise."""
+    from ._bias_tail import _sides, monotone_on
 
     pts = np.array([float(x) for x in _sides(a, c)[:-1]] + [float(c)])
     with np.errstate(all="ignore"):
         slope = np.asarray(plan["fns"][1](pts), dtype=float) * np.ones(pts.size)
         ha = float(np.asarray(plan["fns"][0](np.array([float(a)])), dtype=float).ravel()[0])
-    if not (np.all(slope <= 0) and math.isfinite(ha)):
+    if not (np.all(slope <= 0) and math.isfinite(ha)) or not monotone_on(plan["d1"], a, c, -1):
         return None
     return ha + plan["absbeta"] + math.log(c - a + 1), 0.5, 1.0
 

@@ -730,6 +730,39 @@ def analytic_on(n, x0, x1):
     return False
 
 
+def monotone_on(trees, k0, k1, sign):
+    """Whether ``b(k)`` is proved monotone over the integers ``k0 <= k <= k1``: non-increasing (``sign = -1``) or
+    non-decreasing (``sign = +1``). ``trees``: the compiled trees of ``b`` and of ``b'`` (sympy's derivative). Proof
+    (Theorem 15d(v), ``proofs/closed_form_tails.md``): ``b`` analytic on the real interval ``[k0 + 1, k1]``
+    (:func:`analytic_on`) with the outward-rounded interval bound of ``b'`` (:func:`_interval`) of that sign there, and
+    the first step ``b(k0) -> b(k0 + 1)`` of that sign by point bounds (``sqrt(d)`` is not analytic at 0). One interval
+    evaluation (about 0.1 ms): a narrow bump anywhere in the range makes ``b'`` take both signs and the answer ``False``,
+    where reading ``b'`` at sample points missed it (``-0.05 sqrt(d) + 2000 e^{-((d - 999950000)/10)^2}`` gave
+    ``D = 0`` for 1)."""
+    from .._balls import arb_precision
+
+    if trees is None:
+        return False
+    if k1 <= k0:
+        return True
+    try:
+        with arb_precision(80):
+            (l0, u0), (l1, u1) = _interval(trees[0], k0, k0), _interval(trees[0], k0 + 1, k0 + 1)
+            step = (u1 is not None and l0 is not None and u1 <= l0) if sign < 0 else (u0 is not None and l1 is not None and u0 <= l1)
+            if not step:
+                return False
+            if k1 == k0 + 1:
+                return True
+            if not analytic_on(trees[0], k0 + 1, k1):
+                return False
+            L, U = _interval(trees[1], k0 + 1, k1)
+    except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
+        return False
+    if sign < 0:
+        return U is not None and U <= 0
+    return L is not None and L >= 0
+
+
 def point_interval(tree, k):
     """``(L, U)`` of :func:`_interval` at the integer ``k`` (``None`` for an end that is not bounded)."""
     try:
