@@ -733,9 +733,11 @@ def analytic_on(n, x0, x1):
 def monotone_on(trees, k0, k1, sign):
     """Whether ``b(k)`` is proved monotone over the integers ``k0 <= k <= k1``: non-increasing (``sign = -1``) or
     non-decreasing (``sign = +1``). ``trees``: the compiled trees of ``b`` and of ``b'`` (sympy's derivative). Proof
-    (Theorem 15d(v), ``proofs/closed_form_tails.md``): ``b`` analytic on the real interval ``[k0 + 1, k1]``
-    (:func:`analytic_on`) with the outward-rounded interval bound of ``b'`` (:func:`_interval`) of that sign there, and
-    the first step ``b(k0) -> b(k0 + 1)`` of that sign by point bounds (``sqrt(d)`` is not analytic at 0). One interval
+    (Theorem 15d(v), ``proofs/closed_form_tails.md``): ``b`` analytic on the real interval ``[k0, k1]``
+    (:func:`analytic_on`) with the outward-rounded interval bound of ``b'`` (:func:`_interval`) of that sign there; or,
+    where ``b`` is not analytic at ``k0`` (``sqrt(d)`` at 0), the same on ``[k0 + 1, k1]`` and the first step
+    ``b(k0) -> b(k0 + 1)`` of that sign by point bounds (at 80 bits: a step of 1e-152 beside ``|b| = 3e147`` was not
+    resolved and sent ``-0.01 sqrt(d)`` at 1e299 to the Arb route, 3 ms). One interval
     evaluation (about 0.1 ms): a narrow bump anywhere in the range makes ``b'`` take both signs and the answer ``False``,
     where reading ``b'`` at sample points missed it (``-0.05 sqrt(d) + 2000 e^{-((d - 999950000)/10)^2}`` gave
     ``D = 0`` for 1)."""
@@ -747,15 +749,21 @@ def monotone_on(trees, k0, k1, sign):
         return True
     try:
         with arb_precision(80):
-            (l0, u0), (l1, u1) = _interval(trees[0], k0, k0), _interval(trees[0], k0 + 1, k0 + 1)
-            step = (u1 is not None and l0 is not None and u1 <= l0) if sign < 0 else (u0 is not None and l1 is not None and u0 <= l1)
-            if not step:
-                return False
-            if k1 == k0 + 1:
-                return True
-            if not analytic_on(trees[0], k0 + 1, k1):
-                return False
-            L, U = _interval(trees[1], k0 + 1, k1)
+            start = k0
+            if not analytic_on(trees[0], k0, k1):  # e.g. sqrt(d) at 0: the first step by point bounds, then from k0 + 1
+                (l0, u0), (l1, u1) = _interval(trees[0], k0, k0), _interval(trees[0], k0 + 1, k0 + 1)
+                if sign < 0:
+                    step = u1 is not None and l0 is not None and u1 <= l0
+                else:
+                    step = u0 is not None and l1 is not None and u0 <= l1
+                if not step:
+                    return False
+                if k1 == k0 + 1:
+                    return True
+                if not analytic_on(trees[0], k0 + 1, k1):
+                    return False
+                start = k0 + 1
+            L, U = _interval(trees[1], start, k1)
     except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
         return False
     if sign < 0:
