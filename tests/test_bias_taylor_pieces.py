@@ -155,6 +155,8 @@ def test_the_bump_through_the_public_api_is_right_or_refused():
     ("-1e-300*log(1+d) - 2*log(1+d)", BIG - 10**297, BIG),  # a tiny term beside a decay
     ("-log(1+d) + 1e-9*d**2", 10**9 - 10**5, 10**9 - 1),  # growing fast: b'' = 2e-9
     ("-log(1+d) - 1e-15*(d - 999950000)**2", 10**9 - 10**5, 10**9 - 1),  # gamma H^2 > 2^-20: the pieces narrowed once
+    ("-1.1*log(1+d) + 0.001*log(1+d)**3", 10**15 - 10**9, 10**15 - 1),  # log S = 24 beside |b| = 3: its own rounding
+    ("-(log(1+d))**2", 10**9 - 10**6, 10**9 - 1),
 ])
 def test_hostile_biases_are_answered_within_their_bound_or_declined(text, a, c):
     out = _route(text, a, c)

@@ -1037,10 +1037,13 @@ def taylor_pieces_log(fns, trees, a, c):
     est = ((4 * (bmax + 1) + 9 * rmax * max(Hf, 1) + 4 * G2 + 16 + math.log2(P)) * _EPS
            + (8 * (rmax + M3f * reach * reach) * _EPS + 2.0**-1073) * quot
            + (gHmax / max(Hf, 1) / max(Hf, 1) + M3f * Hf) * dmax * dmax)
-    rel = trunc + est
+    out = top + math.log(total)
+    # the sum is returned as its logarithm: rounding that double (and top + log) moves S by 2 (|log S| + 1) eps
+    # (1e9 terms of -1.1 log(1 + d) + 0.001 log(1 + d)^3 at 1e15: |b| = 3 but log S = 24, 2 ulps of it over 4 |b| eps)
+    rel = trunc + est + 2 * (abs(out) + 1) * _EPS
     if not rel <= TAYLOR_ACCEPT:
         return None
-    return top + math.log(total), rel
+    return out, rel
 
 
 def short_range(a, c):
