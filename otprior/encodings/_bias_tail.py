@@ -24,9 +24,10 @@ Every piece is an Arb ball computed from the parsed expression:
 
 The float route (:func:`float_tail_log`) evaluates the same formula with ``p = 2`` in double
 precision, the integral by Gauss–Legendre on unit pieces of ``u`` (trailing pieces whose ends are
-all below e^-230 of the largest dropped), and checks itself against a second rule (8 and 16 nodes
-must agree to ``1e-11``); where the check fails the caller takes the certified route. Not a proof:
-its error is measured against the certified route and 30-digit references (at most a few ulps, and
+all below e^-230 of the largest left to a bound of Theorem 15d), and answers only where Theorem 15i proves the
+rule's error, the remainder and that bound below ``2^-40`` of the sum (one Arb bound of ``b(e^z)`` on a complex
+box per group of pieces: a narrow feature makes it large); else the caller takes the certified route. Its rounding
+is an estimate, measured against the certified route and 30-digit references (at most a few ulps, and
 about ``|b| eps`` relative where ``|b|`` is large, the conditioning of ``e^b`` in double precision).
 
 Beyond Theorem 15 (same file of proofs): interval bounds of ``b`` on a piece, with monotone functions
@@ -1052,14 +1053,127 @@ def short_range(a, c):
     return (c - a) < (abs(math.log(c)) + 2.0) * c * 2.0**-10
 
 
-def float_tail_log(fns, a, c, ref_log=-math.inf, third=None):
-    """``log sum_{k=a}^{c} e^{b(k)}`` in double precision (Theorem 15 with p = 2), or ``None``
-    when the two quadrature rules disagree beyond ``1e-11`` of the larger of the integral and
-    ``e^ref_log`` (the rest of the sum it is added to), or a value is not finite.
+_RHOS = (8.0, 3.0)  # Theorem 15i: the Bernstein ellipses' parameters (16 nodes: 8^-30 = 2^-90); 3 for a single piece that fails
+_GROUP_U = 64.0  # Theorem 15i: a first box covers at most this much of u (bisected where its bound is too wide)
+_PROOF_EVALS = 512  # Theorem 15i: at most this many box evaluations per range (else the route declines)
+PROVED_ACCEPT = 2.0**-40  # Theorem 15i: the proved quadrature + Euler-Maclaurin + dropped-tail error, relative
+
+
+def _dead_tail_log(tree, k0, c, limit):
+    """An upper bound (a double, rounded up) of ``log sum_{k=k0}^{c} e^{b(k)}`` by Theorem 15d's interval bounds on
+    the whole range, then (where that exceeds ``limit``) on pieces of doubling length in ``u = log x``, or ``None``."""
+    if k0 > c:
+        return -math.inf
+
+    def piece(x0, x1):
+        U = _interval(tree, x0, x1)[1]
+        if U is None or not U.is_finite():
+            return None
+        return float((flint.arb(x1 - x0 + 1).log() + U).upper())
+
+    whole = piece(k0, c)
+    if whole is None:
+        return None
+    if whole <= limit:
+        return whole
+    logs, x0, L = [], k0, 8.0
+    while x0 <= c:
+        if len(logs) >= 24:
+            return whole
+        x1 = c if math.log(c) - math.log(x0) <= L else min(c, max(x0, int(x0 * math.exp(L))))
+        v = piece(x0, x1)
+        if v is None:
+            return whole
+        logs.append(v)
+        x0, L = x1 + 1, 2 * L
+    split = float(_logsumexp(np.array(logs)))
+    return min(whole, split + 1e-12 * (1 + abs(split)))
+
+
+def proved_error_log(tree, edges, log_budget):
+    """An upper bound (a double, rounded up) of the log of the absolute error of the composite 16-point
+    Gauss-Legendre rule on the pieces ``edges`` of ``u = log x`` for ``int e^{b(e^u) + u} du`` plus the
+    Euler-Maclaurin remainder of order ``p = 2`` over ``[e^{u_0}, e^{u_P}]`` (Theorem 15i, ``proofs/closed_form_tails.md``),
+    or ``None`` where a group's bound exceeds its share of ``log_budget`` even alone, a box is not proved analytic or
+    the work cap is reached.
+
+    Consecutive pieces are grouped; one complex box (an ``acb``: real ``[u_i - e, u_j + e]``, imaginary
+    ``[-eta, eta]``, ``e = l (A - 1)/2``, ``eta = l B/2`` with ``A = (rho + 1/rho)/2``, ``B = (rho - 1/rho)/2`` and ``l``
+    the group's longest piece) contains every piece's Bernstein ellipse ``E_rho``. One evaluation of ``b(e^z)`` on the
+    box in Arb with analytic branches (:func:`_eval_u`, non-finite where not analytic) bounds ``Re b <= R`` there, and
+    gives both bounds: Gauss-Legendre ``sum_i (l_i/2) (64/15) rho^-30/(rho^2 - 1) e^{R + u_j + e}`` and, by Cauchy's
+    estimate on discs of radius ``s x`` (``s = min(1 - e^-e, sin min(eta, pi/2))``, whose logarithms lie in the box),
+    ``(1/720) int |f^(4)| <= e^R/(90 s^4 x_i^3)``. A group whose bound exceeds its share of the budget (its length
+    over the total) is bisected; a narrow feature of ``b`` anywhere makes ``R`` large in every box around it and the
+    route declines."""
+    P = edges.size - 1
+    total = float(edges[-1] - edges[0])
+    if P < 1 or not total > 0:
+        return None
+    half_pi = flint.arb.pi() / 2
+    consts = []
+    for r in _RHOS:  # (A, B, log((64/15) rho^-30 / (rho^2 - 1))) per ellipse
+        rho = flint.arb(r)
+        consts.append(((rho + 1 / rho) / 2, (rho - 1 / rho) / 2, (flint.arb(64) / 15 / (rho * rho - 1)).log() - 30 * rho.log()))
+
+    def group_bound(i, j, A, B, gl_const):  # (i) + (ii) for pieces i..j-1 as a rounded-up double, or None
+        u0, u1 = flint.arb(float(edges[i])), flint.arb(float(edges[j]))
+        lmax = flint.arb(float(np.max(np.diff(edges[i : j + 1]))))
+        ext, eta = lmax * (A - 1) / 2, lmax * B / 2
+        lo, hi = u0 - ext, u1 + ext
+        z = flint.acb(((lo + hi) / 2).union(lo).union(hi), flint.arb(0).union(eta).union(-eta))
+        try:
+            v = _eval_u(tree, z, z.exp(), True)
+        except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
+            return None
+        if not v.is_finite():
+            return None
+        R = flint.arb(v.real.upper())
+        s = (1 - (-ext).exp()).min(eta.min(half_pi).sin())
+        gl = ((u1 - u0) / 2).log() + gl_const + R + hi
+        em = R - flint.arb(90).log() - 4 * s.log() - 3 * u0
+        both = gl.max(em) + flint.arb(2).log()  # log(e^gl + e^em) <= max + log 2
+        return float(both.upper()) if both.is_finite() else None
+
+    stack, i = [], 0
+    while i < P:  # first groups: at most _GROUP_U of u each
+        j = int(np.searchsorted(edges, edges[i] + _GROUP_U, side="right")) - 1
+        j = min(P, max(j, i + 1))
+        stack.append((i, j))
+        i = j
+    stack.reverse()
+    acc, evals = [], 0
+    while stack:
+        i, j = stack.pop()
+        evals += 1
+        if evals > _PROOF_EVALS:
+            return None
+        share = math.log(max(float(edges[j] - edges[i]), 1e-300) / total) + log_budget
+        err = group_bound(i, j, *consts[0])
+        if j - i < 2 and not (err is not None and err <= share):  # a single piece: a smaller ellipse, once
+            evals += 1
+            err = group_bound(i, j, *consts[1])
+        if err is not None and err <= share:
+            acc.append(err)
+            continue
+        if j - i < 2:
+            return None
+        k = (i + j) // 2
+        stack.extend([(k, j), (i, k)])
+    out = float(_logsumexp(np.array(acc)))
+    return out + 1e-12 * (1 + abs(out))  # the double log-sum-exp of rounded-up logs, rounded up
+
+
+def float_tail_log(fns, a, c, ref_log=-math.inf, third=None, tree=None):
+    """``log sum_{k=a}^{c} e^{b(k)}`` in double precision (Theorem 15 with p = 2, Theorem 15i's proved error), or
+    ``None`` where Theorem 15i's bound of the quadrature, the Euler-Maclaurin remainder and a dropped tail exceeds
+    ``2^-40`` of the larger of the sum and ``e^ref_log`` (the rest of the sum it is added to), or a value is not finite.
 
     ``fns``: the bias and its first three derivatives as numpy functions; ``third``: the compiled trees of ``b`` and
-    ``b'''`` (for Theorem 15h on a range short against its start), or ``None``."""
+    ``b'''`` (for Theorem 15h on a range short against its start), or ``None``; ``tree``: the compiled tree of ``b``
+    (Theorem 15i's proof; by default ``third[0]``; without a tree a long range is declined)."""
     b0, b1, b2, b3 = fns
+    tree = tree if tree is not None else (third[0] if third is not None else None)
     lu0, lu1 = math.log(a), math.log(c)
     # the quadrature runs in u = log k, whose nodes carry an absolute error of about (|u| + 1) eps k: a relative
     # error (|u| + 1) eps c / (c - a) of a short range's width (62 % at a = 1e15 - 5, c = 1e15 - 1). Where that
@@ -1079,17 +1193,24 @@ def float_tail_log(fns, a, c, ref_log=-math.inf, third=None):
             return None
         top = float(np.max(v))
         return top if top == -math.inf else top + math.log(float(np.sum(np.exp(v - top))))
+    if tree is None:  # Theorem 15i needs the tree: no proved bound, no answer
+        return None
     edges = _pieces(b0, lu0, lu1)
     if edges is None:
         return None
+    # a dropped tail (:func:`_pieces`): the sum is split at the integer K = floor(e^{u_end}); Euler-Maclaurin runs on
+    # [a, K] and the terms beyond K are bounded by Theorem 15d (Theorem 15i(iii)): a feature there makes the bound large
+    K = c
+    if edges[-1] < lu1:
+        K = max(a + 1, min(c, int(math.exp(float(edges[-1])))))
+        edges = edges.copy()
+        edges[-1] = math.log(K)
+        if not edges[-1] > edges[-2]:
+            edges = np.delete(edges, -2)
     i16 = _gl_log(b0, edges, _GL16)
-    i8 = _gl_log(b0, edges, _GL8)
-    if math.isnan(i16) or math.isnan(i8) or i16 == math.inf or i8 == math.inf:
+    if math.isnan(i16) or i16 == math.inf:
         return None
-    top = max(i16, i8, ref_log)
-    if top == -math.inf or abs(math.exp(i16 - top) - math.exp(i8 - top)) > 1e-11:
-        return None
-    ends = np.array([float(a), float(c)])
+    ends = np.array([float(a), float(K)])
     with np.errstate(all="ignore"):
         lb = np.asarray(b0(ends), dtype=float) * np.ones(2)
         d1 = np.asarray(b1(ends), dtype=float) * np.ones(2)
@@ -1099,7 +1220,7 @@ def float_tail_log(fns, a, c, ref_log=-math.inf, third=None):
         return None
     scale = max(i16, float(np.max(lb)))
     if scale == -math.inf:
-        return -math.inf
+        return None
     fe = np.exp(lb - scale)
     with np.errstate(all="ignore"):  # an end where f underflows contributes 0 to every term
         f1 = np.where(fe > 0, d1 * fe, 0.0)  # f' = b' f
@@ -1107,7 +1228,25 @@ def float_tail_log(fns, a, c, ref_log=-math.inf, third=None):
     total = math.exp(i16 - scale) + 0.5 * (fe[0] + fe[1]) + (f1[1] - f1[0]) / 12 - (f3[1] - f3[0]) / 720
     if not total > 0:
         return None
-    return scale + math.log(total)
+    out = scale + math.log(total)
+    # Theorem 15i: the proved error (quadrature, remainder, dropped tail) at most 2^-40 of max(sum, e^ref_log), the sum
+    # taken 2^-30 low (its rounding is far below that)
+    from .._balls import arb_precision
+
+    budget = max(out, ref_log) - 2.0**-30 + math.log(PROVED_ACCEPT)
+    top_b = float(np.max(np.abs(lb[np.isfinite(lb)]))) if np.any(np.isfinite(lb)) else 0.0
+    prec = 80 + int(math.log2(2.0 + top_b + abs(lu1)))
+    try:
+        with arb_precision(prec):
+            tail = _dead_tail_log(tree, K + 1, c, budget - 1.0) if K < c else -math.inf
+            if tail is None or tail > budget - 1.0:
+                return None
+            quad = proved_error_log(tree, edges, budget - 1.0)
+    except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
+        return None
+    if quad is None:
+        return None
+    return out
 
 
 def range_sum_arb(tree, lo, hi, N, prec, why=None):

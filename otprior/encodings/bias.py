@@ -585,12 +585,13 @@ class Bias(Encoding):
 
     Masses: direct log-sum-exp up to ``n = 2**16``; beyond, for an expression bias, Theorem 15
     (``proofs/closed_form_tails.md``) at any ``n`` up to 1e300: a direct head of 4096 terms and the
-    Euler–Maclaurin tail in double precision (checked by two quadrature rules; measured within
-    2 ulps of 30-digit references on moderate biases; in general about ``(max|b| + max|x b'(x)| ln n) eps``
-    relative, from the quadrature nodes in ``log x``; a range short against its start, such as ``W = n - 1e5``, by
+    Euler–Maclaurin tail in double precision (Theorem 15i: the 16-point quadrature in ``log x``, the remainder and any
+    tail left out proved below ``2^-40`` from one Arb bound of ``b(e^z)`` on a complex box per group of pieces, else
+    declined; measured within 2 ulps of 30-digit references on moderate biases; its rounding about
+    ``(max|b| + max|x b'(x)| ln n) eps`` relative, from the quadrature nodes in ``log x``; a range short against its start, such as ``W = n - 1e5``, by
     Theorem 15h: second-order Taylor pieces of ``b`` whose width comes from an Arb interval bound of the third
     derivative on the whole range, with a proved truncation bound), with :meth:`mass_enclosures` giving proved
-    enclosures (relative radius below 2^-55, Arb). Where the float check fails the enclosure's midpoint is returned; where
+    enclosures (relative radius below 2^-55, Arb). Where the float declines the enclosure's midpoint is returned; where
     Theorem 15 does not apply (an oscillating tail such as ``sin(d)`` without decay, a steeply
     growing bias), the direct head plus Theorem 13's monotone bracket, else direct summation up to
     ``n = 2**22`` (a ``DomainError`` naming ``n`` beyond). A callable bias keeps the cap ``n <= 2**22``.
@@ -607,10 +608,10 @@ class Bias(Encoding):
     (or ``cos``) is a Jacobi–Anger closed form (Theorem 15e); ``h + beta sin(omega d + phi)`` adds twisted
     Euler–Maclaurin sums to Theorem 15 (Theorem 15f). Their float routes reduce every phase exactly (the
     decimals as written) and answer when an a-posteriori bound of their error is at most ``2^-38`` (measured:
-    a few ulps), else the enclosure's midpoint answers. That bound reads ``b`` where its quadratures sample
-    it: a feature narrower than their pieces (``5*exp(-((d-90000)/30)**2)`` in a decay, 5% of ``D`` at
-    ``n = 1e5``) is missed by the float routes (not on a range short against its start, ``W = n - 1e5`` at ``n = 1e9``: Theorem 15h
-    takes its pieces from an interval bound of ``b'''`` on the whole range and declines such a feature), while :meth:`mass_enclosures` bounds ``b`` on every piece and
+    a few ulps), else the enclosure's midpoint answers. Theorem 15's float proves its truncation (Theorem 15i: a
+    feature narrower than its pieces, ``5*exp(-((d-90000)/30)**2)`` in a decay at ``n = 1e5``, which it once missed
+    for 5% of ``D``, makes the bound large and the route declines; a range short against its start by Theorem 15h,
+    an interval bound of ``b'''`` on the whole range), while :meth:`mass_enclosures` bounds ``b`` on every piece and
     encloses or refuses; a bias increasing towards ``n - 1`` (``sqrt(d)`` at
     ``W = n - 1``) is summed in double in the reversed variable ``t = n - 1 - d`` (error about
     ``(|b(W) - b(n - 1)| + 300) eps``). Still refused beyond ``n = 2**22``, by name and
@@ -832,7 +833,8 @@ class Bias(Encoding):
     def _em_float(self, window, n):
         """``(m, D)`` in double precision by Theorem 15 (p = 2) beyond a direct head, or ``None``."""
         d, b = self._sym
-        if _compiled(b, d) is None:
+        tree = _compiled(b, d)  # Theorem 15i's proof of the quadrature and the remainder
+        if tree is None:
             return None
         fns = _numpy_fns(b, d)
         N = _FLOAT_HEAD
@@ -849,17 +851,17 @@ class Bias(Encoding):
 
         if window > N:
             lh = logsumexp(logw)
-            tw = float_tail_log(fns, N, window - 1, lh, d3) if window - 1 > N else one(N)
+            tw = float_tail_log(fns, N, window - 1, lh, d3, tree) if window - 1 > N else one(N)
             if tw is None:
                 return None
             log_head = np.logaddexp(lh, tw)
-            tn = float_tail_log(fns, window, n - 1, third=d3) if n - 1 > window else one(window)  # T alone: D's relative accuracy
+            tn = float_tail_log(fns, window, n - 1, third=d3, tree=tree) if n - 1 > window else one(window)  # T alone: D's relative accuracy
             if tn is None:
                 return None
             log_tail = tn
         else:
             log_head = logsumexp(logw[:window])
-            tn = float_tail_log(fns, N, n - 1, logsumexp(logw[window:]) if window < N else -math.inf, d3)
+            tn = float_tail_log(fns, N, n - 1, logsumexp(logw[window:]) if window < N else -math.inf, d3, tree)
             if tn is None:
                 return None
             log_tail = np.logaddexp(logsumexp(logw[window:]), tn) if window < N else tn
