@@ -4,8 +4,10 @@ its quadrature in ``log x``, its Euler-Maclaurin remainder and any tail it drops
 References are independent: mpmath in a private context (quadrature, direct sums, Hurwitz zeta) and the certified
 route (:meth:`Bias.mass_enclosures`, Arb)."""
 
+import cmath
 import math
 
+import flint
 import mpmath
 import numpy as np
 import pytest
@@ -13,7 +15,7 @@ import pytest
 from otprior import DomainError
 from otprior._balls import arb_precision
 from otprior.encodings import Bias
-from otprior.encodings._bias_tail import _GL16, proved_error_log
+from otprior.encodings._bias_tail import _GL16, _exp_box, proved_error_log
 from otprior.encodings.bias import _compiled
 
 TOL = 2.0**-38
@@ -136,7 +138,8 @@ def test_a_smooth_bias_is_still_answered_by_the_proved_float(n, W):
         assert abs(v - e.mid) <= TOL * e.mid + e.rad
 
 
-@pytest.mark.parametrize("text", ["-0.7*log(1+d) - 0.01*sqrt(d)", "-0.02*sqrt(d)", "-2*log(1+d) + 0.001*log(1+d)**2"])
+@pytest.mark.parametrize("text", ["-0.7*log(1+d) - 0.01*sqrt(d)", "-0.02*sqrt(d)", "-2*log(1+d) + 0.001*log(1+d)**2",
+                                  "-1.5*log(1+d) + exp(-d/1000)"])
 @pytest.mark.parametrize("n, W", [(10**9, 10**8), (int(1e300), 64)])
 def test_smooth_biases_and_a_dropped_tail_are_answered_within_the_enclosure(text, n, W):
     b = Bias(text)
@@ -145,3 +148,21 @@ def test_smooth_biases_and_a_dropped_tail_are_answered_within_the_enclosure(text
     enc = b.mass_enclosures(W, n)
     for v, e in zip(r, (enc.window_mass, enc.distant_mass), strict=True):
         assert abs(v - e.mid) <= TOL * e.mid + e.rad
+
+
+@pytest.mark.parametrize("lo, hi, eta", [(8.0, 72.0, 1.4), (-3.0, 2.5, 0.3), (680.0, 690.7, 1.2), (20.0, 20.5, 1e-3)])
+def test_the_exponential_of_a_box_is_enclosed(lo, hi, eta):
+    """Theorem 15i's rectangle around ``e^z``: every ``e^z`` of the box (sampled on a grid and at the corners, cmath in
+    scaled form) lies in it, and on a box narrower than 16 its real part stays positive (Arb's ball ``exp`` of such a
+    box reaches below 0; a ball's radius carries 30 bits, so a wider one may reach below 0 by ``2^-30`` of its top)."""
+    with arb_precision(80):
+        box = _exp_box(flint.arb(lo), flint.arb(hi), flint.arb(eta))
+        if hi - lo <= 16:
+            assert box.real.lower() > 0
+            z = flint.acb(flint.arb((lo + hi) / 2, (hi - lo) / 2), flint.arb(0, eta))
+            assert not z.exp().real.lower() > 0 or hi - lo < 1
+        for x in np.linspace(lo, hi, 7):
+            for y in np.linspace(-eta, eta, 5):
+                w = cmath.exp(complex(0.0, y))
+                p = flint.acb(flint.arb(x).exp() * w.real, flint.arb(x).exp() * w.imag)
+                assert box.real.overlaps(p.real) and box.imag.overlaps(p.imag)

@@ -1054,6 +1054,7 @@ def short_range(a, c):
 
 
 _RHOS = (8.0, 3.0)  # Theorem 15i: the Bernstein ellipses' parameters (16 nodes: 8^-30 = 2^-90); 3 for a single piece that fails
+_ETA_MAX = 1.4  # Theorem 15i: the boxes' imaginary half-width at most this (Re e^z > 0 on them)
 _GROUP_U = 64.0  # Theorem 15i: a first box covers at most this much of u (bisected where its bound is too wide)
 _PROOF_EVALS = 512  # Theorem 15i: at most this many box evaluations per range (else the route declines)
 PROVED_ACCEPT = 2.0**-40  # Theorem 15i: the proved quadrature + Euler-Maclaurin + dropped-tail error, relative
@@ -1090,6 +1091,18 @@ def _dead_tail_log(tree, k0, c, limit):
     return min(whole, split + 1e-12 * (1 + abs(split)))
 
 
+def _exp_box(lo, hi, eta):
+    """A rectangle containing ``e^z`` for every ``z`` with ``lo <= Re z <= hi``, ``|Im z| <= eta`` (``arb`` ends,
+    ``0 < eta <= pi/2``): ``Re e^z`` in ``[e^lo cos eta, e^hi]``, ``Im e^z`` in ``[-e^hi sin eta, e^hi sin eta]`` (Arb's
+    ``exp`` of the box as a ball lets the real part reach below 0 once the box is wider than ``log 2``, where
+    ``exp(-d/1000)`` is then unbounded)."""
+    e_lo, e_hi = flint.arb(lo.lower()).exp(), flint.arb(hi.upper()).exp()
+    c, si = flint.arb(eta.upper()).cos(), flint.arb(eta.upper()).sin()
+    re_lo = (e_lo * c).lower()
+    im_hi = (e_hi * si).upper()
+    return flint.acb(flint.arb(re_lo).union(flint.arb(e_hi.upper())), flint.arb(-im_hi).union(flint.arb(im_hi)))
+
+
 def proved_error_log(tree, edges, log_budget):
     """An upper bound (a double, rounded up) of the log of the absolute error of the composite 16-point
     Gauss-Legendre rule on the pieces ``edges`` of ``u = log x`` for ``int e^{b(e^u) + u} du`` plus the
@@ -1111,19 +1124,24 @@ def proved_error_log(tree, edges, log_budget):
     if P < 1 or not total > 0:
         return None
     half_pi = flint.arb.pi() / 2
-    consts = []
-    for r in _RHOS:  # (A, B, log((64/15) rho^-30 / (rho^2 - 1))) per ellipse
-        rho = flint.arb(r)
-        consts.append(((rho + 1 / rho) / 2, (rho - 1 / rho) / 2, (flint.arb(64) / 15 / (rho * rho - 1)).log() - 30 * rho.log()))
 
-    def group_bound(i, j, A, B, gl_const):  # (i) + (ii) for pieces i..j-1 as a rounded-up double, or None
+    def group_bound(i, j, r):  # (i) + (ii) for pieces i..j-1 as a rounded-up double, or None
+        lmax_f = float(np.max(np.diff(edges[i : j + 1])))
+        # rho at most r, and small enough that eta = l (rho - 1/rho)/4 <= 1.4 < pi/2: Re e^z > 0 on the box, where
+        # exp(-d/1000) stays bounded (with eta = 1.97 it grew like e^(d/1000) and every group failed)
+        t = 4 * _ETA_MAX / lmax_f
+        rho = flint.arb(min(r, 0.5 * (t + math.sqrt(t * t + 4)) * (1 - 2.0**-40)))
+        A, B = (rho + 1 / rho) / 2, (rho - 1 / rho) / 2
+        if not lmax_f * float(B.upper()) / 2 < 1.5:  # eta below pi/2 (cos eta > 0 in _exp_box)
+            return None
+        gl_const = (flint.arb(64) / 15 / (rho * rho - 1)).log() - 30 * rho.log()  # log((64/15) rho^-30 / (rho^2 - 1))
         u0, u1 = flint.arb(float(edges[i])), flint.arb(float(edges[j]))
-        lmax = flint.arb(float(np.max(np.diff(edges[i : j + 1]))))
+        lmax = flint.arb(lmax_f)
         ext, eta = lmax * (A - 1) / 2, lmax * B / 2
         lo, hi = u0 - ext, u1 + ext
         z = flint.acb(((lo + hi) / 2).union(lo).union(hi), flint.arb(0).union(eta).union(-eta))
         try:
-            v = _eval_u(tree, z, z.exp(), True)
+            v = _eval_u(tree, z, _exp_box(lo, hi, eta), True)
         except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
             return None
         if not v.is_finite():
@@ -1149,10 +1167,10 @@ def proved_error_log(tree, edges, log_budget):
         if evals > _PROOF_EVALS:
             return None
         share = math.log(max(float(edges[j] - edges[i]), 1e-300) / total) + log_budget
-        err = group_bound(i, j, *consts[0])
+        err = group_bound(i, j, _RHOS[0])
         if j - i < 2 and not (err is not None and err <= share):  # a single piece: a smaller ellipse, once
             evals += 1
-            err = group_bound(i, j, *consts[1])
+            err = group_bound(i, j, _RHOS[1])
         if err is not None and err <= share:
             acc.append(err)
             continue
