@@ -1055,7 +1055,7 @@ def short_range(a, c):
 
 _RHOS = (8.0, 3.0)  # Theorem 15i: the Bernstein ellipses' parameters (16 nodes: 8^-30 = 2^-90); 3 for a single piece that fails
 _ETA_MAX = 1.4  # Theorem 15i: the boxes' imaginary half-width at most this (Re e^z > 0 on them)
-_GROUP_U = 64.0  # Theorem 15i: a first box covers at most this much of u (bisected where its bound is too wide)
+_GROUP_U = 32.0  # Theorem 15i: a first box covers at most this much of u (bisected where its bound is too wide)
 _PROOF_EVALS = 512  # Theorem 15i: at most this many box evaluations per range (else the route declines)
 PROVED_ACCEPT = 2.0**-40  # Theorem 15i: the proved quadrature + Euler-Maclaurin + dropped-tail error, relative
 
@@ -1091,13 +1091,13 @@ def _dead_tail_log(tree, k0, c, limit):
     return min(whole, split + 1e-12 * (1 + abs(split)))
 
 
-def _exp_box(lo, hi, eta):
+def _exp_box(lo, hi, eta, cs=None):
     """A rectangle containing ``e^z`` for every ``z`` with ``lo <= Re z <= hi``, ``|Im z| <= eta`` (``arb`` ends,
     ``0 < eta <= pi/2``): ``Re e^z`` in ``[e^lo cos eta, e^hi]``, ``Im e^z`` in ``[-e^hi sin eta, e^hi sin eta]`` (Arb's
     ``exp`` of the box as a ball lets the real part reach below 0 once the box is wider than ``log 2``, where
-    ``exp(-d/1000)`` is then unbounded)."""
+    ``exp(-d/1000)`` is then unbounded). ``cs``: ``(cos, sin)`` of ``eta.upper()`` if known."""
     e_lo, e_hi = flint.arb(lo.lower()).exp(), flint.arb(hi.upper()).exp()
-    c, si = flint.arb(eta.upper()).cos(), flint.arb(eta.upper()).sin()
+    c, si = cs if cs is not None else (flint.arb(eta.upper()).cos(), flint.arb(eta.upper()).sin())
     re_lo = (e_lo * c).lower()
     im_hi = (e_hi * si).upper()
     return flint.acb(flint.arb(re_lo).union(flint.arb(e_hi.upper())), flint.arb(-im_hi).union(flint.arb(im_hi)))
@@ -1124,33 +1124,48 @@ def proved_error_log(tree, edges, log_budget):
     if P < 1 or not total > 0:
         return None
     half_pi = flint.arb.pi() / 2
+    lens = np.diff(edges)
+    shapes = {}  # (longest piece, rho cap) -> the box's shape: most groups share one (unit pieces)
+
+    def shape(lmax_f, r):
+        key = (lmax_f, r)
+        if key not in shapes:
+            # rho at most r, and small enough that eta = l (rho - 1/rho)/4 <= 1.4 < pi/2: Re e^z > 0 on the box, where
+            # exp(-d/1000) stays bounded (with eta = 1.97 it grew like e^(d/1000) and every group failed)
+            t = 4 * _ETA_MAX / lmax_f
+            rho = flint.arb(min(r, 0.5 * (t + math.sqrt(t * t + 4)) * (1 - 2.0**-40)))
+            A, B = (rho + 1 / rho) / 2, (rho - 1 / rho) / 2
+            lmax = flint.arb(lmax_f)
+            ext, eta = lmax * (A - 1) / 2, lmax * B / 2
+            if not float(eta.upper()) < 1.5:  # eta below pi/2 (cos eta > 0 in _exp_box)
+                shapes[key] = None
+            else:
+                gl_const = (flint.arb(64) / 15 / (rho * rho - 1)).log() - 30 * rho.log()  # log((64/15) rho^-30/(rho^2 - 1))
+                s = (1 - (-ext).exp()).min(eta.min(half_pi).sin())
+                em_const = -flint.arb(90).log() - 4 * s.log() + flint.arb(2).log()
+                cs = (flint.arb(eta.upper()).cos(), flint.arb(eta.upper()).sin())
+                shapes[key] = (ext, eta, gl_const + flint.arb(2).log(), em_const, cs)
+        return shapes[key]
 
     def group_bound(i, j, r):  # (i) + (ii) for pieces i..j-1 as a rounded-up double, or None
-        lmax_f = float(np.max(np.diff(edges[i : j + 1])))
-        # rho at most r, and small enough that eta = l (rho - 1/rho)/4 <= 1.4 < pi/2: Re e^z > 0 on the box, where
-        # exp(-d/1000) stays bounded (with eta = 1.97 it grew like e^(d/1000) and every group failed)
-        t = 4 * _ETA_MAX / lmax_f
-        rho = flint.arb(min(r, 0.5 * (t + math.sqrt(t * t + 4)) * (1 - 2.0**-40)))
-        A, B = (rho + 1 / rho) / 2, (rho - 1 / rho) / 2
-        if not lmax_f * float(B.upper()) / 2 < 1.5:  # eta below pi/2 (cos eta > 0 in _exp_box)
+        got = shape(float(np.max(lens[i:j])), r)
+        if got is None:
             return None
-        gl_const = (flint.arb(64) / 15 / (rho * rho - 1)).log() - 30 * rho.log()  # log((64/15) rho^-30 / (rho^2 - 1))
+        ext, eta, gl_const, em_const, cs = got
         u0, u1 = flint.arb(float(edges[i])), flint.arb(float(edges[j]))
-        lmax = flint.arb(lmax_f)
-        ext, eta = lmax * (A - 1) / 2, lmax * B / 2
         lo, hi = u0 - ext, u1 + ext
         z = flint.acb(((lo + hi) / 2).union(lo).union(hi), flint.arb(0).union(eta).union(-eta))
         try:
-            v = _eval_u(tree, z, _exp_box(lo, hi, eta), True)
+            v = _eval_u(tree, z, _exp_box(lo, hi, eta, cs), True)
         except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
             return None
         if not v.is_finite():
             return None
         R = flint.arb(v.real.upper())
-        s = (1 - (-ext).exp()).min(eta.min(half_pi).sin())
+        # log(e^gl + e^em) <= max + log 2 (the log 2 inside both constants)
         gl = ((u1 - u0) / 2).log() + gl_const + R + hi
-        em = R - flint.arb(90).log() - 4 * s.log() - 3 * u0
-        both = gl.max(em) + flint.arb(2).log()  # log(e^gl + e^em) <= max + log 2
+        em = R + em_const - 3 * u0
+        both = gl.max(em)
         return float(both.upper()) if both.is_finite() else None
 
     stack, i = [], 0
