@@ -850,14 +850,15 @@ class Bias(Encoding):
             return v if not math.isnan(v) and v != math.inf else None
 
         if window > N:
+            # the distant side first: it declines more often (a growing bias), before the window side's proof is paid
+            tn = float_tail_log(fns, window, n - 1, third=d3, tree=tree) if n - 1 > window else one(window)  # T alone: D's relative accuracy
+            if tn is None:
+                return None
             lh = logsumexp(logw)
             tw = float_tail_log(fns, N, window - 1, lh, d3, tree) if window - 1 > N else one(N)
             if tw is None:
                 return None
             log_head = np.logaddexp(lh, tw)
-            tn = float_tail_log(fns, window, n - 1, third=d3, tree=tree) if n - 1 > window else one(window)  # T alone: D's relative accuracy
-            if tn is None:
-                return None
             log_tail = tn
         else:
             log_head = logsumexp(logw[:window])
