@@ -875,11 +875,16 @@ class Bias(Encoding):
     def _growing_float(self, window, n):
         """``(m, D)`` in double precision for a bias increasing towards ``n - 1`` (the weight at the far end, where the
         quadrature in ``log x`` of :meth:`_em_float` cannot resolve it): :func:`growing_log_sum` for each side beyond the
-        direct head, every sum relative to ``e^{b(n - 1)}``; ``None`` when a piece fails its checks."""
+        direct head, every sum relative to ``e^{b(n - 1)}``; ``None`` when a piece fails its checks, or where ``b`` is not
+        proved non-decreasing on ``[4096, n - 1]`` (Theorem 15d(v), one interval bound of ``b'``): the route samples ``b'``
+        at its nodes, and ``sqrt(d) + 50 e^{-((d - 999950000)/10)^2}`` at ``W = n - 1e5``, ``n = 1e9`` gave ``D = 9e-11`` for
+        about 1; a feature whose slope stays below ``b'`` is not caught by this guard (Theorem 15g(iv)'s status)."""
         d, b = self._sym
         fns = _numpy_fns(b, d)
         head = _float_head(b, d)
         if head is None:
+            return None
+        if n - 1 > _FLOAT_HEAD and not monotone_on(_first_trees(b, d), _FLOAT_HEAD, n - 1, +1):
             return None
         A = n - 1
         with np.errstate(all="ignore"):
