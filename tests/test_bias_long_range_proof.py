@@ -107,8 +107,9 @@ def _check_bump(text, W, n):
 
 
 def test_a_bump_family_is_answered_right_or_declined():
-    answered = [_check_bump(*p) for p in _bump_points(False)]
-    assert len(answered) == 8 and any(answered) and not all(answered)
+    points = _bump_points(False)[::2]  # n = 1e6 and 1e12, W = 64, both bases
+    answered = [_check_bump(*p) for p in points]
+    assert len(answered) == 4 and any(answered) and not all(answered)
 
 
 @pytest.mark.slow
