@@ -1266,6 +1266,12 @@ def float_tail_log(fns, a, c, ref_log=-math.inf, third=None, tree=None):
     if not total > 0:
         return None
     out = scale + math.log(total)
+    # the rounding (an estimate, Theorem 15g(v)): b in double and the nodes' (|u| + 1) eps through x b'(x), read at the
+    # ends; a range where it exceeds 2^-39 is declined (the proved part below takes 2^-40)
+    with np.errstate(all="ignore"):
+        slope = float(np.max(np.abs(ends * d1)[np.isfinite(d1)])) if np.any(np.isfinite(d1)) else 0.0
+    if not (float(np.max(np.abs(lb[np.isfinite(lb)]), initial=0.0)) + slope * (abs(float(edges[-1])) + 1) + 64) * 2 * _EPS <= 2.0**-39:
+        return None
     # Theorem 15i: the proved error (quadrature, remainder, dropped tail) at most 2^-40 of max(sum, e^ref_log), the sum
     # taken 2^-30 low (its rounding is far below that)
     from .._balls import arb_precision
