@@ -224,7 +224,7 @@ def _mixed_plan(b, d, tree):
     functions, and the head ``b(0..4095)`` with exact phases. ``None`` when not that form."""
     from .._balls import arb_precision as ap
     from ..expression import import_sympy
-    from ._bias_tail import _twist_coefficients, periodic_form, periodic_split
+    from ._bias_tail import Unsupported, _twist_coefficients, compile_bias, periodic_form, periodic_split
 
     split = periodic_split(tree)
     if split is None:
@@ -247,6 +247,11 @@ def _mixed_plan(b, d, tree):
         if sp.count_ops(exprs[-1]) > _DIFF_OPS:
             return None
     fns = tuple(sp.lambdify(d, e, "numpy") for e in exprs)
+    try:  # h''' as trees (with h) for Theorem 15h's bounds on a range short against its start
+        d3 = (compile_bias(h, d), compile_bias(exprs[3], d))
+        d1 = (d3[0], compile_bias(exprs[1], d))  # h and h' for _negligible's proof that h decreases
+    except Unsupported:
+        d3 = d1 = None
     all_fns = sp.lambdify(d, exprs, "numpy")  # h, h', ..., h^(p+1) in one call
     all_math = sp.lambdify(d, exprs, "math")  # the same on one float (a tenth of numpy's overhead)
     coefs = np.zeros((plan["M"], p), dtype=complex)
@@ -274,7 +279,7 @@ def _mixed_plan(b, d, tree):
                 (4 * float(np.max(np.abs(hh))) + abs(float(form[0])) * 8 + 2 * 12 + 16) * EPS)  # all 4096 terms, once
     # (numpy's pairwise summation: about log2(count) eps, doubled)
     deriv = functools.lru_cache(maxsize=4)(functools.partial(_derivatives, all_math, all_fns))
-    plan = dict(plan, fns=fns, all_fns=all_fns, deriv=deriv, coefs=coefs, abscoefs=np.abs(coefs), K=K, head_all=head_all, ive1=plan["ive"][1:].copy(),
+    plan = dict(plan, fns=fns, d3=d3, d1=d1, all_fns=all_fns, deriv=deriv, coefs=coefs, abscoefs=np.abs(coefs), K=K, head_all=head_all, ive1=plan["ive"][1:].copy(),
                 err_m=(2 * math.pi * plan["ms"] + 2 * p + 4) * EPS, any_whole=bool(np.any(plan["whole"])), head=head, hmax=float(np.max(np.abs(hh))))
     return plan
 
@@ -319,10 +324,13 @@ def _twisted(plan, a, c):
     ``Re(e^{i m psi_{c+1}} q_m(c+1)) - Re(e^{i m psi_a} q_m(a))``, ``q_m = sum_{j<10} a_j(z_m) g^{(j)}``, with the
     remainder estimated as ``K_m (|g^(10)(a)| + |g^(9)(a)| + |g^(9)(c+1)|)`` (the bound of Theorem 15f(ii) when
     ``g^(10)`` keeps one sign on the range)."""
-    from ._bias_tail import float_tail_log
+    from ._bias_tail import float_tail_log, short_range, taylor_pieces_log
 
     fns, p = plan["fns"], TWIST_P
-    ls0 = float_tail_log(fns[:4], a, c)
+    # Theorem 15h on a range short against its start: Taylor pieces of h with a proved bound of h''' and its own error
+    # bound; else (or where it declines) Theorem 15's float
+    out = taylor_pieces_log(fns[:4], plan["d3"], a, c) if short_range(a, c) else None
+    ls0, rel_t = out if out is not None else (float_tail_log(fns[:4], a, c, third=plan["d3"]), None)
     if ls0 is None or not math.isfinite(ls0):
         return _negligible(plan, a, c)
     ends = np.array([float(a), float(c + 1)])
@@ -362,7 +370,7 @@ def _twisted(plan, a, c):
     alive = G[0] > math.exp(-240)
     habs = float(np.max(np.abs(hd[0][alive]))) if np.any(alive) else 0.0
     xh1 = 1 + float(np.sum(ends * G[0]))
-    rel0 = 2 * (habs + 240 * (not np.all(alive)) + xh1 * math.log(c + 1) + 64) * EPS
+    rel0 = 2 * (habs + 240 * (not np.all(alive)) + xh1 * math.log(c + 1) + 64) * EPS if rel_t is None else rel_t
     err = ive[0] * rel0 + 2 * float(ive1 @ err_tw) + (2 * rel0 + (plan["M"] + 4) * EPS) * absum
     err += plan["tail"]
     if not (s > 0) or not math.isfinite(err):
@@ -374,14 +382,16 @@ def _negligible(plan, a, c):
     """Where the float of ``sum g`` declines (a decay too steep for its pieces: ``-0.01 sqrt(d)`` at ``d = 1e17``), the
     bound of Theorem 15d(ii) for a decreasing ``h``: the sum lies in ``[0, (c - a + 1) e^{h(a) + |beta|}]``, returned as
     half of it with relative error 1 (enough for :func:`_float_masses`'s ``e^800`` rule, nothing more). ``h' <= 0`` is
-    read at the piece ends of ``_sides`` (an estimate); ``None`` otherwise."""
-    from ._bias_tail import _sides
+    read at the piece ends of ``_sides`` (a cheap filter), then proved on ``[a, c]`` by one interval bound of ``h'``
+    (Theorem 15d(v), :func:`monotone_on`: a narrow bump in ``h`` read only at points gave ``D = 0`` for 1); ``None``
+    otherwise."""
+    from ._bias_tail import _sides, monotone_on
 
     pts = np.array([float(x) for x in _sides(a, c)[:-1]] + [float(c)])
     with np.errstate(all="ignore"):
         slope = np.asarray(plan["fns"][1](pts), dtype=float) * np.ones(pts.size)
         ha = float(np.asarray(plan["fns"][0](np.array([float(a)])), dtype=float).ravel()[0])
-    if not (np.all(slope <= 0) and math.isfinite(ha)):
+    if not (np.all(slope <= 0) and math.isfinite(ha)) or not monotone_on(plan["d1"], a, c, -1):
         return None
     return ha + plan["absbeta"] + math.log(c - a + 1), 0.5, 1.0
 

@@ -24,9 +24,10 @@ Every piece is an Arb ball computed from the parsed expression:
 
 The float route (:func:`float_tail_log`) evaluates the same formula with ``p = 2`` in double
 precision, the integral by Gauss–Legendre on unit pieces of ``u`` (trailing pieces whose ends are
-all below e^-230 of the largest dropped), and checks itself against a second rule (8 and 16 nodes
-must agree to ``1e-11``); where the check fails the caller takes the certified route. Not a proof:
-its error is measured against the certified route and 30-digit references (at most a few ulps, and
+all below e^-230 of the largest left to a bound of Theorem 15d), and answers only where Theorem 15i proves the
+rule's error, the remainder and that bound below ``2^-40`` of the sum (one Arb bound of ``b(e^z)`` on a complex
+box per group of pieces: a narrow feature makes it large); else the caller takes the certified route. Its rounding
+is an estimate, measured against the certified route and 30-digit references (at most a few ulps, and
 about ``|b| eps`` relative where ``|b|`` is large, the conditioning of ``e^b`` in double precision).
 
 Beyond Theorem 15 (same file of proofs): interval bounds of ``b`` on a piece, with monotone functions
@@ -690,6 +691,87 @@ def _sides(a, c):
     return edges
 
 
+def analytic_on(n, x0, x1):
+    """Whether every node of the tree is analytic at every real ``x`` in ``[x0, x1]`` (Theorem 15h's premise): the
+    argument of each ``log`` has a positive lower bound, the base of each power with a non-integer exponent too, and
+    the base of each negative integer power excludes 0 (:func:`_interval`'s bounds, outward rounded); ``exp``, ``sin``,
+    ``cos``, sums and products of analytic nodes are analytic. ``False`` where a bound is not finite."""
+    tag = n[0]
+    if tag in ("x", "q", "pi", "e"):
+        return True
+    if tag in ("add", "mul"):
+        return all(analytic_on(a, x0, x1) for a in n[1])
+    if tag in ("exp", "sin", "cos"):
+        return analytic_on(n[1], x0, x1)
+
+    def positive(arg):
+        L = _interval(arg, x0, x1)[0]
+        return L is not None and L > 0
+
+    def nonzero(arg):
+        L, U = _interval(arg, x0, x1)
+        return (L is not None and L > 0) or (U is not None and U < 0)
+
+    if tag == "loglin":
+        return positive(("add", (n[1], ("mul", (n[2], ("x",))))))
+    if tag == "log":
+        return analytic_on(n[1], x0, x1) and positive(n[1])
+    if tag == "powi":
+        return analytic_on(n[1], x0, x1) and (n[2] >= 0 or nonzero(n[1]))
+    if tag in ("powlin", "powc"):
+        base = ("add", (n[1], ("mul", (n[2], ("x",))))) if tag == "powlin" else n[1]
+        ex = n[-1]
+        if tag == "powc" and not analytic_on(base, x0, x1):
+            return False
+        if ex[0] == "q" and ex[2] == 1:  # an integer exponent
+            return ex[1] >= 0 or nonzero(base)
+        return positive(base)
+    if tag == "pow":
+        return analytic_on(n[1], x0, x1) and analytic_on(n[2], x0, x1) and positive(n[1])
+    return False
+
+
+def monotone_on(trees, k0, k1, sign):
+    """Whether ``b(k)`` is proved monotone over the integers ``k0 <= k <= k1``: non-increasing (``sign = -1``) or
+    non-decreasing (``sign = +1``). ``trees``: the compiled trees of ``b`` and of ``b'`` (sympy's derivative). Proof
+    (Theorem 15d(v), ``proofs/closed_form_tails.md``): ``b`` analytic on the real interval ``[k0, k1]``
+    (:func:`analytic_on`) with the outward-rounded interval bound of ``b'`` (:func:`_interval`) of that sign there; or,
+    where ``b`` is not analytic at ``k0`` (``sqrt(d)`` at 0), the same on ``[k0 + 1, k1]`` and the first step
+    ``b(k0) -> b(k0 + 1)`` of that sign by point bounds (at 80 bits: a step of 1e-152 beside ``|b| = 3e147`` was not
+    resolved and sent ``-0.01 sqrt(d)`` at 1e299 to the Arb route, 3 ms). One interval
+    evaluation (about 0.1 ms): a narrow bump anywhere in the range makes ``b'`` take both signs and the answer ``False``,
+    where reading ``b'`` at sample points missed it (``-0.05 sqrt(d) + 2000 e^{-((d - 999950000)/10)^2}`` gave
+    ``D = 0`` for 1)."""
+    from .._balls import arb_precision
+
+    if trees is None:
+        return False
+    if k1 <= k0:
+        return True
+    try:
+        with arb_precision(80):
+            start = k0
+            if not analytic_on(trees[0], k0, k1):  # e.g. sqrt(d) at 0: the first step by point bounds, then from k0 + 1
+                (l0, u0), (l1, u1) = _interval(trees[0], k0, k0), _interval(trees[0], k0 + 1, k0 + 1)
+                if sign < 0:
+                    step = u1 is not None and l0 is not None and u1 <= l0
+                else:
+                    step = u0 is not None and l1 is not None and u0 <= l1
+                if not step:
+                    return False
+                if k1 == k0 + 1:
+                    return True
+                if not analytic_on(trees[0], k0 + 1, k1):
+                    return False
+                start = k0 + 1
+            L, U = _interval(trees[1], start, k1)
+    except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
+        return False
+    if sign < 0:
+        return U is not None and U <= 0
+    return L is not None and L >= 0
+
+
 def point_interval(tree, k):
     """``(L, U)`` of :func:`_interval` at the integer ``k`` (``None`` for an end that is not bounded)."""
     try:
@@ -778,19 +860,364 @@ def _gl_log(bfun, edges, rule):
     return _logsumexp(np.asarray(val, dtype=float).ravel())
 
 
-def float_tail_log(fns, a, c, ref_log=-math.inf):
-    """``log sum_{k=a}^{c} e^{b(k)}`` in double precision (Theorem 15 with p = 2), or ``None``
-    when the two quadrature rules disagree beyond ``1e-11`` of the larger of the integral and
-    ``e^ref_log`` (the rest of the sum it is added to), or a value is not finite.
+_TAYLOR_PIECES = 4096  # Theorem 15h: at most this many pieces (else the route declines)
+TAYLOR_ACCEPT = 2.0**-38  # Theorem 15h: proved truncation + rounding estimate (relative) at most this
+_EPS = 2.0**-53
 
-    ``fns``: the bias and its first three derivatives as numpy functions."""
+
+def _iroot(Y, k):
+    """``floor(Y^(1/k))`` for an integer ``Y >= 0`` (Newton's iteration in integers, from above)."""
+    if Y < 2:
+        return Y
+    x = 1 << -(-Y.bit_length() // k)
+    while True:
+        y = ((k - 1) * x + Y // x ** (k - 1)) // k
+        if y >= x:
+            return x
+        x = y
+
+
+def _largest_h(X, e, k):
+    """The largest integer ``h >= 0`` with ``X h^k <= 2^e`` for an exact ``arb`` point ``X >= 0`` (``None``: ``X = 0``, no
+    limit), in exact integers (``X = 7e-601`` underflows a double)."""
+    if X == 0:
+        return None
+    man, ex = X.man_exp()
+    man, ex = int(man), int(ex)
+    E = e - ex  # X h^k <= 2^e  <=>  h^k <= 2^E / man
+    return 0 if E < 0 else _iroot((1 << E) // man, k)
+
+
+def _tilted_q(beta, w, t0):
+    """``E[t^2] / w^2`` for ``t`` in ``{t0, ..., t0 + w - 1}`` with weights ``e^{beta t}`` (arrays; Theorem 15h).
+
+    With ``x = beta w``: ``Var = 1/(4 sinh^2(beta/2)) - w^2/(4 sinh^2(x/2))`` and ``E[t - t0] = w/(1 - e^{-x}) - 1/(1 - e^{-beta})``
+    (the first two derivatives of the log of the geometric sum); for ``|x| <= 0.1`` their Laurent series
+    ``1/(4 sinh^2(y/2)) = 1/y^2 - 1/12 + y^2/240 - y^4/6048 + ...`` and ``1/(1 - e^{-y}) = 1/y + 1/2 + y/12 - y^3/720 + ...``
+    (alternating, terms falling by ``(y/2 pi)^2``) give ``Var/w^2 = (1 - u^2)/12 - x^2 (1 - u^4)/240 + x^4 (1 - u^6)/6048``
+    and ``E[t]/w = (t0 + (w - 1)/2)/w + x (1 - u^2)/12 - x^3 (1 - u^4)/720`` (``u = 1/w``) within ``2^-30`` relative."""
+    x = beta * w
+    u = 1.0 / w
+    small = np.abs(x) <= 0.1
+    with np.errstate(all="ignore"):
+        x2 = x * x
+        var_s = (1 - u * u) / 12 - x2 * (1 - u**4) / 240 + x2 * x2 * (1 - u**6) / 6048
+        mean_s = (t0 + 0.5 * (w - 1)) * u + x * (1 - u * u) / 12 - x * x2 * (1 - u**4) / 720
+        var_c = (0.5 / (w * np.sinh(0.5 * beta))) ** 2 - (0.5 / np.sinh(0.5 * x)) ** 2
+        mean_c = t0 * u + 1.0 / (-np.expm1(-x)) - u / (-np.expm1(-beta))
+    var = np.where(small, var_s, var_c)
+    mean = np.where(small, mean_s, mean_c)
+    return np.maximum(var, 0.0) + mean * mean
+
+
+def _pieces_at(a, N, w):
+    """The pieces of ``[a, a + N - 1]``: ``P - 1`` of ``w`` integers and a last one of ``1..w``, as arrays ``(fm, delta, t0,
+    cnt)`` (``fm = float(m)``, ``delta = m - fm`` for the middle integer ``m``; ``t0 = a_i - m``; ``cnt`` integers), and ``Hp``,
+    the largest ``|t|``."""
+    P = -(-N // w)
+    last = N - (P - 1) * w
+    hw, hl = (w - 1) // 2, (last - 1) // 2
+    if N < 1 << 53:  # offsets exact in double; the rounding of float(a) + offset recovered by TwoSum
+        a_hi = float(a)
+        a_lo = float(a - int(a_hi))
+        offs = np.arange(P, dtype=float) * float(w) + float(hw)
+        offs[-1] = float((P - 1) * w + hl)
+        fm = a_hi + offs
+        bb = fm - a_hi
+        delta = a_lo + ((a_hi - (fm - bb)) + (offs - bb))
+    else:
+        mids = [a + hw + i * w for i in range(P - 1)] + [a + (P - 1) * w + hl]
+        fm = np.array([float(m) for m in mids])
+        delta = np.array([float(m - int(f)) for m, f in zip(mids, fm.tolist(), strict=True)])
+    t0 = np.full(P, -float(hw))
+    cnt = np.full(P, float(w))
+    t0[-1], cnt[-1] = -float(hl), float(last)
+    return fm, delta, t0, cnt, max(hw, w - 1 - hw, hl, last - 1 - hl)
+
+
+def taylor_pieces_log(fns, trees, a, c):
+    """``(log S, rel)`` for ``S = sum_{k=a}^{c} e^{b(k)}`` by Theorem 15h (``proofs/closed_form_tails.md``), or ``None``.
+
+    ``trees``: the compiled trees of ``b`` and of its third derivative ``b3 = b'''`` (sympy's); ``b`` must be
+    analytic on ``[a, c]`` (:func:`analytic_on`). One interval bound ``|b3| <= M3`` on the whole
+    real range ``[a, c]`` (:func:`_interval`, Arb with outward rounding: a feature of ``b`` anywhere in the range,
+    however narrow, makes it large) gives the largest half-width ``H`` with ``M3 H^3/6 <= 2^-41``; the range is cut
+    into pieces of ``2H + 1`` integers (at most 4096, else ``None``). On a piece with middle integer ``m``,
+    ``b(m + t) = b(m) + beta t + gamma t^2 + sigma_t`` with ``gamma = b''(m)/2`` and ``|sigma_t| <= M3 |t|^3/6`` (Taylor),
+    so its sum is ``e^{b(m)} G(beta) E[e^{gamma t^2 + sigma}]`` with the geometric sum
+    ``G = e^{max(beta t0, beta t1)} expm1(-|beta| w)/expm1(-|beta|)`` and, under the weights ``e^{beta t}/G``,
+    ``E[e^{gamma t^2}]`` in ``[1 + gamma q, 1 + gamma q + (gamma H^2)^2 e^{|gamma| H^2}/2]`` (``q = E[t^2]`` in closed form,
+    :func:`_tilted_q`) and ``e^sigma`` within ``e^{+-M3 H^3/6}``: ``1 + gamma q`` is used. ``gamma`` is the difference
+    quotient of ``b'`` over ``[m - H/16, m + H/16]`` (half the mean of ``b''`` there: within ``M3 (H/16 + ...)/2`` of it,
+    and formed as ``gamma H^2``, which does not underflow where ``b''`` does), and ``|gamma| H^2 <= 2^-20`` is asked
+    (else the pieces are narrowed once): a proved relative error of about ``2^-40`` at most. ``rel`` adds an estimate of
+    the rounding (``b``, ``b'`` read in double at ``float(m)``, the offset ``m - float(m)`` applied through ``b'``), and
+    the route answers only when the total is at most ``2^-38``."""
+    from .._balls import arb_precision
+
+    if trees is None or c < a:
+        return None
+    N = c - a + 1
+    try:
+        with arb_precision(80):
+            if not analytic_on(trees[0], a, c):
+                return None
+            L3, U3 = _interval(trees[1], a, c)
+            if L3 is None or U3 is None:
+                return None
+            M3 = flint.arb(abs(L3).upper()).max(flint.arb(abs(U3).upper()))
+            H = _largest_h(flint.arb((M3 / 6).upper()), -41, 3)
+            M3u = flint.arb(M3.upper())
+    except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
+        return None
+    b0, b1 = fns[0], fns[1]
+    w = N if H is None else min(N, 2 * H + 1)  # b''' = 0 on the range: one piece (b is a quadratic there)
+    for attempt in range(2):
+        if -(-N // w) > _TAYLOR_PIECES:
+            return None
+        fm, delta, t0, cnt, Hp = _pieces_at(a, N, w)
+        Hf = float(Hp)
+        # s = Hp/16, at least 64 ulps of the middles (fm +- Hp/16 rounds to fm itself at 1e18: the quotient was 0/0)
+        sf = max(Hf / 16, 64 * math.ulp(float(np.max(np.abs(fm)))))
+        with np.errstate(all="ignore"):
+            bf = np.asarray(b0(fm), dtype=float) * np.ones(fm.size)
+            beta = np.asarray(b1(fm), dtype=float) * np.ones(fm.size)
+            # gamma = b''(m)/2 as the difference quotient of b' over [x-, x+] (x+- = fl(fm +- s)): half the mean of b''
+            # there, within M3 reach/2 of b''(m)/2, reach = max |x+- - m| (b'' in double underflows far out: 0.6/d^2 at
+            # 1e300), kept as gH = gamma Hp^2 = (b'(x+) - b'(x-)) Hp^2 / (2 (x+ - x-)) (gamma itself, 6e-601 there, underflows)
+            xp, xm = fm + sf, fm - sf
+            dx = xp - xm  # exact (Sterbenz)
+            gH = (np.asarray(b1(xp), dtype=float) - np.asarray(b1(xm), dtype=float)) * (0.5 * Hf * (Hf / dx)) if Hp else 0.0 * fm
+            gH = gH * np.ones(fm.size)
+        if not (np.all(np.isfinite(bf)) and np.all(np.isfinite(beta)) and np.all(np.isfinite(gH)) and np.all(dx > 0)):
+            return None
+        gHmax = float(np.max(np.abs(gH)))
+        if gHmax <= 2.0**-20:
+            break
+        if attempt:
+            return None
+        w = min(w, 2 * int(Hf * math.sqrt(2.0**-21 / gHmax)) + 1)  # |gamma| H^2 <= 2^-21 (2^-20 asked at the new middles)
+    P = fm.size
+    bm = bf + beta * delta  # b(m) = b(fm) + b'(fm) delta + b''(xi) delta^2/2 (the last in the estimate)
+    t1 = t0 + cnt - 1
+    r = np.abs(beta)
+    with np.errstate(all="ignore"):
+        tiny = r * cnt < 2.0**-60  # the ratio is cnt within a relative 2^-60
+        ratio = np.where(tiny, cnt, np.expm1(-r * cnt) / np.expm1(-r))
+    if not np.all(tiny | (r > 2.0**-1000)) or not np.all(np.isfinite(ratio) & (ratio > 0)):
+        return None
+    if Hp:
+        with np.errstate(all="ignore"):
+            gq = gH * _tilted_q(beta, cnt, t0) * (cnt / Hf) ** 2  # gamma q_i (|.| <= |gamma| Hp^2 <= 2^-20)
+        if not np.all(np.isfinite(gq)):
+            return None
+        corr = np.log1p(gq)
+    else:
+        corr = np.zeros(P)
+    logs = bm + np.maximum(beta * t0, beta * t1) + np.log(ratio) + corr
+    top = float(np.max(logs))
+    if not math.isfinite(top):
+        return None
+    total = float(np.sum(np.exp(logs - top)))
+    # proved: e^{M3 Hp^3/6} - 1 (<= 2^-41 (1 + 2^-40)), the second order (gamma Hp^2)^2 e^{|gamma| Hp^2}/2, q's series
+    # or formula (2^-30 of gamma q), gamma's difference quotient (M3 reach/2 times q <= Hp^2)
+    dmax = float(np.max(np.abs(delta)))
+    reach = max(float(np.max(xp - fm)), float(np.max(fm - xm))) * (1 + 2.0**-50) + dmax
+    with arb_precision(80):
+        S3 = float((M3u * Hp * Hp * Hp / 6).upper())
+        Sq = float((M3u * flint.arb(reach) * Hp * Hp / 2).upper()) if Hp else 0.0
+    G2 = (gHmax + Sq) * (1 + 2.0**-50)
+    trunc = (math.expm1(S3 + Sq) + 0.5 * G2 * G2 * math.exp(G2) + G2 * 2.0**-30) * (1 + 2.0**-18)
+    # rounding (an estimate): b(fm) in double (4 (|b| + 1) eps, as for the head), the offset through b'
+    # (M2 delta^2/2 with M2 <= 2 |gamma| + M3 Hp), beta and the counts in double (9 |beta| eps over |t| <= Hp), gamma's
+    # quotient from b' in double (8 |beta'| eps + 2^-1073 over x+ - x-, times Hp^2/2), the ratio, the log and the
+    # correction (16 eps), the sum of P terms (log2 P eps)
+    bmax, rmax = float(np.max(np.abs(bm))), float(np.max(r))
+    M3f = float(M3u)
+    quot = Hf * (Hf / float(np.min(dx))) if Hp else 0.0
+    est = ((4 * (bmax + 1) + 9 * rmax * max(Hf, 1) + 4 * G2 + 16 + math.log2(P)) * _EPS
+           + (8 * (rmax + M3f * reach * reach) * _EPS + 2.0**-1073) * quot
+           + (gHmax / max(Hf, 1) / max(Hf, 1) + M3f * Hf) * dmax * dmax)
+    out = top + math.log(total)
+    # the sum is returned as its logarithm: rounding that double (and top + log) moves S by 2 (|log S| + 1) eps
+    # (1e9 terms of -1.1 log(1 + d) + 0.001 log(1 + d)^3 at 1e15: |b| = 3 but log S = 24, 2 ulps of it over 4 |b| eps)
+    rel = trunc + est + 2 * (abs(out) + 1) * _EPS
+    if not rel <= TAYLOR_ACCEPT:
+        return None
+    return out, rel
+
+
+def short_range(a, c):
+    """Whether ``[a, c]`` is short against its start: ``c - a < (|log c| + 2) c 2^-10``, where nodes placed in
+    ``u = log x`` carry a relative error above ``2^-42`` of the range's width."""
+    return (c - a) < (abs(math.log(c)) + 2.0) * c * 2.0**-10
+
+
+_RHOS = (8.0, 3.0)  # Theorem 15i: the Bernstein ellipses' parameters (16 nodes: 8^-30 = 2^-90); 3 for a single piece that fails
+_ETA_MAX = 1.4  # Theorem 15i: the boxes' imaginary half-width at most this (Re e^z > 0 on them)
+_GROUP_U = 32.0  # Theorem 15i: a first box covers at most this much of u (bisected where its bound is too wide)
+_PROOF_EVALS = 512  # Theorem 15i: at most this many box evaluations per range (else the route declines)
+PROVED_ACCEPT = 2.0**-40  # Theorem 15i: the proved quadrature + Euler-Maclaurin + dropped-tail error, relative
+
+
+def _dead_tail_log(tree, k0, c, limit):
+    """An upper bound (a double, rounded up) of ``log sum_{k=k0}^{c} e^{b(k)}`` by Theorem 15d's interval bounds on
+    the whole range, then (where that exceeds ``limit``) on pieces of doubling length in ``u = log x``, or ``None``."""
+    if k0 > c:
+        return -math.inf
+
+    def piece(x0, x1):
+        U = _interval(tree, x0, x1)[1]
+        if U is None or not U.is_finite():
+            return None
+        return float((flint.arb(x1 - x0 + 1).log() + U).upper())
+
+    whole = piece(k0, c)
+    if whole is None:
+        return None
+    if whole <= limit:
+        return whole
+    logs, x0, L = [], k0, 8.0
+    while x0 <= c:
+        if len(logs) >= 24:
+            return whole
+        x1 = c if math.log(c) - math.log(x0) <= L else min(c, max(x0, int(x0 * math.exp(L))))
+        v = piece(x0, x1)
+        if v is None:
+            return whole
+        logs.append(v)
+        x0, L = x1 + 1, 2 * L
+    split = float(_logsumexp(np.array(logs)))
+    return min(whole, split + 1e-12 * (1 + abs(split)))
+
+
+def _exp_box(lo, hi, eta, cs=None):
+    """A rectangle containing ``e^z`` for every ``z`` with ``lo <= Re z <= hi``, ``|Im z| <= eta`` (``arb`` ends,
+    ``0 < eta <= pi/2``): ``Re e^z`` in ``[e^lo cos eta, e^hi]``, ``Im e^z`` in ``[-e^hi sin eta, e^hi sin eta]`` (Arb's
+    ``exp`` of the box as a ball lets the real part reach below 0 once the box is wider than ``log 2``, where
+    ``exp(-d/1000)`` is then unbounded). ``cs``: ``(cos, sin)`` of ``eta.upper()`` if known."""
+    e_lo, e_hi = flint.arb(lo.lower()).exp(), flint.arb(hi.upper()).exp()
+    c, si = cs if cs is not None else (flint.arb(eta.upper()).cos(), flint.arb(eta.upper()).sin())
+    re_lo = (e_lo * c).lower()
+    im_hi = (e_hi * si).upper()
+    return flint.acb(flint.arb(re_lo).union(flint.arb(e_hi.upper())), flint.arb(-im_hi).union(flint.arb(im_hi)))
+
+
+def proved_error_log(tree, edges, log_budget):
+    """An upper bound (a double, rounded up) of the log of the absolute error of the composite 16-point
+    Gauss-Legendre rule on the pieces ``edges`` of ``u = log x`` for ``int e^{b(e^u) + u} du`` plus the
+    Euler-Maclaurin remainder of order ``p = 2`` over ``[e^{u_0}, e^{u_P}]`` (Theorem 15i, ``proofs/closed_form_tails.md``),
+    or ``None`` where a group's bound exceeds its share of ``log_budget`` even alone, a box is not proved analytic or
+    the work cap is reached.
+
+    Consecutive pieces are grouped; one complex box (an ``acb``: real ``[u_i - e, u_j + e]``, imaginary
+    ``[-eta, eta]``, ``e = l (A - 1)/2``, ``eta = l B/2`` with ``A = (rho + 1/rho)/2``, ``B = (rho - 1/rho)/2`` and ``l``
+    the group's longest piece) contains every piece's Bernstein ellipse ``E_rho``. One evaluation of ``b(e^z)`` on the
+    box in Arb with analytic branches (:func:`_eval_u`, non-finite where not analytic) bounds ``Re b <= R`` there, and
+    gives both bounds: Gauss-Legendre ``sum_i (l_i/2) (64/15) rho^-30/(rho^2 - 1) e^{R + u_j + e}`` and, by Cauchy's
+    estimate on discs of radius ``s x`` (``s = min(1 - e^-e, sin min(eta, pi/2))``, whose logarithms lie in the box),
+    ``(1/720) int |f^(4)| <= e^R/(90 s^4 x_i^3)``. A group whose bound exceeds its share of the budget (its length
+    over the total) is bisected; a narrow feature of ``b`` anywhere makes ``R`` large in every box around it and the
+    route declines."""
+    P = edges.size - 1
+    total = float(edges[-1] - edges[0])
+    if P < 1 or not total > 0:
+        return None
+    half_pi = flint.arb.pi() / 2
+    lens = np.diff(edges)
+    shapes = {}  # (longest piece, rho cap) -> the box's shape: most groups share one (unit pieces)
+
+    def shape(lmax_f, r):
+        key = (lmax_f, r)
+        if key not in shapes:
+            # rho at most r, and small enough that eta = l (rho - 1/rho)/4 <= 1.4 < pi/2: Re e^z > 0 on the box, where
+            # exp(-d/1000) stays bounded (with eta = 1.97 it grew like e^(d/1000) and every group failed)
+            t = 4 * _ETA_MAX / lmax_f
+            rho = flint.arb(min(r, 0.5 * (t + math.sqrt(t * t + 4)) * (1 - 2.0**-40)))
+            A, B = (rho + 1 / rho) / 2, (rho - 1 / rho) / 2
+            lmax = flint.arb(lmax_f)
+            ext, eta = lmax * (A - 1) / 2, lmax * B / 2
+            if not float(eta.upper()) < 1.5:  # eta below pi/2 (cos eta > 0 in _exp_box)
+                shapes[key] = None
+            else:
+                gl_const = (flint.arb(64) / 15 / (rho * rho - 1)).log() - 30 * rho.log()  # log((64/15) rho^-30/(rho^2 - 1))
+                s = (1 - (-ext).exp()).min(eta.min(half_pi).sin())
+                em_const = -flint.arb(90).log() - 4 * s.log() + flint.arb(2).log()
+                cs = (flint.arb(eta.upper()).cos(), flint.arb(eta.upper()).sin())
+                shapes[key] = (ext, eta, gl_const + flint.arb(2).log(), em_const, cs)
+        return shapes[key]
+
+    def group_bound(i, j, r):  # (i) + (ii) for pieces i..j-1 as a rounded-up double, or None
+        got = shape(float(np.max(lens[i:j])), r)
+        if got is None:
+            return None
+        ext, eta, gl_const, em_const, cs = got
+        u0, u1 = flint.arb(float(edges[i])), flint.arb(float(edges[j]))
+        lo, hi = u0 - ext, u1 + ext
+        z = flint.acb(((lo + hi) / 2).union(lo).union(hi), flint.arb(0).union(eta).union(-eta))
+        try:
+            v = _eval_u(tree, z, _exp_box(lo, hi, eta, cs), True)
+        except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
+            return None
+        if not v.is_finite():
+            return None
+        R = flint.arb(v.real.upper())
+        # log(e^gl + e^em) <= max + log 2 (the log 2 inside both constants)
+        gl = ((u1 - u0) / 2).log() + gl_const + R + hi
+        em = R + em_const - 3 * u0
+        both = gl.max(em)
+        return float(both.upper()) if both.is_finite() else None
+
+    stack, i = [], 0
+    while i < P:  # first groups: at most _GROUP_U of u each
+        j = int(np.searchsorted(edges, edges[i] + _GROUP_U, side="right")) - 1
+        j = min(P, max(j, i + 1))
+        stack.append((i, j))
+        i = j
+    stack.reverse()
+    acc, evals = [], 0
+    while stack:
+        i, j = stack.pop()
+        evals += 1
+        if evals > _PROOF_EVALS:
+            return None
+        share = math.log(max(float(edges[j] - edges[i]), 1e-300) / total) + log_budget
+        err = group_bound(i, j, _RHOS[0])
+        if j - i < 2 and not (err is not None and err <= share):  # a single piece: a smaller ellipse, once
+            evals += 1
+            err = group_bound(i, j, _RHOS[1])
+        if err is not None and err <= share:
+            acc.append(err)
+            continue
+        if j - i < 2:
+            return None
+        k = (i + j) // 2
+        stack.extend([(k, j), (i, k)])
+    out = float(_logsumexp(np.array(acc)))
+    return out + 1e-12 * (1 + abs(out))  # the double log-sum-exp of rounded-up logs, rounded up
+
+
+def float_tail_log(fns, a, c, ref_log=-math.inf, third=None, tree=None):
+    """``log sum_{k=a}^{c} e^{b(k)}`` in double precision (Theorem 15 with p = 2, Theorem 15i's proved error), or
+    ``None`` where Theorem 15i's bound of the quadrature, the Euler-Maclaurin remainder and a dropped tail exceeds
+    ``2^-40`` of the larger of the sum and ``e^ref_log`` (the rest of the sum it is added to), or a value is not finite.
+
+    ``fns``: the bias and its first three derivatives as numpy functions; ``third``: the compiled trees of ``b`` and
+    ``b'''`` (for Theorem 15h on a range short against its start), or ``None``; ``tree``: the compiled tree of ``b``
+    (Theorem 15i's proof; by default ``third[0]``; without a tree a long range is declined)."""
     b0, b1, b2, b3 = fns
+    tree = tree if tree is not None else (third[0] if third is not None else None)
     lu0, lu1 = math.log(a), math.log(c)
     # the quadrature runs in u = log k, whose nodes carry an absolute error of about (|u| + 1) eps k: a relative
     # error (|u| + 1) eps c / (c - a) of a short range's width (62 % at a = 1e15 - 5, c = 1e15 - 1). Where that
-    # exceeds 2^-42 the range is summed term by term if its integers are doubles (c < 2^53, at most 2^16
-    # terms), and declined otherwise (the certified route answers)
-    if (c - a) < (abs(lu1) + 2.0) * c * 2.0**-10:
+    # exceeds 2^-42 the range is taken by Theorem 15h (second-order Taylor pieces with a proved bound of b''', geometric sums),
+    # else summed term by term if its integers are doubles (c < 2^53, at most 2^16 terms), else declined (the certified
+    # route answers)
+    if short_range(a, c):
+        if third is not None and (c - a >= 1024 or c >= 1 << 53):  # term by term below (cheaper, exact positions)
+            out = taylor_pieces_log(fns, third, a, c)
+            if out is not None:
+                return out[0]
         if c - a >= 1 << 16 or c >= 1 << 53:
             return None
         with np.errstate(all="ignore"):
@@ -799,17 +1226,28 @@ def float_tail_log(fns, a, c, ref_log=-math.inf):
             return None
         top = float(np.max(v))
         return top if top == -math.inf else top + math.log(float(np.sum(np.exp(v - top))))
+    if tree is None:  # Theorem 15i needs the tree: no proved bound, no answer
+        return None
     edges = _pieces(b0, lu0, lu1)
     if edges is None:
         return None
+    # a dropped tail (:func:`_pieces`): the sum is split at the integer K = floor(e^{u_end}); Euler-Maclaurin runs on
+    # [a, K] and the terms beyond K are bounded by Theorem 15d (Theorem 15i(iii)): a feature there makes the bound large
+    K = c
+    if edges[-1] < lu1:
+        K = max(a + 1, min(c, int(math.exp(float(edges[-1])))))
+        edges = edges.copy()
+        edges[-1] = math.log(K)
+        if not edges[-1] > edges[-2]:
+            edges = np.delete(edges, -2)
     i16 = _gl_log(b0, edges, _GL16)
-    i8 = _gl_log(b0, edges, _GL8)
+    i8 = _gl_log(b0, edges, _GL8)  # a cheap filter only (a growing bias declines here at once); Theorem 15i proves
     if math.isnan(i16) or math.isnan(i8) or i16 == math.inf or i8 == math.inf:
         return None
     top = max(i16, i8, ref_log)
     if top == -math.inf or abs(math.exp(i16 - top) - math.exp(i8 - top)) > 1e-11:
         return None
-    ends = np.array([float(a), float(c)])
+    ends = np.array([float(a), float(K)])
     with np.errstate(all="ignore"):
         lb = np.asarray(b0(ends), dtype=float) * np.ones(2)
         d1 = np.asarray(b1(ends), dtype=float) * np.ones(2)
@@ -819,7 +1257,7 @@ def float_tail_log(fns, a, c, ref_log=-math.inf):
         return None
     scale = max(i16, float(np.max(lb)))
     if scale == -math.inf:
-        return -math.inf
+        return None
     fe = np.exp(lb - scale)
     with np.errstate(all="ignore"):  # an end where f underflows contributes 0 to every term
         f1 = np.where(fe > 0, d1 * fe, 0.0)  # f' = b' f
@@ -827,7 +1265,31 @@ def float_tail_log(fns, a, c, ref_log=-math.inf):
     total = math.exp(i16 - scale) + 0.5 * (fe[0] + fe[1]) + (f1[1] - f1[0]) / 12 - (f3[1] - f3[0]) / 720
     if not total > 0:
         return None
-    return scale + math.log(total)
+    out = scale + math.log(total)
+    # the rounding (an estimate, Theorem 15g(v)): b in double and the nodes' (|u| + 1) eps through x b'(x), read at the
+    # ends; a range where it exceeds 2^-39 is declined (the proved part below takes 2^-40)
+    with np.errstate(all="ignore"):
+        slope = float(np.max(np.abs(ends * d1)[np.isfinite(d1)])) if np.any(np.isfinite(d1)) else 0.0
+    if not (float(np.max(np.abs(lb[np.isfinite(lb)]), initial=0.0)) + slope * (abs(float(edges[-1])) + 1) + 64) * 2 * _EPS <= 2.0**-39:
+        return None
+    # Theorem 15i: the proved error (quadrature, remainder, dropped tail) at most 2^-40 of max(sum, e^ref_log), the sum
+    # taken 2^-30 low (its rounding is far below that)
+    from .._balls import arb_precision
+
+    budget = max(out, ref_log) - 2.0**-30 + math.log(PROVED_ACCEPT)
+    top_b = float(np.max(np.abs(lb[np.isfinite(lb)]))) if np.any(np.isfinite(lb)) else 0.0
+    prec = 80 + int(math.log2(2.0 + top_b + abs(lu1)))
+    try:
+        with arb_precision(prec):
+            tail = _dead_tail_log(tree, K + 1, c, budget - 1.0) if K < c else -math.inf
+            if tail is None or tail > budget - 1.0:
+                return None
+            quad = proved_error_log(tree, edges, budget - 1.0)
+    except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
+        return None
+    if quad is None:
+        return None
+    return out
 
 
 def range_sum_arb(tree, lo, hi, N, prec, why=None):
@@ -1064,6 +1526,23 @@ def _bessel_tail(beta, M):
     return (first / (1 - h / (M + 2))).upper()
 
 
+def bessel_i_list(beta, M):
+    """``[I_0(beta), ..., I_M(beta)]`` as ``arb`` balls (Theorem 15e): ``I_M`` and ``I_{M+1}`` of ``x = |beta|`` by Arb,
+    the rest by the backward recurrence ``I_{m-1}(x) = (2m/x) I_m(x) + I_{m+1}(x)``, a sum of positive balls (no
+    cancellation: each relative radius stays within the inputs' plus the roundings), and ``I_m(beta) = (-1)^m I_m(x)``.
+    Arb's ``bessel_i`` of ``149`` at 128-256 bits takes about 1 ms a call (0.07 ms at 320): 300 calls were 0.3 s."""
+    with _more_bits(16):  # the M roundings of the recurrence (log2 M bits) are absorbed, then rounded back
+        x = abs(flint.arb(beta))
+        out = [None] * (M + 2)
+        out[M + 1], out[M] = x.bessel_i(M + 1), x.bessel_i(M)
+        for m in range(M, 0, -1):
+            out[m - 1] = (2 * m) / x * out[m] + out[m + 1]
+    out = [v + 0 for v in out[: M + 1]]
+    if beta < 0:
+        out = [v if m % 2 == 0 else -v for m, v in enumerate(out)]
+    return out
+
+
 def periodic_sum_arb(form, a, c, bits=70):
     """:math:`\\sum_{k=a}^{c} e^{\\beta\\cos(\\omega k+\\phi')}` (``sin`` as ``cos`` with ``phi' = phi - pi/2``) by the
     Jacobi-Anger expansion (Theorem 15e): ``I_0(beta) N + 2 sum_{m=1}^{M} I_m(beta) C_m`` with
@@ -1089,7 +1568,8 @@ def periodic_sum_arb(form, a, c, bits=70):
         M += max(4, M // 4)
         if M > _JA_TERMS:
             return None
-    total = bb.bessel_i(0) * N
+    bes = bessel_i_list(bb, M)
+    total = bes[0] * N
     for m in range(1, M + 1):
         # omega rational: m omega / 2 is never a multiple of pi; omega = q_pi pi: it is when 2 | m q_pi (exactly)
         whole = omega[0] == 0 and (omega[1] * m / 2).q == 1
@@ -1101,7 +1581,7 @@ def periodic_sum_arb(form, a, c, bits=70):
                 Cm = flint.arb(0).union(flint.arb(N)).union(flint.arb(-N))
             else:
                 Cm = (m * w * N / 2).sin() / den * (m * w * (a + c) / 2 + m * p).cos()
-        total += 2 * bb.bessel_i(m) * Cm
+        total += 2 * bes[m] * Cm
     return total + flint.arb(0, (2 * N * tail).upper())
 
 
@@ -1123,12 +1603,38 @@ def periodic_split(tree):
 
 def _twist_coefficients(z, p):
     """``a_j = [t^j] 1/(z e^t - 1)``, ``j < p``, for ``z != 1`` (acb balls): ``(z - 1) a_j = -sum_{i=1}^{j} z a_{j-i}/i!``."""
-    out = [1 / (z - 1)]
+    inv = 1 / (z - 1)
+    fact = [flint.arb(math.factorial(i)) for i in range(p)]
+    out = [inv]
     for j in range(1, p):
         s = flint.acb(0)
         for i in range(1, j + 1):
-            s += out[j - i] / math.factorial(i)
-        out.append(-z * s / (z - 1))
+            s += out[j - i] / fact[i]
+        out.append(-z * s * inv)
+    return out
+
+
+_TWIST_CACHE = {}  # (m, omega, p, precision) -> (coefficients, K): they do not depend on the range (two sides, three heads)
+
+
+def _twist_data(m, omega, p):
+    """``(a_j(z), K_p)`` for ``z = e^{i m omega}`` at the current precision (cached), or ``None`` if ``z = 1`` is not
+    excluded."""
+    key = (m, omega, p, flint.ctx.prec)
+    out = _TWIST_CACHE.get(key)
+    if out is None:
+        z = flint.acb(0, _phase(m, omega, 1)).exp()
+        if (z - 1).contains(0):
+            out = (None, None)
+        else:
+            coef = _twist_coefficients(z, p)
+            K = flint.arb(0)
+            for j, aj in enumerate(coef):
+                K += abs(aj) / math.factorial(p - j)
+            out = (coef, K)
+        if len(_TWIST_CACHE) > 4096:
+            _TWIST_CACHE.clear()
+        _TWIST_CACHE[key] = out
     return out
 
 
@@ -1145,13 +1651,9 @@ def twisted_sum_arb(tree_h, m, omega, a, c, p=TWIST_ORDER, parts=None):
     ``K_p = sum_{j<p} |a_j|/(p - j)!``; ``None`` if ``e^{i theta}`` is not proved ``!= 1`` or a bound is not finite.
     ``theta = m omega`` with ``omega = (q, q_pi)`` exact; the phases ``theta k`` are formed with ``log2 k`` more bits.
     ``parts``: :func:`twist_parts` of ``(tree_h, a, c, p)``, shared by every ``m``."""
-    z = flint.acb(0, _phase(m, omega, 1)).exp()
-    if (z - 1).contains(0):
+    coef, K = _twist_data(m, omega, p)
+    if coef is None:
         return None
-    coef = _twist_coefficients(z, p)
-    K = flint.arb(0)
-    for j, aj in enumerate(coef):
-        K += abs(aj) / math.factorial(p - j)
     sup, cs_a, cs_c = twist_parts(tree_h, a, c, p) if parts is None else parts
     if sup is None:
         return None
@@ -1225,7 +1727,8 @@ def mixed_sum_arb(tree, split, lo, hi, N, prec, bits=64, why=None):
             return None
     pi = flint.arb.pi()
     ph = flint.arb(phi[0]) + flint.arb(phi[1]) * pi - (pi / 2 if kind == "sin" else 0)
-    out = bb.bessel_i(0) * S0
+    bes = bessel_i_list(bb, M)
+    out = bes[0] * S0
     parts = None
     for m in range(1, M + 1):
         if omega[0] == 0 and (omega[1] * m / 2).q == 1:  # m omega in 2 pi Z: the twisted sum is the plain one
@@ -1238,5 +1741,5 @@ def mixed_sum_arb(tree, split, lo, hi, N, prec, bits=64, why=None):
                            f"(Theorem 15f's remainder of order {TWIST_ORDER} is not finite there)")
                 return None
             part = (flint.acb(0, m * ph).exp() * tw).real
-        out += 2 * bb.bessel_i(m) * part
+        out += 2 * bes[m] * part
     return total + out + flint.arb(0, (2 * tail * S0.upper()).upper())

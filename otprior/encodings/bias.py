@@ -35,6 +35,7 @@ from ._bias_tail import (
     infinite_sum_arb,
     log_sum_bounds,
     mixed_sum_arb,
+    monotone_on,
     periodic_form,
     periodic_split,
     periodic_sum_arb,
@@ -139,9 +140,14 @@ def _periodic_balls(tree, window, n, why):
     form = _periodic(tree)
     if form is None:
         return None
+    def side(a, c):
+        # a few terms one by one: the Jacobi-Anger series of one term e^(149 sin k) ~ e^-149 adds terms I_m ~ e^149,
+        # a cancellation of e^298 beyond the working precision (149 sin(d) at W = n - 1 was refused)
+        return direct_sum_arb(tree, a, c) if c - a < _EM_HEADS[0] else periodic_sum_arb(form, a, c)
+
     with arb_precision(110 + n.bit_length() + 16):
-        S_W = periodic_sum_arb(form, 0, window - 1)
-        T = periodic_sum_arb(form, window, n - 1)
+        S_W = side(0, window - 1)
+        T = side(window, n - 1)
         if S_W is None or T is None:
             why.append(f"the Jacobi-Anger series of e^({form[0]} {form[1]}(...)) needs more than 400 Bessel terms "
                        "(an amplitude above about 150)")
@@ -248,6 +254,28 @@ def _float_head(b, d):
         return None
     logw.flags.writeable = False
     return logw
+
+
+@functools.lru_cache(maxsize=128)
+def _first_trees(b, d):
+    """The compiled trees of ``b`` and ``b'`` (sympy's derivative) for Theorem 15d(v)'s proof of monotonicity, or ``None``."""
+    sp = import_sympy()
+    b1 = sp.diff(b, d)
+    if sp.count_ops(b1) > 400:
+        return None
+    trees = (_compiled(b, d), _compiled(b1, d))
+    return None if None in trees else trees
+
+
+@functools.lru_cache(maxsize=128)
+def _third_tree(b, d):
+    """The compiled trees of ``b`` and ``b'''`` (sympy's derivative) for Theorem 15h's bounds, or ``None``."""
+    sp = import_sympy()
+    b3 = sp.diff(b, d, 3)
+    if sp.count_ops(b3) > 400:  # bounded work (the interval evaluation walks the tree once per range)
+        return None
+    trees = (_compiled(b, d), _compiled(b3, d))
+    return None if None in trees else trees
 
 
 @functools.lru_cache(maxsize=128)
@@ -557,10 +585,13 @@ class Bias(Encoding):
 
     Masses: direct log-sum-exp up to ``n = 2**16``; beyond, for an expression bias, Theorem 15
     (``proofs/closed_form_tails.md``) at any ``n`` up to 1e300: a direct head of 4096 terms and the
-    Euler–Maclaurin tail in double precision (checked by two quadrature rules; measured within
-    2 ulps of 30-digit references on moderate biases; in general about ``(max|b| + max|x b'(x)| ln n) eps``
-    relative, from the quadrature nodes in ``log x``), with :meth:`mass_enclosures` giving proved enclosures (relative
-    radius below 2^-55, Arb). Where the float check fails the enclosure's midpoint is returned; where
+    Euler–Maclaurin tail in double precision (Theorem 15i: the 16-point quadrature in ``log x``, the remainder and any
+    tail left out proved below ``2^-40`` from one Arb bound of ``b(e^z)`` on a complex box per group of pieces, else
+    declined; measured within 2 ulps of 30-digit references on moderate biases; its rounding about
+    ``(max|b| + max|x b'(x)| ln n) eps`` relative, from the quadrature nodes in ``log x``; a range short against its start, such as ``W = n - 1e5``, by
+    Theorem 15h: second-order Taylor pieces of ``b`` whose width comes from an Arb interval bound of the third
+    derivative on the whole range, with a proved truncation bound), with :meth:`mass_enclosures` giving proved
+    enclosures (relative radius below 2^-55, Arb). Where the float declines the enclosure's midpoint is returned; where
     Theorem 15 does not apply (an oscillating tail such as ``sin(d)`` without decay, a steeply
     growing bias), the direct head plus Theorem 13's monotone bracket, else direct summation up to
     ``n = 2**22`` (a ``DomainError`` naming ``n`` beyond). A callable bias keeps the cap ``n <= 2**22``.
@@ -577,9 +608,10 @@ class Bias(Encoding):
     (or ``cos``) is a Jacobi–Anger closed form (Theorem 15e); ``h + beta sin(omega d + phi)`` adds twisted
     Euler–Maclaurin sums to Theorem 15 (Theorem 15f). Their float routes reduce every phase exactly (the
     decimals as written) and answer when an a-posteriori bound of their error is at most ``2^-38`` (measured:
-    a few ulps), else the enclosure's midpoint answers. That bound reads ``b`` where its quadratures sample
-    it: a feature narrower than their pieces (``5*exp(-((d-90000)/30)**2)`` in a decay, 5% of ``D`` at
-    ``n = 1e5``) is missed by the float routes, while :meth:`mass_enclosures` bounds ``b`` on every piece and
+    a few ulps), else the enclosure's midpoint answers. Theorem 15's float proves its truncation (Theorem 15i: a
+    feature narrower than its pieces, ``5*exp(-((d-90000)/30)**2)`` in a decay at ``n = 1e5``, which it once missed
+    for 5% of ``D``, makes the bound large and the route declines; a range short against its start by Theorem 15h,
+    an interval bound of ``b'''`` on the whole range), while :meth:`mass_enclosures` bounds ``b`` on every piece and
     encloses or refuses; a bias increasing towards ``n - 1`` (``sqrt(d)`` at
     ``W = n - 1``) is summed in double in the reversed variable ``t = n - 1 - d`` (error about
     ``(|b(W) - b(n - 1)| + 300) eps``). Still refused beyond ``n = 2**22``, by name and
@@ -732,10 +764,11 @@ class Bias(Encoding):
 
     def _float_dominance(self, tree, window, n):
         """``(1, 0)`` or ``(0, 1)`` when one side outweighs the other by more than ``e^750`` in double precision (Theorem
-        15d(ii) with bounds read from ``b`` at the ends and the sign of ``b'`` at the ~60 piece ends per side of
-        :func:`_sides`): a decreasing ``b`` on ``[W, n - 1]`` gives ``log T <= log(n - W) + b(W)``, an increasing one on
-        ``[0, W - 1]`` gives ``log S_W <= log W + b(W - 1)``, one term bounds a sum below. Not a proof (``b'`` is read at
-        points, in double); the certified route proves the same from interval bounds. Where a value overflows a double
+        15d(ii) with bounds read from ``b`` at the ends): a decreasing ``b`` on ``[W, n - 1]`` gives
+        ``log T <= log(n - W) + b(W)``, an increasing one on ``[0, W - 1]`` gives ``log S_W <= log W + b(W - 1)``, one
+        term bounds a sum below. The sign of ``b'`` is read first at the ~60 piece ends per side of :func:`_sides` (a
+        cheap filter), then proved on the whole side by one interval bound of ``b'`` (Theorem 15d(v),
+        :func:`monotone_on`); the end values are read in double (4 units of the gap). Where a value overflows a double
         (``exp(d/1000)`` at ``d = 1e299``) the two end values are Arb points at ``96 + log2 n`` bits. Biases with ``sin``
         or ``cos`` are left to the other routes (``sin(2 pi k)`` in double is noise at ``k = 1e18``)."""
         if _has_periodic(tree):
@@ -767,7 +800,9 @@ class Bias(Encoding):
                 (l0, _), (l1, _), (_, uw) = arb_ends([0, window - 1, window])
                 ls = [x for x in (l0, l1) if x is not None]
                 g = float(max(ls) - uw - math.log(n - window)) if ls and uw is not None else math.nan
-            if g > _FLOAT_GAP:
+            # the sign of b' read at points missed a narrow bump (-0.05 sqrt(d) + 2000 e^{-((d - 999950000)/10)^2}
+            # gave D = 0 for 1): answered only where b' <= 0 is proved on the whole range (Theorem 15d(v))
+            if g > _FLOAT_GAP and monotone_on(_first_trees(b, d), window, n - 1, -1):
                 return 1.0, 0.0
         slope_l = vals(fns[1], left[:-1] + [window - 1])
         if slope_l is not None and np.all(slope_l >= 0):  # b increasing on [0, W - 1]: S_W <= W e^{b(W - 1)}
@@ -776,7 +811,7 @@ class Bias(Encoding):
             if math.isnan(g):
                 (_, us), (lt, _) = arb_ends([window - 1, n - 1])
                 g = float(lt - us - math.log(window)) if us is not None and lt is not None else math.nan
-            if g > _FLOAT_GAP:
+            if g > _FLOAT_GAP and monotone_on(_first_trees(b, d), 0, window - 1, +1):
                 return 0.0, 1.0
         return None
 
@@ -798,7 +833,8 @@ class Bias(Encoding):
     def _em_float(self, window, n):
         """``(m, D)`` in double precision by Theorem 15 (p = 2) beyond a direct head, or ``None``."""
         d, b = self._sym
-        if _compiled(b, d) is None:
+        tree = _compiled(b, d)  # Theorem 15i's proof of the quadrature and the remainder
+        if tree is None:
             return None
         fns = _numpy_fns(b, d)
         N = _FLOAT_HEAD
@@ -806,6 +842,7 @@ class Bias(Encoding):
         if logw is None:
             return None
         logsumexp = _logsumexp
+        d3 = _third_tree(b, d)  # Theorem 15h's bound of b''' on a range short against its start
 
         def one(k):  # a range of a single term: b(k) itself (W = n - 1 fell back to the certified route, 60 ms)
             with np.errstate(all="ignore"):
@@ -813,18 +850,19 @@ class Bias(Encoding):
             return v if not math.isnan(v) and v != math.inf else None
 
         if window > N:
+            # the distant side first: it declines more often (a growing bias), before the window side's proof is paid
+            tn = float_tail_log(fns, window, n - 1, third=d3, tree=tree) if n - 1 > window else one(window)  # T alone: D's relative accuracy
+            if tn is None:
+                return None
             lh = logsumexp(logw)
-            tw = float_tail_log(fns, N, window - 1, lh) if window - 1 > N else one(N)
+            tw = float_tail_log(fns, N, window - 1, lh, d3, tree) if window - 1 > N else one(N)
             if tw is None:
                 return None
             log_head = np.logaddexp(lh, tw)
-            tn = float_tail_log(fns, window, n - 1) if n - 1 > window else one(window)  # T alone: D's relative accuracy
-            if tn is None:
-                return None
             log_tail = tn
         else:
             log_head = logsumexp(logw[:window])
-            tn = float_tail_log(fns, N, n - 1, logsumexp(logw[window:]) if window < N else -math.inf)
+            tn = float_tail_log(fns, N, n - 1, logsumexp(logw[window:]) if window < N else -math.inf, d3, tree)
             if tn is None:
                 return None
             log_tail = np.logaddexp(logsumexp(logw[window:]), tn) if window < N else tn
@@ -837,11 +875,16 @@ class Bias(Encoding):
     def _growing_float(self, window, n):
         """``(m, D)`` in double precision for a bias increasing towards ``n - 1`` (the weight at the far end, where the
         quadrature in ``log x`` of :meth:`_em_float` cannot resolve it): :func:`growing_log_sum` for each side beyond the
-        direct head, every sum relative to ``e^{b(n - 1)}``; ``None`` when a piece fails its checks."""
+        direct head, every sum relative to ``e^{b(n - 1)}``; ``None`` when a piece fails its checks, or where ``b`` is not
+        proved non-decreasing on ``[4096, n - 1]`` (Theorem 15d(v), one interval bound of ``b'``): the route samples ``b'``
+        at its nodes, and ``sqrt(d) + 50 e^{-((d - 999950000)/10)^2}`` at ``W = n - 1e5``, ``n = 1e9`` gave ``D = 9e-11`` for
+        about 1; a feature whose slope stays below ``b'`` is not caught by this guard (Theorem 15g(iv)'s status)."""
         d, b = self._sym
         fns = _numpy_fns(b, d)
         head = _float_head(b, d)
         if head is None:
+            return None
+        if n - 1 > _FLOAT_HEAD and not monotone_on(_first_trees(b, d), _FLOAT_HEAD, n - 1, +1):
             return None
         A = n - 1
         with np.errstate(all="ignore"):
@@ -913,17 +956,36 @@ class Bias(Encoding):
         # log2(W / (n - W)) bits more, not log2 W (1100 bits at W = 1e299 made far windows 10x dearer)
         prec = 96 + extra + (window // (n - window)).bit_length()
         split = _split(tree)
+        # a side's sum depends on the head N only while the head cuts into it: S_W = sum_{k < W} is the same for every
+        # N >= W, T = sum_{W <= k < n} for every N <= W; each is formed once per route and reused (a refusal too),
+        # where three heads x two routes summed both sides six times (-3 log(1 + d) + 20 sin(d) at 1e18: 60 ms)
+        memo = {}
+
+        def key_of(twisted, lo, hi, N):
+            return twisted, lo, N if lo < N <= hi else None
+
+        def side(twisted, lo, hi, N):
+            key = key_of(twisted, lo, hi, N)
+            if key not in memo:
+                if twisted:
+                    memo[key] = mixed_sum_arb(tree, split, lo, hi, N, prec + 16, why=why)
+                else:
+                    memo[key] = range_sum_arb(tree, lo, hi, N, prec, why)
+            return memo[key]
+
         for N in _EM_HEADS:
             for twisted in ((True, False) if split is not None else (False,)):
                 # h + beta sin(omega d + phi): Theorem 15f first (Theorem 15's remainder does not shrink there)
                 with arb_precision(prec + 16 if twisted else prec):
+                    if memo.get(key_of(twisted, window, n - 1, N), 0) is None:
+                        continue  # the distant side was refused already, the same sum: no need of the window side
                     try:
                         if twisted:
-                            S_W = mixed_sum_arb(tree, split, 0, window - 1, N, prec + 16, why=why)
-                            T = mixed_sum_arb(tree, split, window, n - 1, N, prec + 16, why=why)
-                        else:
-                            S_W = range_sum_arb(tree, 0, window - 1, N, prec, why)
-                            T = range_sum_arb(tree, window, n - 1, N, prec, why)
+                            S_W = side(twisted, 0, window - 1, N)
+                            T = side(twisted, window, n - 1, N) if S_W is not None else None
+                        else:  # Theorem 15 fails on a periodic term's distant side first (its remainder does not shrink)
+                            T = side(twisted, window, n - 1, N)
+                            S_W = side(twisted, 0, window - 1, N) if T is not None else None
                     except (ValueError, ZeroDivisionError, ArithmeticError):
                         continue
                     if S_W is None or T is None or not (S_W > 0) or not (T >= 0):
