@@ -2294,9 +2294,7 @@ def _bulk_mass_float(W, n, rho):
         if tail is not None:
             # Lemma 4.2(c)'s W/n, correctly rounded (int / int); 1 - (n - W)/n rounded twice, an ulp below the
             # certified lower end at rho = 1e-300, W = 2n/3, where m = W/n to 1e-300
-            lower = W / n if n < 1 << 1000 else math.exp(math.log(W) - math.log(n))
-            upper = power_sum(1, W, rho) * _n_to_minus_q(n, rho)  # Theorem 4(iii), as below (binds as rho -> 0)
-            return min(max(1.0 - tail, lower), min(1.0, upper))
+            return _clip_mass(1.0 - tail, W, n, rho)
     if W > _RECUR_W_MAX:
         try:
             cont = _continued_mass_float(x, rho, W, start=state)
@@ -2313,9 +2311,23 @@ def _bulk_mass_float(W, n, rho):
     # where Phi_D / c < e^-40 the doubles of the exact steps cancel and the estimate of c is
     # rough, but f_W depends on c only through the first W steps, where nothing has cancelled:
     # the value stays an estimate (checked against the enclosure), as everywhere on this route
-    lower = W / n if n < 1 << 1000 else math.exp(math.log(W) - math.log(n))
-    upper = power_sum(1, W, rho) * _n_to_minus_q(n, rho)
-    return min(max(est[1], lower), min(1.0, upper))
+    return _clip_mass(est[1], W, n, rho)
+
+
+def _mass_lower(W, n):
+    """Lemma 4.2(c)'s lower end ``W/n`` as a double (correctly rounded below ``n = 2^1000``)."""
+    return W / n if n < 1 << 1000 else math.exp(math.log(W) - math.log(n))
+
+
+def _clip_mass(v, W, n, rho):
+    """``v`` clipped into Lemma 4.2(c)'s ``[W/n, H_W n^(rho-1)]`` (and below 1), the lower end last.
+
+    Both ends are doubles: as ``rho -> 0`` the upper end ``H_W n^(rho-1)`` tends to ``W/n`` and its
+    rounding put it up to two ulps below the rounded ``W/n`` (``rho = 1e-300``, ``W = n - 1``,
+    ``n = 2^54 - 1``: 0.9999999999999998 for ``m = W/n`` to 1e-290); ``m >= W/n`` is proved, so the lower
+    end wins where the two cross.
+    """
+    return max(min(v, 1.0, power_sum(1, W, rho) * _n_to_minus_q(n, rho)), _mass_lower(W, n))
 
 
 _OLD_END_K = 64  # exact steps from the oldest key in the old-end estimate (proofs/ot_asymptotics.md)
@@ -2778,7 +2790,8 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     up to about ``1/(1-rho)``); the enclosure is always intersected with ``[W/n, H_W n^{rho-1}]``. The float value on this
     route is ``f_W`` at Lemma 4.3's estimate of ``c_n`` (its count without the error terms);
     its error is at most the certified enclosure's width plus the rounding of its double
-    steps, about ``(W + D + log c) eps m`` (measured on a sweep; ``D = min(512, n/8)``); for ``W > 4096``
+    steps, about ``(W + D + log c) eps m`` (measured on a sweep; ``D = min(512, n/8)``; for ``W > 4096``
+    and ``rho`` below about ``1e-8`` up to 2.4 times the width, proofs/ot_asymptotics.md); for ``W > 4096``
     the 4096 double steps are continued by Lemma 4.3's count (Corollary 4.5's estimate), and the
     certified lower end is at least that of ``W = 4096`` (the mass increases in ``W``); where that estimate is not available, Theorem 4(ii)'s
     ``f_W(n / Z_q)`` (a formal limit, not a bound), clipped into the proved enclosure.
@@ -2846,9 +2859,7 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
                     vals = _float_masses(nk, rho, np.array(ws, dtype=np.int64))
                     # clipped into Lemma 4.2(c)'s [W/n, H_W n^(rho-1)] as on the bounds route: the sums' rounding
                     # left 1/4096 at rho = 1e-300 two ulps above the proved upper end (and 3/10001 one below W/n)
-                    q_n = _n_to_minus_q(nk, rho)
-                    out[sel] = [min(max(float(v), wk / nk), min(1.0, power_sum(1, wk, rho) * q_n))
-                                for v, wk in zip(vals, ws, strict=True)]
+                    out[sel] = [_clip_mass(float(v), wk, nk, rho) for v, wk in zip(vals, ws, strict=True)]
                 routes[sel] = "exact"
                 done = True
             except (DomainError, PrecisionError, ConvergenceError):
@@ -2882,9 +2893,13 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
         for k, wk in rest:
             if not certified and wk < nk:
                 est = _bulk_mass_float(wk, nk, rho)
-                if est is not None:
+                if est is not None and (est > _mass_lower(wk, nk) or _clip_mass(1.0, wk, nk, rho) <= est * (1 + 2**-50)):
                     out[k] = est
                     continue
+                # an estimate clipped at Lemma 4.2(c)'s lower end W/n while [W/n, H_W n^(rho-1)] is wider than
+                # a few ulps (as rho -> 0 the count's doubles lose m - W/n ~ rho: 1.2e-9 below the proved
+                # enclosure at rho = 1e-8, W = 8192, n = 1e5): the proved bounds below answer, the float
+                # clipped into them
             if floor is None and _RECUR_W_MAX < wk < nk and shared is not False:
                 floor = _bounds_mass_arb(_RECUR_W_MAX, nk, rho, bulk_res=shared, lower_only=True)[0]  # one per n
             a, b = _bounds_mass_arb(wk, nk, rho, bulk_res=shared, floor=floor)
@@ -2893,7 +2908,7 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
                 mid[k] = 0.5 * (a + b)
                 rad[k] = math.nextafter(max(mid[k] - a, b - mid[k]), math.inf)
             else:
-                out[k] = 1.0 if wk >= nk else _asymptotic_mass_float(wk, nk, rho, a, b)
+                out[k] = 1.0 if wk >= nk else _clip_mass(_asymptotic_mass_float(wk, nk, rho, a, b), wk, nk, rho)
     route = _scalar_or_array(routes, shape)
     if certified:
         # a mass lies in [0, 1]: intersecting the proved enclosure with it stays proved

@@ -195,3 +195,23 @@ def test_windows_next_to_n_float_inside_the_enclosure_by_hypothesis(digits, frac
     e = ot_window_mass(n - k, n, rho, certified=True)
     assert e.lo <= v <= e.hi, (n, k, rho, v, e)
     assert (n - k) / n - 2.0**-52 <= v <= 1.0
+
+
+@pytest.mark.parametrize(
+    "W, n, rho",
+    [
+        (2**54 - 2, 2**54 - 1, 1e-300),  # the double H_W n^(rho-1) rounded two ulps below the rounded W/n
+        (3 * 2**53 - 3, 3 * 2**53, 1e-300),  # exactly at (n - W) 2^53 = n
+        (999_998, 10**6, 1e-300),
+        (98, 100, 1e-300),  # the exact route's clip
+        (2**40 + 2, 2**40 + 5, 1e-16),
+        (8192, 10**5, 1e-8),  # the count's estimate clipped at W/n, 1.2e-9 below the proved enclosure
+    ],
+)
+def test_float_at_tiny_rho_is_at_least_w_over_n_and_inside_its_enclosure(W, n, rho):
+    # Lemma 4.2(c): m >= W/n is proved, and the reference is exact rational arithmetic (W/n correctly
+    # rounded by Python's int / int) and the certified enclosure (Arb)
+    v = ot_window_mass(W, n, rho)
+    assert v >= W / n
+    e = ot_window_mass(W, n, rho, certified=True)
+    assert e.lo <= v <= e.hi
