@@ -79,6 +79,14 @@ def _gamma(gram, rhs, nstored):
     """
     b, m, _ = gram.shape
     diag = np.diagonal(gram, axis1=1, axis2=2)
+    if b and not (nstored < m).any() and (diag > 0).all() and np.isfinite(diag).all():
+        # every slot valid (the usual case): the operations below without the masks, so the same
+        # numbers (the masks select everything, and adding zero off the diagonal changes nothing)
+        inv = 1.0 / np.sqrt(diag)
+        A = gram * inv[:, :, None] * inv[:, None, :]
+        idx = np.arange(m)
+        A[:, idx, idx] += 1e-10
+        return np.linalg.solve(A, (rhs * inv)[..., None])[..., 0] * inv
     valid = (np.arange(m)[None, :] < nstored[:, None]) & (diag > 0) & np.isfinite(diag)
     inv = np.where(valid, 1.0 / np.sqrt(np.where(valid, diag, 1.0)), 0.0)
     both = valid[:, :, None] & valid[:, None, :]
@@ -225,13 +233,20 @@ def _anderson_solve(
         else:
             key = "anderson32" if history32 else "anderson"
             buf = workspace.get(key)
-            if buf is None or buf.size < 2 * size:
+            fresh = buf is None or buf.size < 2 * size
+            if fresh:
                 buf = workspace[key] = np.zeros(2 * size, dtype=hdt)
             d_res = buf[:size].reshape(batch, m, width)
             d_img = buf[size : 2 * size].reshape((batch, width, m) if images_last else (batch, m, width))
-            # stale differences of an earlier solve (finite or not) must not reach an unused slot
-            d_res.fill(0.0)
-            d_img.fill(0.0)
+            # An unused slot enters the products with gamma = 0 (_gamma), so a stale difference of an
+            # earlier solve changes nothing if it is finite. Every difference a solve stores is one
+            # of points and images within its safe range (x0, accepted images and candidates are all
+            # checked against ``bound``): at most 4 bound in magnitude, finite in float32 for
+            # bound < 1e18. The buffer is cleared only after a solve that may have stored others.
+            if not fresh and not workspace.get(key + "_finite", False):
+                d_res.fill(0.0)
+                d_img.fill(0.0)
+            workspace[key + "_finite"] = bool(bound is not None and bound < 1e18 and np.abs(x).max(initial=0.0) <= bound)
         gram = np.zeros((batch, m, m))
         count = np.zeros(batch, dtype=int)  # differences stored since the last restart
         rhs_prev = np.zeros((batch, m))  # d_res . res at the last sweep, where rhs_ok
