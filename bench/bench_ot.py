@@ -82,9 +82,13 @@ def _sampled_error(A, ref, sample):
     return max(float(np.max(np.abs(A[t - 1, :t] - ref[t - 1, :t]))) for t in sample)
 
 
-def bench_pot(sizes, rhos, strata, reps, tol=1e-10, matched_max_n=1024, reps_small=3):
+def bench_pot(sizes, rhos, strata, reps, tol=1e-10, matched_max_n=1024, reps_small=3, baseline=None):
     """``reps`` interleaved runs per (n, rho), ``reps_small`` for n <= 1024 (POT's sampled prefixes
-    cost seconds there, and one run of each side is at the mercy of the machine's load)."""
+    cost seconds there, and one run of each side is at the mercy of the machine's load).
+
+    ``baseline``: ``(rev, module)`` of an earlier operator (``load_baseline``), timed in the same
+    interleaving as the working tree's and POT, so that the ratios before and after a change come
+    from one process (``baseline_ratio``, ``baseline_matched_ratio``)."""
     rows = []
     for n in sizes:
         n_reps = max(reps, reps_small) if n <= 1024 else reps
@@ -109,7 +113,10 @@ def bench_pot(sizes, rhos, strata, reps, tol=1e-10, matched_max_n=1024, reps_sma
                     per_prefix[t] = time.process_time() - start
                 return rows
 
-            med, out = interleaved({"ours": ours, "pot": pot}, n_reps)
+            funcs = {"ours": ours, "pot": pot}
+            if baseline is not None:
+                funcs["baseline"] = lambda rho=rho, S=S: baseline[1].causal_ot_attention(S, rho, dual_tol=tol)
+            med, out = interleaved(funcs, n_reps)
             err_ours = _sampled_error(out["ours"], ref, sample)
             err_pot = max(float(np.max(np.abs(r - ref[t - 1, :t]))) for r, t in zip(out["pot"], sample, strict=True))
             pot_total = med["pot"] * step
@@ -131,12 +138,19 @@ def bench_pot(sizes, rhos, strata, reps, tol=1e-10, matched_max_n=1024, reps_sma
             }
             if n <= matched_max_n:
                 row.update(_matched(S, rho, tol, ref, sample, err_pot, pot_total, n_reps))
+            if baseline is not None:
+                row.update({"baseline": baseline[0], "baseline_s": med["baseline"],
+                            "baseline_ratio": pot_total / med["baseline"],
+                            "baseline_max_error": _sampled_error(out["baseline"], ref, sample)})
+                if n <= matched_max_n:
+                    base = _matched(S, rho, tol, ref, sample, err_pot, pot_total, n_reps, baseline[1])
+                    row.update({"baseline_" + k: v for k, v in base.items()})
             rows.append(row)
             print(json.dumps(row), flush=True)
     return rows
 
 
-def _matched(S, rho, tol, ref, sample, err_pot, pot_total, reps):
+def _matched(S, rho, tol, ref, sample, err_pot, pot_total, reps, module=otprior):
     """The ratio at matched achieved accuracy (kept beside the same-rule ratio, never instead).
 
     The same-rule ratio stops both at the same certified tolerance, but the operator's rows
@@ -146,18 +160,19 @@ def _matched(S, rho, tol, ref, sample, err_pot, pot_total, reps):
     POT's achieved error; it is timed interleaved against the same-rule call, and the ratio is
     the same-rule ratio times that speed-up.
     """
-    chosen, err = tol, _sampled_error(otprior.causal_ot_attention(S, rho, dual_tol=tol), ref, sample)
+    op = module.causal_ot_attention
+    chosen, err = tol, _sampled_error(op(S, rho, dual_tol=tol), ref, sample)
     if err > err_pot:  # already less accurate than POT at the same rule: nothing to loosen
         return {"matched_dual_tol": None, "matched_ratio": None}
     for cand in MATCH_TOLS:
         if cand <= tol:
             break
-        e = _sampled_error(otprior.causal_ot_attention(S, rho, dual_tol=cand), ref, sample)
+        e = _sampled_error(op(S, rho, dual_tol=cand), ref, sample)
         if e <= err_pot:
             chosen, err = cand, e
             break
-    med, _ = interleaved({"same_rule": lambda: otprior.causal_ot_attention(S, rho, dual_tol=tol),
-                          "matched": lambda: otprior.causal_ot_attention(S, rho, dual_tol=chosen)}, max(3, reps))
+    med, _ = interleaved({"same_rule": lambda: op(S, rho, dual_tol=tol),
+                          "matched": lambda: op(S, rho, dual_tol=chosen)}, max(3, reps))
     speedup = med["same_rule"] / med["matched"]
     return {"matched_dual_tol": chosen, "matched_max_error_ours": err, "matched_speedup_over_same_rule": speedup,
             "matched_ours_s": med["matched"], "matched_ratio": pot_total / med["same_rule"] * speedup}
@@ -374,7 +389,9 @@ def main(argv=None, *, sizes=None):
     ap.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
                     help="run these sections only; the others are kept from the existing output file")
     ap.add_argument("--baseline", default=None, help="git revision whose operator the before_after section "
-                    "times against the working tree's (that section runs only with it)")
+                    "times against the working tree's (that section runs only with it); the pot section then also "
+                    "times it, interleaved with the working tree's and POT (baseline_ratio)")
+    ap.add_argument("--pot-rhos", type=float, nargs="+", help="rho for the POT comparison (default 0.5 0.9 0.99)")
     a = ap.parse_args(argv)
     if a.out is None and not a.quick:
         a.out = str(RESULTS)
@@ -399,6 +416,8 @@ def main(argv=None, *, sizes=None):
         cfg["pot_sizes"] = a.pot_sizes
     if a.strata:
         cfg["strata"] = a.strata
+    if a.pot_rhos:
+        cfg["pot_rhos"] = a.pot_rhos
     reps = cfg["reps"]
     out = {}
     if set(a.sections) != set(SECTIONS) and a.out is not None and Path(a.out).exists():
@@ -412,7 +431,8 @@ def main(argv=None, *, sizes=None):
     if "pot" in a.sections:
         print("== causal_ot_attention vs POT per prefix (matched accuracy 1e-10)")
         out["pot"] = bench_pot(cfg["pot_sizes"], cfg["pot_rhos"], cfg["strata"], max(1, reps - 2),
-                               matched_max_n=a.matched_max_n, reps_small=1 if a.quick else 3)
+                               matched_max_n=a.matched_max_n, reps_small=1 if a.quick else 3,
+                               baseline=(a.baseline, load_baseline(a.baseline)) if a.baseline else None)
     if "pot_check" in a.sections:
         print("== the midpoint sum of POT's per-prefix times against all prefixes")
         out["pot_check"] = [row for rho, every in cfg["pot_check_rhos"]

@@ -164,8 +164,9 @@ def causal_ot_fixed_point(scores, rho, *, dual_tol=1e-12, max_iter=100_000, acce
     return FixedPoint(f=f, g=g, residuals=info["history"], iterations=int(info["iterations"][0]), error_bound=bound)
 
 
-# n x n double arrays one matrix's solve keeps besides its output: the shifted scores, the kernel and its transpose,
-# their float32 copies (one double's worth), the causal mask and the blocks' duals, images and mixing memory (two)
+# n x n double arrays one matrix's solve keeps besides its output, at most: the shifted scores, the kernel (its
+# transpose is a view), its float32 copy, the causal mask and the blocks' duals, images and mixing memory (two),
+# rounded up (a kept bound: the transposed copies it once counted are no longer made)
 _WORK_ARRAYS = 6
 
 
@@ -272,10 +273,11 @@ def _attention_one(s, rho, dual_tol, max_iter, variant, accelerate, block=_BLOCK
         rows = None
         if spread <= _KERNEL_SPREAD:
             if kernels is None:
-                # the kernel of every block is a leading square of one kernel (and its transpose)
+                # the kernel of every block is a leading square of one kernel; its transpose is a view
+                # (the products pass it to BLAS as a transposed operand, as fast as a contiguous copy)
                 with np.errstate(under="ignore"):
                     K = np.exp(sm)  # exactly zero above the diagonal
-                kernels = (K, np.ascontiguousarray(K.T))
+                kernels = (K, K.T)
                 if accelerate and variant == "prefix":
                     # the first sweep of every prefix from g = 0, for all blocks at once (_first_sweep),
                     # kept in the output: rows P of it are read before the rows P of the output are
@@ -286,7 +288,8 @@ def _attention_one(s, rho, dual_tol, max_iter, variant, accelerate, block=_BLOCK
                         np.add(first[i, :i], first[i - 1, :i], out=first[i, :i])
                 if accelerate and spread <= _F32_SPREAD and n >= _F32_WIDTH:
                     # single-precision copies for the warm-up sweeps (_warm_map)
-                    kernels += (K.astype(np.float32), kernels[1].astype(np.float32))
+                    K32 = K.astype(np.float32)
+                    kernels += (K32, K32.T)
             try:
                 rows = _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, variant == "full", kernels,
                                      workspace, first)
@@ -324,7 +327,9 @@ def _tile(w):
 
 def _times_kt(V, KT):
     """``V @ KT`` with ``KT = K.T`` for a lower-triangular ``K``: column tile ``[i0, i1)`` only
-    involves ``j < i1`` (about half the multiply-adds of the dense product for large widths)."""
+    involves ``j < i1`` (about half the multiply-adds of the dense product for large widths).
+    ``KT`` may be the transposed view of ``K``: its tiles are then passed to BLAS as transposed
+    operands (measured as fast as a contiguous copy, which costs a 5 ms transpose at n = 1024)."""
     w = KT.shape[0]
     tile = _tile(w)
     if w <= tile:
@@ -370,13 +375,13 @@ def _first_sweep(first, P, mask, rho):
 def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full, kernels=None, workspace=None, first=None):
     """Solve the prefixes ``P`` together with matrix products (kernel domain).
 
-    ``kernels``: ``(exp(sm), exp(sm).T)`` (contiguous) of a leading square at least as wide
-    as the block, or ``None`` (computed here)."""
+    ``kernels``: ``(exp(sm), exp(sm).T)`` (the transpose may be a view) of a leading square at
+    least as wide as the block, or ``None`` (computed here)."""
     w = int(P[-1]) + 1
     if kernels is None:
         with np.errstate(under="ignore"):
             big = np.exp(sm[:w, :w])  # exactly zero above the diagonal
-        kernels = (big, np.ascontiguousarray(big.T))
+        kernels = (big, big.T)
     K, KT = kernels[0][:w, :w], kernels[1][:w, :w]
     mask = np.arange(w)[None, :] <= P[:, None]
     G = _kernel_map(K, KT, mask, P, rho)
@@ -423,8 +428,11 @@ _F32_DUAL = 80.0
 _F32_SWITCH = 1e-3
 _F32_SWEEPS = 24
 _F32_WIDTH = 256
-# the differences stored by the mixing in float32 (``history32`` of ``anderson_solve``)
+# the differences stored by the mixing in float32 (``history32`` of ``anderson_solve``), the images' as
+# (B, m, w) (``images_last=False``: the candidate's row-vector product is about twice as fast with numpy 2.4,
+# proofs/operator_fast_paths.md after Remark 3)
 _HISTORY32 = True
+_IMAGES_LAST = False
 
 
 def _warm_map(G64, G32, threshold):
@@ -525,7 +533,7 @@ def _solve(G, x0, rho, dual_tol, max_iter, accelerate, width, bound=None, worksp
         floor=lambda amax: _floor(width) * (1.0 + amax),
         bound=bound,
         workspace=workspace,
-        images_last=True,
+        images_last=_IMAGES_LAST,
         history32=_HISTORY32,
         first_image=first_image,
     )

@@ -178,3 +178,74 @@ def test_the_memory_cap_applies_before_any_array_is_allocated():
                 otprior.causal_ot_attention(np.broadcast_to(zero, (30000, 30000)), 0.5)
             with pytest.raises(ResourceError, match="scores"):
                 otprior.causal_ot_fixed_point(np.broadcast_to(zero, (30000, 30000)), 0.5)
+
+
+def _gamma_masked(gram, rhs, nstored):
+    """The scaled, regularised normal equations of ``_gamma`` with every slot's mask applied
+    (written out here from its docstring, as the reference for the unmasked fast path)."""
+    b, m, _ = gram.shape
+    diag = np.diagonal(gram, axis1=1, axis2=2)
+    valid = (np.arange(m)[None, :] < nstored[:, None]) & (diag > 0) & np.isfinite(diag)
+    inv = np.where(valid, 1.0 / np.sqrt(np.where(valid, diag, 1.0)), 0.0)
+    both = valid[:, :, None] & valid[:, None, :]
+    A = np.where(both, gram * inv[:, :, None] * inv[:, None, :], 0.0)
+    A += np.where(valid, 1e-10, 1.0)[:, :, None] * np.eye(m)[None]
+    return np.linalg.solve(A, np.where(valid, rhs * inv, 0.0)[..., None])[..., 0] * inv
+
+
+def test_gamma_without_masks_is_bit_identical_where_every_slot_is_valid():
+    from otprior._anderson import _gamma
+
+    rng = np.random.default_rng(5)
+    for trial in range(40):
+        b, m = int(rng.integers(1, 40)), int(rng.choice([3, 6, 10]))
+        D = rng.normal(size=(b, m, 30)) * np.exp(3 * rng.normal(size=(b, m, 1)))
+        if trial % 2:
+            D = D[:, :1, :] + 1e-9 * D  # nearly collinear differences: ill-conditioned
+        gram, rhs = D @ D.transpose(0, 2, 1), rng.normal(size=(b, m))
+        full = np.full(b, m)
+        assert np.array_equal(_gamma(gram, rhs, full), _gamma_masked(gram, rhs, full))
+        part = rng.integers(0, m + 1, size=b)  # the masked path itself where some slot is unused
+        assert np.array_equal(_gamma(gram, rhs, part), _gamma_masked(gram, rhs, part))
+    # the fast path's answer is the least-squares coefficient (well-conditioned case)
+    D = rng.normal(size=(4, 6, 30))
+    r = rng.normal(size=(4, 30))
+    g = _gamma(D @ D.transpose(0, 2, 1), np.einsum("bmw,bw->bm", D, r), np.full(4, 6))
+    ls = np.stack([np.linalg.lstsq(D[k].T, r[k], rcond=None)[0] for k in range(4)])
+    np.testing.assert_allclose(g, ls, rtol=1e-7, atol=1e-9)
+
+
+def test_mixing_memory_reused_without_clearing_gives_the_fresh_answer():
+    # a workspace left by an earlier solve (other width, other problems) must give exactly the
+    # answer of a fresh one: its stale slots are finite and enter with gamma = 0; after a solve
+    # that may have stored non-finite float32 differences (no bound) the buffer is cleared
+    from otprior._anderson import _REUSE
+
+    width, batch, m = 400, 120, 6
+    assert batch * m * width >= _REUSE  # the workspace route is taken
+    G = _contraction(0.8, width, 1)
+    x0 = np.zeros((batch, width))
+    fresh, _ = anderson_solve(G, x0, 1e-11, max_iter=300, memory=m, bound=600.0, workspace={}, history32=True)
+    ws = {}
+    anderson_solve(_contraction(0.7, width + 37, 2), np.zeros((batch, width + 37)), 1e-11, max_iter=300, memory=m,
+                   bound=600.0, workspace=ws, history32=True)
+    assert ws["anderson32_finite"]
+    again, _ = anderson_solve(G, x0, 1e-11, max_iter=300, memory=m, bound=600.0, workspace=ws, history32=True)
+    assert np.array_equal(again, fresh)
+
+    # an unbounded solve may store differences beyond float32's range: it marks the buffer, and the
+    # next solve clears it (here every stale slot is made non-finite, the case the clearing is for)
+    anderson_solve(G, x0, 1e-11, max_iter=300, memory=m, workspace=ws, history32=True)
+    assert not ws["anderson32_finite"]
+    ws["anderson32"].fill(np.inf)
+    again, _ = anderson_solve(G, x0, 1e-11, max_iter=300, memory=m, bound=600.0, workspace=ws, history32=True)
+    assert np.array_equal(again, fresh)
+
+
+def test_transposed_kernel_view_gives_the_contiguous_products():
+    rng = np.random.default_rng(3)
+    for w in (100, 700, 1500):
+        K = np.tril(rng.random((w, w)))
+        V = rng.random((5, w))
+        np.testing.assert_allclose(co._times_kt(V, K.T), co._times_kt(V, np.ascontiguousarray(K.T)), rtol=1e-14)
+        np.testing.assert_allclose(co._times_kt(V, K.T), np.einsum("bj,ij->bi", V, K), rtol=1e-13)
