@@ -6,6 +6,7 @@ import math
 import random
 
 import mpmath
+import numpy as np
 import pytest
 
 from otprior import DomainError
@@ -355,3 +356,38 @@ def test_large_amplitude_few_distant_terms_are_enclosed_term_by_term():
             ref = np.sum(np.exp(v[n - g:] - top)) / np.sum(np.exp(v - top))
             e = b.mass_enclosures(n - g, n).distant_mass
             assert abs(e.mid / ref - 1) < 1e-12 and (e.hi - e.lo) <= 2.0**-50 * e.hi, (beta, g, e, ref)
+
+
+def _step_reference(p, x0, W, n):
+    """m = S_W / (S_W + T) for b(k) = k^p - 0.5 e^{-e^{k - x0}}, relative to e^{b(n - 1)}, by numpy terms summed with
+    math.fsum: k^p - A^p formed as an expm1 of p log(k/A) (no cancellation), the step's term exactly in double; the
+    window side summed from where its terms fall below e^-60 (each is e^{-t b'} at most: the rest is below 2^-80)."""
+    A = n - 1
+
+    def terms(lo, hi):
+        k = np.arange(lo, hi, dtype=float)
+        with np.errstate(over="ignore"):
+            step = -0.5 * np.exp(-np.exp(k - x0))
+        return np.exp(A**p * np.expm1(p * np.log(k / A)) + step + 0.5)  # b(A) = A^p - 0.5 e^{-e^{A - x0}}, step gone
+
+    slope = p * A ** (p - 1)
+    lo = max(1, W - int(80 / slope))
+    S = math.fsum(terms(lo, W))
+    T = math.fsum(terms(W, n))
+    return S / (S + T)
+
+
+@pytest.mark.parametrize("text, p, x0, W, n", [
+    ("sqrt(d) - 0.5*exp(-exp(d - 999999849))", 0.5, 999999849, 999900000, 10**9),
+    pytest.param("d**0.3 - 0.5*exp(-exp(d - 9999849))", 0.3, 9999849, 9900000, 10**7, marks=pytest.mark.slow),
+])
+def test_a_narrow_rising_step_is_answered_right_or_refused(text, p, x0, W, n):
+    """Theorem 15g(iv)'s float read b' only at its nodes and missed a narrow monotone step (0.2057222409339728, the value
+    of sqrt(d), for 0.2054046678756502): the mass is now within 2^-38 of a direct numpy/fsum reference, or refused."""
+    ref = _step_reference(p, x0, W, n)
+    assert abs(ref - (0.2054046678756502 if p == 0.5 else 0.6794480118968002)) < 1e-12  # the reference itself
+    try:
+        m = Bias(text).window_mass(W, n)
+    except DomainError:
+        return
+    assert abs(m - ref) <= 2.0**-38 * ref
