@@ -330,7 +330,7 @@ def _twisted(plan, a, c):
     # Theorem 15h on a range short against its start: Taylor pieces of h with a proved bound of h''' and its own error
     # bound; else (or where it declines) Theorem 15's float
     out = taylor_pieces_log(fns[:4], plan["d3"], a, c) if short_range(a, c) else None
-    ls0, rel_t = out if out is not None else (float_tail_log(fns[:4], a, c, third=plan["d3"]), None)
+    ls0, rel_t = out if out is not None else (float_tail_log(fns[:4], a, c, third=plan["d3"], taylor=False), None)
     if ls0 is None or not math.isfinite(ls0):
         return _negligible(plan, a, c)
     ends = np.array([float(a), float(c + 1)])

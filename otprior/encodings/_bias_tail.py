@@ -1197,28 +1197,40 @@ def proved_error_log(tree, edges, log_budget):
     return out + 1e-12 * (1 + abs(out))  # the double log-sum-exp of rounded-up logs, rounded up
 
 
-def float_tail_log(fns, a, c, ref_log=-math.inf, third=None, tree=None):
+def float_tail_log(fns, a, c, ref_log=-math.inf, third=None, tree=None, taylor=True):
     """``log sum_{k=a}^{c} e^{b(k)}`` in double precision (Theorem 15 with p = 2, Theorem 15i's proved error), or
     ``None`` where Theorem 15i's bound of the quadrature, the Euler-Maclaurin remainder and a dropped tail exceeds
     ``2^-40`` of the larger of the sum and ``e^ref_log`` (the rest of the sum it is added to), or a value is not finite.
 
     ``fns``: the bias and its first three derivatives as numpy functions; ``third``: the compiled trees of ``b`` and
     ``b'''`` (for Theorem 15h on a range short against its start), or ``None``; ``tree``: the compiled tree of ``b``
-    (Theorem 15i's proof; by default ``third[0]``; without a tree a long range is declined)."""
+    (Theorem 15i's proof; by default ``third[0]``; without a tree a long range is declined); ``taylor``: whether to try
+    Theorem 15h on a short range (``False`` where the caller has just seen it decline).
+
+    A short range too long to sum term by term is taken by Theorem 15i like a long one, before Theorem 15h, where the
+    rounding of its ends in ``u`` allows it: ``(|log c| + 2) (c/(c - a)) 2 eps <= 2^-41`` (``[n/2, n)`` at ``n = 1e300``,
+    where Theorem 15h needs more than 4096 pieces); the rounding estimate then carries that term."""
     b0, b1, b2, b3 = fns
     tree = tree if tree is not None else (third[0] if third is not None else None)
-    lu0, lu1 = math.log(a), math.log(c)
     # the quadrature runs in u = log k, whose nodes carry an absolute error of about (|u| + 1) eps k: a relative
     # error (|u| + 1) eps c / (c - a) of a short range's width (62 % at a = 1e15 - 5, c = 1e15 - 1). Where that
     # exceeds 2^-42 the range is taken by Theorem 15h (second-order Taylor pieces with a proved bound of b''', geometric sums),
     # else summed term by term if its integers are doubles (c < 2^53, at most 2^16 terms), else declined (the certified
     # route answers)
     if short_range(a, c):
-        if third is not None and (c - a >= 1024 or c >= 1 << 53):  # term by term below (cheaper, exact positions)
+        many = c - a >= 1 << 16 or c >= 1 << 53  # too many terms, or integers beyond doubles, to sum term by term
+        # Theorem 15i first where the ends' rounding in u stays below 2^-41 of the sum's scale (W = n/2 at n = 1e300:
+        # 692 * 2 * 2 eps = 3e-13): Theorem 15h needs more than 4096 pieces at W = n/2 (and declined; the certified
+        # midpoint answered in 6-25 ms) and took 5.6 ms at W = n/1.9 against 0.3 ms here
+        if many and (abs(math.log(c)) + 2.0) * (c / (c - a)) * 2 * _EPS <= 2.0**-41:
+            out = _long_range_log(fns, a, c, ref_log, tree)
+            if out is not None:
+                return out
+        if taylor and third is not None and (c - a >= 1024 or c >= 1 << 53):  # term by term below (cheaper, exact positions)
             out = taylor_pieces_log(fns, third, a, c)
             if out is not None:
                 return out[0]
-        if c - a >= 1 << 16 or c >= 1 << 53:
+        if many:
             return None
         with np.errstate(all="ignore"):
             v = np.asarray(b0(np.arange(a, c + 1, dtype=float)), dtype=float) * np.ones(c - a + 1)
@@ -1226,6 +1238,13 @@ def float_tail_log(fns, a, c, ref_log=-math.inf, third=None, tree=None):
             return None
         top = float(np.max(v))
         return top if top == -math.inf else top + math.log(float(np.sum(np.exp(v - top))))
+    return _long_range_log(fns, a, c, ref_log, tree)
+
+
+def _long_range_log(fns, a, c, ref_log, tree):
+    """:func:`float_tail_log` on a range taken in ``u = log x`` (Theorem 15 with ``p = 2``, Theorem 15i's proof)."""
+    b0, b1, b2, b3 = fns
+    lu0, lu1 = math.log(a), math.log(c)
     if tree is None:  # Theorem 15i needs the tree: no proved bound, no answer
         return None
     edges = _pieces(b0, lu0, lu1)
@@ -1267,10 +1286,15 @@ def float_tail_log(fns, a, c, ref_log=-math.inf, third=None, tree=None):
         return None
     out = scale + math.log(total)
     # the rounding (an estimate, Theorem 15g(v)): b in double and the nodes' (|u| + 1) eps through x b'(x), read at the
-    # ends; a range where it exceeds 2^-39 is declined (the proved part below takes 2^-40)
+    # ends, and the ends log a, log K themselves ((|u| + 1) 2 eps each, moving the integral by x f(x) times that). By
+    # parts, |a f(a) - K f(K)| <= int (1 + |x b'|) f, so a f(a) + K f(K) <= (1 + slope) int f + 2 min(a f(a), K f(K)):
+    # the first part is the nodes' term again (the factor 2 below), the second is new where the range is short against
+    # its start (min = 2.9 int f for -log(1+d) on [n/2, n)); a range where it exceeds 2^-39 is declined (the proved part
+    # below takes 2^-40)
     with np.errstate(all="ignore"):
         slope = float(np.max(np.abs(ends * d1)[np.isfinite(d1)])) if np.any(np.isfinite(d1)) else 0.0
-    if not (float(np.max(np.abs(lb[np.isfinite(lb)]), initial=0.0)) + slope * (abs(float(edges[-1])) + 1) + 64) * 2 * _EPS <= 2.0**-39:
+    ends_rel = (abs(lu1) + 1) * 4 * _EPS * float(np.min(ends * fe)) / total
+    if not (float(np.max(np.abs(lb[np.isfinite(lb)]), initial=0.0)) + slope * (abs(float(edges[-1])) + 1) + 64) * 2 * _EPS + ends_rel <= 2.0**-39:
         return None
     # Theorem 15i: the proved error (quadrature, remainder, dropped tail) at most 2^-40 of max(sum, e^ref_log), the sum
     # taken 2^-30 low (its rounding is far below that)
