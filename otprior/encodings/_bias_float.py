@@ -521,3 +521,99 @@ def growing_log_sum(fns, a, c, A):
         return None
     rel = (abs(D0) + 240 + 64) * 2 * EPS + abs(i16 - i8) / total + 4 * slope**4 / 720
     return D0, total, rel
+
+
+_U = 2.0**-53  # the unit roundoff of a double
+
+
+def running_error(expr, d, ks):
+    """``(v, e)``: the bias ``expr`` at the integers ``ks`` (a float array, exact below ``2^53``) in numpy, and a
+    *first-order estimate* of the absolute error of that evaluation (a running error analysis of the expression tree,
+    Theorem 15g(vii), ``proofs/closed_form_tails.md``), or ``None`` for a node it does not know.
+
+    Per node (``u = 2^-53``): ``d`` exact; a constant its own rounding to double; ``a_1 + ... + a_m``:
+    ``sum e_i + (m - 1) u sum |a_i|``; ``a_1 ... a_m``: ``sum_i |prod_{j != i} a_j| e_i + (m - 1) u |r|``; ``f(a)``:
+    ``|f'(a)| e_a + 2 u |f(a)|`` (``exp``, ``log``, ``sin``, ``cos``, ``a**p`` with a constant ``p``; ``|sin'| <= 1``);
+    ``a**c`` with a non-constant ``c`` as ``exp(c log a)``; ``abs``, ``min``, ``max`` carry their arguments' errors."""
+    from fractions import Fraction
+
+    from ..expression import import_sympy
+
+    sp = import_sympy()
+
+    def ev(node):
+        if node == d:
+            return ks, np.zeros_like(ks)
+        if node.is_Number or node.is_NumberSymbol:
+            v = float(node)
+            if node.is_Rational or node.is_Float:
+                r = node if node.is_Rational else sp.Rational(node)  # a Float's exact binary value
+                exact = Fraction(int(r.p), int(r.q))
+                err = abs(float(exact - Fraction(v))) if math.isfinite(v) else math.inf
+            else:
+                err = abs(v) * _U
+            return np.full_like(ks, v), np.full_like(ks, err)
+        args = [ev(a) for a in node.args]
+        if any(a is None for a in args):
+            return None
+        with np.errstate(all="ignore"):
+            if node.is_Add:
+                v = sum(a[0] for a in args)
+                e = sum(a[1] for a in args) + (len(args) - 1) * _U * sum(np.abs(a[0]) for a in args)
+                return v, e
+            if node.is_Mul:
+                vals = [a[0] for a in args]
+                v = functools.reduce(np.multiply, vals)
+                e = (len(args) - 1) * _U * np.abs(v)
+                for i, (_, ei) in enumerate(args):
+                    others = functools.reduce(np.multiply, [np.abs(x) for j, x in enumerate(vals) if j != i], np.ones_like(v))
+                    e = e + others * ei
+                return v, e
+            if node.is_Pow:
+                (a, ea), (c, ec) = args
+                v = np.sqrt(a) if node.exp == sp.S.Half else np.power(a, c)  # as sympy's lambdify writes it
+                if node.exp.is_Number:  # an exact argument adds nothing (sqrt(d) at d = 0: no 0 * inf)
+                    return v, np.where(ea > 0, np.abs(c * np.power(a, c - 1)) * ea, 0.0) + 2 * _U * np.abs(v)
+                grow = np.where(ec > 0, np.abs(np.log(np.abs(a))) * ec, 0.0) + np.where(ea > 0, np.abs(c / a) * ea, 0.0)
+                return v, np.abs(v) * grow + 4 * _U * np.abs(v)
+            if len(args) == 1:
+                a, ea = args[0]
+                if isinstance(node, sp.exp):
+                    v = np.exp(a)
+                    return v, np.abs(v) * ea + 2 * _U * np.abs(v)
+                if isinstance(node, sp.log):
+                    v = np.log(a)
+                    return v, ea / np.abs(a) + 2 * _U * np.abs(v)
+                if isinstance(node, (sp.sin, sp.cos)):
+                    v = np.sin(a) if isinstance(node, sp.sin) else np.cos(a)
+                    return v, ea + 2 * _U * np.abs(v)
+                if isinstance(node, sp.Abs):
+                    return np.abs(a), ea
+            if isinstance(node, (sp.Min, sp.Max)):
+                v = functools.reduce(np.minimum if isinstance(node, sp.Min) else np.maximum, [a[0] for a in args])
+                return v, functools.reduce(np.maximum, [a[1] for a in args])
+        return None
+
+    return ev(expr)
+
+
+def weights_error_ok(expr, d, n, window):
+    """Whether the double log-weights ``b(0), ..., b(n - 1)`` are good enough for masses within ``2^-38`` (Theorem
+    15g(vii), a first-order estimate): errors ``e_k`` in the ``b(k)`` move ``log S_W`` by at most the ``e^b``-weighted
+    mean ``e_S`` of ``e_k`` over ``k < W``, and ``log T`` by ``e_T`` over ``k >= W``; ``m = 1/(1 + T/S_W)`` then moves by
+    at most ``(e_S + e_T) (1 - m)`` relative and ``D`` by ``(e_S + e_T) m``. ``False`` where ``e_S + e_T`` exceeds
+    ``2^-39`` (the rest is left to the log-sum-exp), or where :func:`running_error` does not know a node."""
+    ks = np.arange(n, dtype=float)
+    got = running_error(expr, d, ks)
+    if got is None:
+        return False
+    v, e = (np.asarray(x, dtype=float) * np.ones_like(ks) for x in got)
+    if np.any(np.isnan(v)) or np.any(v == np.inf):
+        return False
+    with np.errstate(all="ignore"):
+        w = np.exp(v - np.max(v))  # -inf weights are 0 (their errors do not count)
+        e = np.where(w > 0, e, 0.0)
+        if not np.all(np.isfinite(e)):
+            return False
+        rel = sum(float(np.dot(w[s], e[s]) / np.sum(w[s])) for s in (slice(0, window), slice(window, n)) if np.sum(w[s]) > 0)
+    return math.isfinite(rel) and rel <= 2.0**-39
