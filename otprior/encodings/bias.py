@@ -1149,6 +1149,8 @@ class Bias(Encoding):
         top = int(n.max())
         if top > DIRECT_MAX:
             return None
+        if self._callable is None and not weights_error_ok(*reversed(self._sym), top, window):
+            return None  # Theorem 15g(vii): b in double not good enough; each length by :meth:`_masses`
         logw = self.log_weights(top)
         head = logsumexp(logw[:window])
         uniq, inverse = np.unique(n, return_inverse=True)
