@@ -33,6 +33,7 @@ from ._bias_float import (
     growing_log_sum,
     mixed_log_sum,
     periodic_log_sum,
+    running_error,
     weights_error_ok,
 )
 from ._bias_tail import (
@@ -261,6 +262,15 @@ def _float_head(b, d):
     with np.errstate(all="ignore"):
         logw = np.asarray(_numpy_fns(b, d)[0](np.arange(_FLOAT_HEAD, dtype=float)), dtype=float) * np.ones(_FLOAT_HEAD)
     if not np.all(np.isfinite(logw)):
+        return None
+    # Theorem 15g(vii)'s estimate of b in double: the largest error over the terms within e^-745 of the head's largest
+    # moves a mass by at most twice that; above 2^-40 the float routes decline (1e6 log(1+d) - 1e6 log(2+d): 1e-10)
+    got = running_error(b, d, np.arange(_FLOAT_HEAD, dtype=float))
+    if got is None:
+        return None
+    err = np.asarray(got[1], dtype=float) * np.ones(_FLOAT_HEAD)
+    live = logw > np.max(logw) - 745.0
+    if not float(np.max(err[live])) <= 2.0**-41:
         return None
     logw.flags.writeable = False
     return logw
