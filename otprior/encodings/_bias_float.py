@@ -597,12 +597,14 @@ def running_error(expr, d, ks):
     return ev(expr)
 
 
+@functools.lru_cache(maxsize=256)
 def weights_error_ok(expr, d, n, window):
     """Whether the double log-weights ``b(0), ..., b(n - 1)`` are good enough for masses within ``2^-38`` (Theorem
     15g(vii), a first-order estimate): errors ``e_k`` in the ``b(k)`` move ``log S_W`` by at most the ``e^b``-weighted
     mean ``e_S`` of ``e_k`` over ``k < W``, and ``log T`` by ``e_T`` over ``k >= W``; ``m = 1/(1 + T/S_W)`` then moves by
     at most ``(e_S + e_T) (1 - m)`` relative and ``D`` by ``(e_S + e_T) m``. ``False`` where ``e_S + e_T`` exceeds
-    ``2^-39`` (the rest is left to the log-sum-exp), or where :func:`running_error` does not know a node."""
+    ``2^-39`` (the rest is left to the log-sum-exp), or where :func:`running_error` does not know a node. Cached (the
+    bias does not depend on ``n``: a repeated mass pays it once)."""
     ks = np.arange(n, dtype=float)
     got = running_error(expr, d, ks)
     if got is None:
