@@ -478,3 +478,17 @@ def test_an_ill_conditioned_bias_is_answered_right_or_refused():
     except DomainError:
         return
     assert abs(m - S / (S + T)) <= 2.0**-38 * m and abs(D - T / (S + T)) <= 2.0**-38 * D
+
+
+def test_arrays_of_lengths_check_each_length():
+    """Theorem 15g(vii) over an array of lengths: the vectorised direct route declines where one length's b in double
+    is not good enough (each length then by _masses) and answers the same values as the lengths one by one."""
+    B = Bias("149*sin(2.5*d + 0.3)")
+    assert B._masses_array(59999, np.array([60000])) is None
+    B = Bias("-1.5*log(1+d)")
+    ns = np.array([1000, 70000, 100, 5000])
+    got = B._masses_array(100, ns)
+    assert got is not None
+    for i, n in enumerate(ns.tolist()):
+        m, D = B._masses(100, n)
+        assert abs(got[0][i] - m) <= 1e-15 * m and abs(got[1][i] - D) <= 1e-14 * D + 5e-324

@@ -619,3 +619,37 @@ def weights_error_ok(expr, d, n, window):
             return False
         rel = sum(float(np.dot(w[s], e[s]) / np.sum(w[s])) for s in (slice(0, window), slice(window, n)) if np.sum(w[s]) > 0)
     return math.isfinite(rel) and rel <= 2.0**-39
+
+
+def weights_error_ok_lengths(expr, d, lengths, window):
+    """:func:`weights_error_ok` for every length of ``lengths`` (sorted, distinct, each above ``window``) at once: one
+    :func:`running_error` over the longest, the ``e^b``-weighted means of each ``[W, n)`` from prefix sums. ``False``
+    where one length fails, or where a side's weight relative to the longest row's largest falls below ``2^-900`` (its
+    mean could not be formed: those lengths are then taken one by one)."""
+    if len(lengths) == 0:  # every length at most W: m = 1, nothing read
+        return True
+    top = int(lengths[-1])
+    ks = np.arange(top, dtype=float)
+    got = running_error(expr, d, ks)
+    if got is None:
+        return False
+    v, e = (np.asarray(x, dtype=float) * np.ones_like(ks) for x in got)
+    if np.any(np.isnan(v)) or np.any(v == np.inf):
+        return False
+    with np.errstate(all="ignore"):
+        w = np.exp(v - np.max(v))
+        e = np.where(w > 0, e, 0.0)
+        if not np.all(np.isfinite(e)):
+            return False
+        sw, swe = float(np.sum(w[:window])), float(np.dot(w[:window], e[:window]))
+        if window > 0 and not sw > 2.0**-900:
+            return False
+        head = swe / sw if window > 0 else 0.0  # W = 0: m = 0 whatever the weights
+        cw = np.cumsum(w[window:])
+        cwe = np.cumsum(w[window:] * e[window:])
+        idx = np.asarray(lengths, dtype=np.int64) - window - 1
+        tw, twe = cw[idx], cwe[idx]
+        if not np.all(tw > 2.0**-900):
+            return False
+        rel = head + twe / tw
+    return bool(np.all(np.isfinite(rel)) and np.all(rel <= 2.0**-39))

@@ -35,6 +35,7 @@ from ._bias_float import (
     periodic_log_sum,
     running_error,
     weights_error_ok,
+    weights_error_ok_lengths,
 )
 from ._bias_tail import (
     Unsupported,
@@ -1159,11 +1160,11 @@ class Bias(Encoding):
         top = int(n.max())
         if top > DIRECT_MAX:
             return None
-        if self._callable is None and not weights_error_ok(*reversed(self._sym), top, window):
-            return None  # Theorem 15g(vii): b in double not good enough; each length by :meth:`_masses`
+        uniq, inverse = np.unique(n, return_inverse=True)
+        if self._callable is None and not weights_error_ok_lengths(*reversed(self._sym), uniq[uniq > window], window):
+            return None  # Theorem 15g(vii): b in double not good enough for some length; each length by :meth:`_masses`
         logw = self.log_weights(top)
         head = logsumexp(logw[:window])
-        uniq, inverse = np.unique(n, return_inverse=True)
         tails = np.empty(uniq.size)
         acc, start = -np.inf, window
         for i, nk in enumerate(uniq.tolist()):
