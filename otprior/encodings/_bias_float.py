@@ -573,7 +573,10 @@ def running_error(expr, d, ks):
                 (a, ea), (c, ec) = args
                 v = np.sqrt(a) if node.exp == sp.S.Half else np.power(a, c)  # as sympy's lambdify writes it
                 if node.exp.is_Number:  # an exact argument adds nothing (sqrt(d) at d = 0: no 0 * inf)
-                    return v, np.where(ea > 0, np.abs(c * np.power(a, c - 1)) * ea, 0.0) + 2 * _U * np.abs(v)
+                    # the exponent's own rounding (200/3 as a double) moves a^p by |a^p log a| e_p
+                    ep = float(ec.flat[0]) if np.size(ec) else 0.0
+                    grow_p = np.abs(v * np.log(np.abs(a))) * ep if ep > 0 else 0.0
+                    return v, np.where(ea > 0, np.abs(c * np.power(a, c - 1)) * ea, 0.0) + grow_p + 2 * _U * np.abs(v)
                 grow = np.where(ec > 0, np.abs(np.log(np.abs(a))) * ec, 0.0) + np.where(ea > 0, np.abs(c / a) * ea, 0.0)
                 return v, np.abs(v) * grow + 4 * _U * np.abs(v)
             if len(args) == 1:
@@ -610,10 +613,11 @@ def weights_error_ok(expr, d, n, window):
     if got is None:
         return False
     v, e = (np.asarray(x, dtype=float) * np.ones_like(ks) for x in got)
-    if np.any(np.isnan(v)) or np.any(v == np.inf):
+    if np.any(np.isnan(v)) or np.any(v == np.inf) or np.any((v == -np.inf) & ~np.isfinite(e)):
+        # a -inf reached through an overflow (-d**80/1e320 at d = 8000, true value -1.7e-8) is no zero weight
         return False
     with np.errstate(all="ignore"):
-        w = np.exp(v - np.max(v))  # -inf weights are 0 (their errors do not count)
+        w = np.exp(v - np.max(v))  # -inf weights with a finite error estimate are 0 (their errors do not count)
         e = np.where(w > 0, e, 0.0)
         if not np.all(np.isfinite(e)):
             return False
@@ -634,8 +638,8 @@ def weights_error_ok_lengths(expr, d, lengths, window):
     if got is None:
         return False
     v, e = (np.asarray(x, dtype=float) * np.ones_like(ks) for x in got)
-    if np.any(np.isnan(v)) or np.any(v == np.inf):
-        return False
+    if np.any(np.isnan(v)) or np.any(v == np.inf) or np.any((v == -np.inf) & ~np.isfinite(e)):
+        return False  # as in weights_error_ok: a -inf through an overflow is no zero weight
     with np.errstate(all="ignore"):
         w = np.exp(v - np.max(v))
         e = np.where(w > 0, e, 0.0)

@@ -1118,15 +1118,23 @@ class Bias(Encoding):
         d, b = self._sym
         if window > DIRECT_MAX:
             raise DomainError("window", window, f"an integer at most {DIRECT_MAX} for a user bias")
+        refusal = DomainError("n", n, f"a length at which exp({self.expression}) is read in double within 2^-39 "
+                              "of the masses (first-order estimate) or enclosed by Theorem 15")
+
+        def direct():  # every b(k), k < n, summed: checked first (Theorem 15g(vii)), as the head below
+            if not weights_error_ok(b, d, n, window):
+                raise refusal
+            return super(Bias, self)._masses(window, n)
+
         if n - 1 <= max(1 << 12, window):
-            return super()._masses(window, n)
-        # the direct head grows (x16) until the tail bracket's width f(N) is below 2^-60 of the total
+            return direct()
+        # the direct head grows (x16) until the tail bracket's width f(N) is below 2^-60 of the total and of the
+        # distant part (a tiny D read against the total came back as the bracket's midpoint, 0.46 off)
         N = 1 << 12
         while True:
             N = max(N, window)
             if not weights_error_ok(b, d, N, window):  # Theorem 15g(vii): the head's b in double not good enough
-                raise DomainError("n", n, f"a length at which exp({self.expression}) is read in double within 2^-39 "
-                                  "of the masses (first-order estimate) or enclosed by Theorem 15")
+                raise refusal
             logw = self.log_weights(N)
             shift = float(np.max(logw))
             w = np.exp(logw - shift)
@@ -1134,7 +1142,7 @@ class Bias(Encoding):
             mid_part = math.fsum(w[window:])
             tail = _tail_sum_arb(b - shift, d, N, n)
             if tail is None and n <= DIRECT_MAX:  # no proved tail, but the direct sum is affordable
-                return super()._masses(window, n)
+                return direct()
             if tail is None:
                 raise DomainError(
                     "n",
@@ -1145,11 +1153,17 @@ class Bias(Encoding):
             t = float(tail.mid())
             total = head + mid_part + t
             width = float(tail.rad()) * 2
-            if width <= 2.0**-60 * total or N >= DIRECT_MAX:
+            if width <= 2.0**-60 * min(total, mid_part + t) or (
+                N >= DIRECT_MAX and width <= 2.0**-40 * min(total, mid_part + t)
+            ):
                 return head / total, (mid_part + t) / total
+            if N >= DIRECT_MAX:
+                if n <= DIRECT_MAX:
+                    return direct()
+                raise refusal
             N = min(N * 16, DIRECT_MAX)
             if N >= n - 1:  # the head would reach the end: the direct sum is exact and no dearer
-                return super()._masses(window, n)
+                return direct()
 
     def _masses_array(self, window, n):
         """Arrays of lengths up to ``2**22``: one row of log-weights for the longest, and the tail
