@@ -578,7 +578,9 @@ def running_error(expr, d, ks):
                     grow_p = np.abs(v * np.log(np.abs(a))) * ep if ep > 0 else 0.0
                     return v, np.where(ea > 0, np.abs(c * np.power(a, c - 1)) * ea, 0.0) + grow_p + 2 * _U * np.abs(v)
                 grow = np.where(ec > 0, np.abs(np.log(np.abs(a))) * ec, 0.0) + np.where(ea > 0, np.abs(c / a) * ea, 0.0)
-                return v, np.abs(v) * grow + 4 * _U * np.abs(v)
+                # an exact base 0 with a positive exponent is 0 for any nearby exponent (d**(d**d) at d = 0: no 0 * inf)
+                exact_zero = (a == 0) & (ea == 0) & (c - ec > 0)
+                return v, np.where(exact_zero, 0.0, np.abs(v) * grow + 4 * _U * np.abs(v))
             if len(args) == 1:
                 a, ea = args[0]
                 if isinstance(node, sp.exp):
@@ -600,6 +602,29 @@ def running_error(expr, d, ks):
     return ev(expr)
 
 
+def _overflows_negligible(expr, d, v, e):
+    """Whether the values ``-inf`` of ``b`` in double reached with an infinite or undefined error estimate (an
+    intermediate overflow) are proved negligible weights: one interval evaluation of ``b`` in Arb over the hull of
+    their ``k`` (Theorem 15g(vii)) must lie ``e^800`` below the largest finite value. ``-d**d**d`` is ``-inf`` from
+    ``d = 4`` with ``b(4) = -4^256`` (a zero weight indeed); ``-(d/10000)**80`` (written ``-d**80/1e320``) is ``-inf``
+    from ``d ~ 7100`` where ``b ~ -1e-8`` (not negligible: ``False``)."""
+    bad = (v == -np.inf) & ~np.isfinite(e)
+    if not np.any(bad):
+        return True
+    finite = v[np.isfinite(v)]
+    if finite.size == 0:
+        return False
+    from ._bias_tail import Unsupported, _interval, compile_bias
+
+    idx = np.flatnonzero(bad)
+    try:
+        _, upper = _interval(compile_bias(expr, d), int(idx[0]), int(idx[-1]))
+        top = float(upper.upper()) if upper is not None else math.inf
+    except (Unsupported, ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
+        return False
+    return top < float(np.max(finite)) - 800.0
+
+
 @functools.lru_cache(maxsize=256)
 def weights_error_ok(expr, d, n, window):
     """Whether the double log-weights ``b(0), ..., b(n - 1)`` are good enough for masses within ``2^-38`` (Theorem
@@ -613,7 +638,7 @@ def weights_error_ok(expr, d, n, window):
     if got is None:
         return False
     v, e = (np.asarray(x, dtype=float) * np.ones_like(ks) for x in got)
-    if np.any(np.isnan(v)) or np.any(v == np.inf) or np.any((v == -np.inf) & ~np.isfinite(e)):
+    if np.any(np.isnan(v)) or np.any(v == np.inf) or not _overflows_negligible(expr, d, v, e):
         # a -inf reached through an overflow (-d**80/1e320 at d = 8000, true value -1.7e-8) is no zero weight
         return False
     with np.errstate(all="ignore"):
@@ -638,7 +663,7 @@ def weights_error_ok_lengths(expr, d, lengths, window):
     if got is None:
         return False
     v, e = (np.asarray(x, dtype=float) * np.ones_like(ks) for x in got)
-    if np.any(np.isnan(v)) or np.any(v == np.inf) or np.any((v == -np.inf) & ~np.isfinite(e)):
+    if np.any(np.isnan(v)) or np.any(v == np.inf) or not _overflows_negligible(expr, d, v, e):
         return False  # as in weights_error_ok: a -inf through an overflow is no zero weight
     with np.errstate(all="ignore"):
         w = np.exp(v - np.max(v))
