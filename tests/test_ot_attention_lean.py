@@ -3,15 +3,12 @@ and on the CPU beyond T = 512): its start (the image of g = 0 in closed form), t
 drops from its batch, and what it must leave alone: ``solver="plain"`` everywhere and the default below
 rho = 0.6 reproduce the release before the accelerated route's rewrite bit for bit, values and gradients."""
 
-import importlib.util
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from _git_module import module_at  # noqa: E402
 
 import otprior  # noqa: E402
 from otprior.torch import ot_attention as mod  # noqa: E402
@@ -19,26 +16,12 @@ from otprior.torch.ot_attention import causal_ot_attention  # noqa: E402
 
 # the operator before the accelerated route was rewritten (start, batch, Gram matrix, sweeps)
 _PREVIOUS_COMMIT = "2a78b9b87e68f7c4f810533c06663762c44483ad"
-_ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def previous():
     """``otprior/torch/ot_attention.py`` of the previous release, loaded from git into this process."""
-    try:
-        src = subprocess.run(
-            ["git", "show", f"{_PREVIOUS_COMMIT}:otprior/torch/ot_attention.py"],
-            cwd=_ROOT, capture_output=True, text=True, check=True, timeout=30,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        pytest.skip("the previous commit is not available (no git history)")
-    name = "otprior.torch._ot_attention_previous"
-    spec = importlib.util.spec_from_loader(name, loader=None)
-    ref = importlib.util.module_from_spec(spec)
-    ref.__package__ = "otprior.torch"
-    exec(compile(src, f"{_PREVIOUS_COMMIT[:8]}:otprior/torch/ot_attention.py", "exec"), ref.__dict__)
-    sys.modules.setdefault(name, ref)
-    return ref
+    return module_at(_PREVIOUS_COMMIT, "otprior/torch/ot_attention.py", "otprior.torch._ot_attention_previous", "otprior.torch")
 
 
 def _values_and_grads(fn, S, W, rho, **kw):

@@ -2,15 +2,12 @@
 below rho = 0.6, and the accelerated route agrees with the numpy operator and with the plain
 iteration wherever the plain iteration succeeds."""
 
-import importlib.util
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from _git_module import module_at  # noqa: E402
 
 import otprior  # noqa: E402
 from otprior import ConvergenceError, DomainError  # noqa: E402
@@ -20,25 +17,11 @@ from otprior.torch.ot_attention import causal_ot_attention  # noqa: E402
 # the operator the committed training study was trained with (last change to the file before
 # the solvers were added); its plain route must be reproduced bit for bit
 _REFERENCE_COMMIT = "0fa620d7b3f7564419b1afcf96ac1f28f0704fcd"
-_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _reference_module():
     """The committed ``otprior/torch/ot_attention.py``, loaded from git into this process."""
-    try:
-        src = subprocess.run(
-            ["git", "show", f"{_REFERENCE_COMMIT}:otprior/torch/ot_attention.py"],
-            cwd=_ROOT, capture_output=True, text=True, check=True, timeout=30,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        pytest.skip("the reference commit is not available (no git history)")
-    name = "otprior.torch._ot_attention_reference"
-    spec = importlib.util.spec_from_loader(name, loader=None)
-    ref = importlib.util.module_from_spec(spec)
-    ref.__package__ = "otprior.torch"  # its relative imports resolve to this checkout's helpers
-    exec(compile(src, f"{_REFERENCE_COMMIT[:8]}:otprior/torch/ot_attention.py", "exec"), ref.__dict__)
-    sys.modules.setdefault(name, ref)
-    return ref
+    return module_at(_REFERENCE_COMMIT, "otprior/torch/ot_attention.py", "otprior.torch._ot_attention_reference", "otprior.torch")
 
 
 @pytest.fixture(scope="module")

@@ -625,6 +625,23 @@ def _overflows_negligible(expr, d, v, e):
     return top < float(np.max(finite)) - 800.0
 
 
+def _weights_and_errors(expr, d, n):
+    """``(w, e)`` for ``k = 0..n-1``: the weights ``e^(b(k) - max b)`` and :func:`running_error`'s estimate of each
+    ``b(k)``'s error (0 where the weight is 0); ``None`` where a node is unknown, a value is NaN or ``+inf``, or a
+    ``-inf`` came through an overflow that is not proved negligible (``-d**80/1e320`` at ``d = 8000``, true value
+    ``-1.7e-8``, is no zero weight)."""
+    ks = np.arange(n, dtype=float)
+    got = running_error(expr, d, ks)
+    if got is None:
+        return None
+    v, e = (np.asarray(x, dtype=float) * np.ones_like(ks) for x in got)
+    if np.any(np.isnan(v)) or np.any(v == np.inf) or not _overflows_negligible(expr, d, v, e):
+        return None
+    with np.errstate(all="ignore"):
+        w = np.exp(v - np.max(v))  # -inf weights with a finite error estimate are 0 (their errors do not count)
+        return w, np.where(w > 0, e, 0.0)
+
+
 @functools.lru_cache(maxsize=256)
 def weights_error_ok(expr, d, n, window):
     """Whether the double log-weights ``b(0), ..., b(n - 1)`` are good enough for masses within ``2^-38`` (Theorem
@@ -633,19 +650,13 @@ def weights_error_ok(expr, d, n, window):
     at most ``(e_S + e_T) (1 - m)`` relative and ``D`` by ``(e_S + e_T) m``. ``False`` where ``e_S + e_T`` exceeds
     ``2^-39`` (the rest is left to the log-sum-exp), or where :func:`running_error` does not know a node. Cached (the
     bias does not depend on ``n``: a repeated mass pays it once)."""
-    ks = np.arange(n, dtype=float)
-    got = running_error(expr, d, ks)
-    if got is None:
+    row = _weights_and_errors(expr, d, n)
+    if row is None:
         return False
-    v, e = (np.asarray(x, dtype=float) * np.ones_like(ks) for x in got)
-    if np.any(np.isnan(v)) or np.any(v == np.inf) or not _overflows_negligible(expr, d, v, e):
-        # a -inf reached through an overflow (-d**80/1e320 at d = 8000, true value -1.7e-8) is no zero weight
+    w, e = row
+    if not np.all(np.isfinite(e)):
         return False
     with np.errstate(all="ignore"):
-        w = np.exp(v - np.max(v))  # -inf weights with a finite error estimate are 0 (their errors do not count)
-        e = np.where(w > 0, e, 0.0)
-        if not np.all(np.isfinite(e)):
-            return False
         rel = sum(float(np.dot(w[s], e[s]) / np.sum(w[s])) for s in (slice(0, window), slice(window, n)) if np.sum(w[s]) > 0)
     return math.isfinite(rel) and rel <= 2.0**-39
 
@@ -657,17 +668,11 @@ def weights_error_ok_lengths(expr, d, lengths, window):
     mean could not be formed: those lengths are then taken one by one)."""
     if len(lengths) == 0:  # every length at most W: m = 1, nothing read
         return True
-    top = int(lengths[-1])
-    ks = np.arange(top, dtype=float)
-    got = running_error(expr, d, ks)
-    if got is None:
+    row = _weights_and_errors(expr, d, int(lengths[-1]))
+    if row is None:
         return False
-    v, e = (np.asarray(x, dtype=float) * np.ones_like(ks) for x in got)
-    if np.any(np.isnan(v)) or np.any(v == np.inf) or not _overflows_negligible(expr, d, v, e):
-        return False  # as in weights_error_ok: a -inf through an overflow is no zero weight
+    w, e = row
     with np.errstate(all="ignore"):
-        w = np.exp(v - np.max(v))
-        e = np.where(w > 0, e, 0.0)
         if not np.all(np.isfinite(e)):
             return False
         sw, swe = float(np.sum(w[:window])), float(np.dot(w[:window], e[:window]))
