@@ -1,4 +1,5 @@
-"""A module file as it was at a given commit, loaded from git into this process (for bit-identity tests)."""
+"""A module file as it was at a given commit, loaded from git into this process, and the comparison the torch
+bit-identity tests make with it."""
 
 import importlib.util
 import subprocess
@@ -25,3 +26,21 @@ def module_at(commit, path, name, package):
     exec(compile(src, f"{commit[:8]}:{path}", "exec"), mod.__dict__)
     sys.modules.setdefault(name, mod)
     return mod
+
+
+def values_and_grads(fn, S, W, rho, **kw):
+    """``fn(S, rho, **kw)`` and the gradient of ``sum(fn(S) * W)`` with respect to the scores ``S`` (torch)."""
+    Sg = S.clone().requires_grad_()
+    A = fn(Sg, rho, **kw)
+    (A * W).sum().backward()
+    return A.detach(), Sg.grad
+
+
+def assert_same_bits(reference_fn, fn, S, W, rho, **kw):
+    """Values and gradients of ``fn`` and ``reference_fn`` equal bit for bit."""
+    import torch
+
+    A0, G0 = values_and_grads(reference_fn, S, W, rho, **kw)
+    A1, G1 = values_and_grads(fn, S, W, rho, **kw)
+    assert torch.equal(A0, A1), (tuple(S.shape), rho, S.dtype, kw)
+    assert torch.equal(G0, G1), (tuple(S.shape), rho, S.dtype, kw)

@@ -144,36 +144,6 @@ def test_twisted_float_against_mpmath_direct_sum():
     assert f[0] == pytest.approx(float(S / (S + T)), rel=1e-13) and f[1] == pytest.approx(float(T / (S + T)), rel=1e-13)
 
 
-@pytest.mark.parametrize("text", ["sqrt(d)", pytest.param("-0.5*log(1+d) + 0.3*sqrt(d)", marks=pytest.mark.slow)])
-def test_growing_float_within_its_bound_of_the_certified_route(text):
-    """Theorem 15 in the reversed variable (a bias increasing towards n - 1): W = n - 1 at 1e6, 2^53 + 5, 1e300 and a
-    far window, within the route's own bound ((|Delta| + 304) 2 eps per sum, Delta = b(W) - b(n - 1)) of the enclosure."""
-    B = Bias(text)
-    for W, n in [(10**6 - 1, 10**6), (2**53 - 1, 2**53 + 5), (BIG - 1, BIG), (10**5, 10**6)]:
-        f = B._growing_float(W, n)
-        assert f is not None, (W, n)
-        e = B.mass_enclosures(W, n)
-        delta = abs(float(B.bias([float(n - 1)])[0] - B.bias([float(W)])[0])) if n < 2**60 else 0.0
-        bound = 2 * (delta + 310) * 2.0**-52 + 2 * ACCEPT * (delta < 1)
-        assert _within(f[0], e.window_mass, bound) and _within(f[1], e.distant_mass, bound), (W, n, f, e)
-
-
-def test_growing_float_against_mpmath_direct_sum():
-    """The reversed Euler-Maclaurin float (sum over [4096, n - 2] against e^{b(n - 1)}) against mpmath's direct sum at
-    n = 10^5, W = n - 1 and W = n - 5 (20 digits, private context; the terms below d = n - 30000 are under e^-51 of the
-    last and left out)."""
-    ctx = mpmath.MPContext()
-    ctx.dps = 20
-    n = 10**5
-    top = ctx.sqrt(n - 1)
-    w = {k: ctx.exp(ctx.sqrt(k) - top) for k in range(n - 30000, n)}
-    for W in (n - 1, n - 5):
-        S = ctx.fsum(w[k] for k in range(n - 30000, W))
-        T = ctx.fsum(w[k] for k in range(W, n))
-        f = Bias("sqrt(d)")._growing_float(W, n)
-        assert f[0] == pytest.approx(float(S / (S + T)), rel=1e-13) and f[1] == pytest.approx(float(T / (S + T)), rel=1e-13)
-
-
 
 @pytest.mark.parametrize("text", ["exp(d/1000)", "-exp(d)", "-0.7*log(1+d) - 0.01*sqrt(d)", "d^2", "1e300*sqrt(d)"])
 def test_float_dominance_inside_the_certified_enclosure(text):

@@ -13,7 +13,7 @@ import pytest
 from otprior import DomainError
 from otprior.encodings import Bias
 from otprior.encodings._bias_tail import TAYLOR_ACCEPT, taylor_pieces_log
-from otprior.encodings.bias import _compiled, _mixed_float, _numpy_fns, _third_tree
+from otprior.encodings.bias import _compiled, _derivative_trees, _mixed_float, _numpy_fns
 
 BIG = int(1e300)
 
@@ -26,7 +26,7 @@ def _bias(text):
 def _route(text, a, c):
     B = text if isinstance(text, Bias) else _bias(text)
     d, b = B._sym
-    return taylor_pieces_log(_numpy_fns(b, d), _third_tree(b, d), a, c)
+    return taylor_pieces_log(_numpy_fns(b, d), _derivative_trees(b, d, 3), a, c)
 
 
 def _hurwitz_log(s, a, c):
@@ -139,7 +139,7 @@ def test_the_bump_through_the_public_api_is_right_or_refused():
     # the reverted route's failure: here the float declines and the certified route refuses by name, or answers right
     B = Bias("-log(1+d) + 3*exp(-((d-999950000)/10)**2)")
     d, b = B._sym
-    assert taylor_pieces_log(_numpy_fns(b, d), _third_tree(b, d), 10**9 - 10**5, 10**9 - 1) is None
+    assert taylor_pieces_log(_numpy_fns(b, d), _derivative_trees(b, d, 3), 10**9 - 10**5, 10**9 - 1) is None
     with pytest.raises(DomainError):
         B.distant_mass(10**9 - 10**5, 10**9)
 
@@ -217,11 +217,11 @@ def test_monotonicity_is_proved_on_the_whole_range_not_read_at_points():
     # Theorem 15d(v): the dominance float read the sign of b' at ~60 points and answered D = 0 for
     # -0.05 sqrt(d) + 2000 e^{-((d - 999950000)/10)^2} at n = 1e9, W = n - 1e5 (the bump holds e^{419} times the rest)
     from otprior.encodings._bias_tail import monotone_on
-    from otprior.encodings.bias import _first_trees
+    from otprior.encodings.bias import _derivative_trees
 
     def trees(text):
         d, b = Bias(text)._sym
-        return _first_trees(b, d)
+        return _derivative_trees(b, d, 1)
 
     assert monotone_on(trees("sqrt(d)"), 0, 63, +1)  # not analytic at 0: the first step by point bounds
     assert monotone_on(trees("-exp(d)"), 10**6, BIG, -1)

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from _git_module import module_at  # noqa: E402
+from _git_module import assert_same_bits, module_at, values_and_grads  # noqa: E402
 
 import otprior  # noqa: E402
 from otprior.torch import ot_attention as mod  # noqa: E402
@@ -24,19 +24,9 @@ def previous():
     return module_at(_PREVIOUS_COMMIT, "otprior/torch/ot_attention.py", "otprior.torch._ot_attention_previous", "otprior.torch")
 
 
-def _values_and_grads(fn, S, W, rho, **kw):
-    Sg = S.clone().requires_grad_()
-    A = fn(Sg, rho, **kw)
-    (A * W).sum().backward()
-    return A.detach(), Sg.grad
-
-
 def _assert_same_bits(previous, S, rho, **kw):
     W = torch.randn(S.shape, generator=torch.Generator().manual_seed(S.shape[-1]), dtype=S.dtype)
-    A0, G0 = _values_and_grads(previous.causal_ot_attention, S, W, rho, **kw)
-    A1, G1 = _values_and_grads(causal_ot_attention, S, W, rho, **kw)
-    assert torch.equal(A0, A1), (tuple(S.shape), rho, S.dtype, kw)
-    assert torch.equal(G0, G1), (tuple(S.shape), rho, S.dtype, kw)
+    assert_same_bits(previous.causal_ot_attention, causal_ot_attention, S, W, rho, **kw)
 
 
 def test_plain_and_the_default_below_rho_0_6_keep_their_bits(previous):
@@ -90,16 +80,16 @@ def test_finished_problems_leave_the_batch_without_changing_the_answer(monkeypat
     sweep, take = mod._sweep_lean, mod._take
     monkeypatch.setattr(mod, "_sweep_lean", lambda x, *a: widths.append(x.shape[1]) or sweep(x, *a))
     monkeypatch.setattr(mod, "_take", lambda t, sel: narrowed.append(sel.shape[1]) or take(t, sel))
-    A1, G1 = _values_and_grads(causal_ot_attention, S, W, 0.9, solver="anderson", chunk=15)
+    A1, G1 = values_and_grads(causal_ot_attention, S, W, 0.9, solver="anderson", chunk=15)
     assert min(widths) < 15 and narrowed  # the forward and the adjoint both dropped finished problems
     monkeypatch.setattr(mod, "_KEEP", 0.0)  # never drop
     widths.clear()
-    A0, G0 = _values_and_grads(causal_ot_attention, S, W, 0.9, solver="anderson", chunk=15)
+    A0, G0 = values_and_grads(causal_ot_attention, S, W, 0.9, solver="anderson", chunk=15)
     assert min(widths) == 15
     ref = otprior.causal_ot_attention(S.numpy(), 0.9)
     np.testing.assert_allclose(A1.numpy(), ref, atol=1e-10, rtol=0)
     np.testing.assert_allclose(A0.numpy(), ref, atol=1e-10, rtol=0)
-    _, Gp = _values_and_grads(causal_ot_attention, S, W, 0.9, solver="plain", chunk=15)
+    _, Gp = values_and_grads(causal_ot_attention, S, W, 0.9, solver="plain", chunk=15)
     torch.testing.assert_close(G1, Gp, atol=1e-8, rtol=0)
     torch.testing.assert_close(G0, Gp, atol=1e-8, rtol=0)
 
@@ -120,7 +110,7 @@ def test_float32_route_against_the_float64_plain_route():
     g = torch.Generator().manual_seed(26)
     S = torch.randn(1, 2, 136, 136, generator=g)
     W = torch.randn(S.shape, generator=g)
-    A, G = _values_and_grads(causal_ot_attention, S, W, 0.9)
-    A64, G64 = _values_and_grads(causal_ot_attention, S.double(), W.double(), 0.9, solver="plain")
+    A, G = values_and_grads(causal_ot_attention, S, W, 0.9)
+    A64, G64 = values_and_grads(causal_ot_attention, S.double(), W.double(), 0.9, solver="plain")
     assert float((A.double() - A64).abs().max()) < 3e-4
     assert float((G.double() - G64).abs().max()) < 1e-3 * float(G64.abs().max())

@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from _git_module import module_at  # noqa: E402
+from _git_module import assert_same_bits, module_at, values_and_grads  # noqa: E402
 
 import otprior  # noqa: E402
 from otprior import ConvergenceError, DomainError  # noqa: E402
@@ -29,20 +29,10 @@ def reference():
     return _reference_module()
 
 
-def _values_and_grads(fn, S, W, rho, **kw):
-    Sg = S.clone().requires_grad_()
-    A = fn(Sg, rho, **kw)
-    (A * W).sum().backward()
-    return A.detach(), Sg.grad
-
-
 def _assert_bit_identical(reference, S, rho, **kw):
     g = torch.Generator().manual_seed(S.shape[-1] + int(1000 * rho))
     W = torch.randn(S.shape, generator=g, dtype=S.dtype)
-    A0, G0 = _values_and_grads(reference.causal_ot_attention, S, W, rho, **kw)
-    A1, G1 = _values_and_grads(causal_ot_attention, S, W, rho, **kw)
-    assert torch.equal(A0, A1), (tuple(S.shape), rho, S.dtype, kw)
-    assert torch.equal(G0, G1), (tuple(S.shape), rho, S.dtype, kw)
+    assert_same_bits(reference.causal_ot_attention, causal_ot_attention, S, W, rho, **kw)
 
 
 def test_default_is_bit_identical_to_the_committed_operator_below_rho_0_6(reference):
@@ -87,8 +77,8 @@ def test_default_is_bit_identical_over_many_shapes_and_wide_blocks(reference, dt
     for shape, rho, scale in [((1, 600, 600), 0.5, 1.0), ((1, 1, 530, 530), 0.3, 2.0)]:
         S = scale * torch.randn(shape, generator=g, dtype=dtype)
         W = torch.randn(S.shape, generator=g, dtype=dtype)
-        A0, G0 = _values_and_grads(causal_ot_attention, S, W, rho, solver="anderson")
-        A1, G1 = _values_and_grads(causal_ot_attention, S, W, rho)
+        A0, G0 = values_and_grads(causal_ot_attention, S, W, rho, solver="anderson")
+        A1, G1 = values_and_grads(causal_ot_attention, S, W, rho)
         assert torch.equal(A0, A1) and torch.equal(G0, G1)
     for rho in np.linspace(0.0, 0.599, 7):
         S = torch.randn(3, 2, 40, 40, generator=g, dtype=dtype)
@@ -103,10 +93,10 @@ def test_default_takes_the_accelerated_route_beyond_512_on_the_cpu():
     g = torch.Generator().manual_seed(5)
     S = torch.randn(1, 520, 520, generator=g)
     W = torch.randn(S.shape, generator=g)
-    A0, G0 = _values_and_grads(causal_ot_attention, S, W, 0.5, solver="anderson")
-    A1, G1 = _values_and_grads(causal_ot_attention, S, W, 0.5)
+    A0, G0 = values_and_grads(causal_ot_attention, S, W, 0.5, solver="anderson")
+    A1, G1 = values_and_grads(causal_ot_attention, S, W, 0.5)
     assert torch.equal(A0, A1) and torch.equal(G0, G1)
-    A2, _ = _values_and_grads(causal_ot_attention, S, W, 0.5, solver="plain")
+    A2, _ = values_and_grads(causal_ot_attention, S, W, 0.5, solver="plain")
     assert not torch.equal(A1, A2)  # the check can tell the routes apart
     assert float((A1 - A2).abs().max()) < 1e-4
 
@@ -116,8 +106,8 @@ def test_plain_is_the_default_below_rho_0_6_and_never_mixes(monkeypatch):
     S = torch.randn(1, 2, 9, 9, generator=g, dtype=torch.float64)
     W = torch.randn(S.shape, generator=g, dtype=S.dtype)
     for rho in (0.2, 0.55):
-        a = _values_and_grads(causal_ot_attention, S, W, rho)
-        b = _values_and_grads(causal_ot_attention, S, W, rho, solver="plain")
+        a = values_and_grads(causal_ot_attention, S, W, rho)
+        b = values_and_grads(causal_ot_attention, S, W, rho, solver="plain")
         assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
     assert mod._memory(0.9, 1024, "plain") == 0 and mod._memory(0.5, 2048, "plain", adjoint=True) == 0
 
@@ -133,8 +123,8 @@ def test_anderson_agrees_with_the_numpy_operator_in_float64(monkeypatch, rho):
     A = causal_ot_attention(S, rho, solver="anderson", chunk=4)
     np.testing.assert_allclose(A.numpy(), otprior.causal_ot_attention(S.numpy(), rho), atol=1e-10, rtol=0)
     W = torch.randn(S.shape, generator=g, dtype=S.dtype)
-    _, G1 = _values_and_grads(causal_ot_attention, S, W, rho, solver="anderson", chunk=4)
-    _, G0 = _values_and_grads(causal_ot_attention, S, W, rho, solver="plain", chunk=4)
+    _, G1 = values_and_grads(causal_ot_attention, S, W, rho, solver="anderson", chunk=4)
+    _, G0 = values_and_grads(causal_ot_attention, S, W, rho, solver="plain", chunk=4)
     torch.testing.assert_close(G1, G0, atol=1e-9, rtol=0)
 
 
@@ -159,10 +149,10 @@ def test_anderson_with_device_style_checks(monkeypatch):
     S = 2.0 * torch.randn(1, 21, 21, generator=g, dtype=torch.float64)
     W = torch.randn(S.shape, generator=g, dtype=S.dtype)
     for rho in (0.5, 0.9):
-        A, G = _values_and_grads(causal_ot_attention, S, W, rho, solver="anderson", chunk=8)
+        A, G = values_and_grads(causal_ot_attention, S, W, rho, solver="anderson", chunk=8)
         np.testing.assert_allclose(A.numpy(), otprior.causal_ot_attention(S.numpy(), rho), atol=1e-10, rtol=0)
         monkeypatch.setattr(mod, "_HOST_CHECKS", True)
-        _, G0 = _values_and_grads(causal_ot_attention, S, W, rho, solver="plain", chunk=8)
+        _, G0 = values_and_grads(causal_ot_attention, S, W, rho, solver="plain", chunk=8)
         monkeypatch.setattr(mod, "_HOST_CHECKS", False)
         torch.testing.assert_close(G, G0, atol=1e-9, rtol=0)
 

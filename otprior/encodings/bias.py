@@ -26,11 +26,8 @@ from ..expression import (
 from ._base import DIRECT_MAX, Encoding, MassEnclosures, Verdict, check_lengths, nonneg, register
 from ._bias_float import (
     ACCEPT,
-    EPS,
     _ja_plan,
     _mixed_plan,
-    combine,
-    growing_log_sum,
     mixed_log_sum,
     periodic_log_sum,
     running_error,
@@ -278,24 +275,14 @@ def _float_head(b, d):
 
 
 @functools.lru_cache(maxsize=128)
-def _first_trees(b, d):
-    """The compiled trees of ``b`` and ``b'`` (sympy's derivative) for Theorem 15d(v)'s proof of monotonicity, or ``None``."""
+def _derivative_trees(b, d, order):
+    """The compiled trees of ``b`` and its ``order``-th derivative (sympy's), or ``None``: ``b'`` for Theorem 15d(v)'s
+    proof of monotonicity, ``b'''`` for Theorem 15h's bounds."""
     sp = import_sympy()
-    b1 = sp.diff(b, d)
-    if sp.count_ops(b1) > 400:
+    bk = sp.diff(b, d, order)
+    if sp.count_ops(bk) > 400:  # bounded work (the interval evaluation walks the tree once per range)
         return None
-    trees = (_compiled(b, d), _compiled(b1, d))
-    return None if None in trees else trees
-
-
-@functools.lru_cache(maxsize=128)
-def _third_tree(b, d):
-    """The compiled trees of ``b`` and ``b'''`` (sympy's derivative) for Theorem 15h's bounds, or ``None``."""
-    sp = import_sympy()
-    b3 = sp.diff(b, d, 3)
-    if sp.count_ops(b3) > 400:  # bounded work (the interval evaluation walks the tree once per range)
-        return None
-    trees = (_compiled(b, d), _compiled(b3, d))
+    trees = (_compiled(b, d), _compiled(bk, d))
     return None if None in trees else trees
 
 
@@ -767,7 +754,7 @@ class Bias(Encoding):
         fast = self._em_float(window, n)
         if fast is not None:
             return fast
-        # Theorem 15g(iv)'s float (:meth:`_growing_float`) is not consulted: its quadrature reads b' only at nodes and
+        # Theorem 15g(iv)'s float is withdrawn: its quadrature reads b' only at nodes and
         # has no proved error (sqrt(d) - 0.5 e^{-e^{d - 999999849}} at W = 999900000, n = 1e9 gave 0.2057222409339728 for
         # 0.2054046678756502); a growing bias is answered by the enclosure's midpoint, or refused
         why = []
@@ -826,7 +813,7 @@ class Bias(Encoding):
                 g = float(max(ls) - uw - math.log(n - window)) if ls and uw is not None else math.nan
             # the sign of b' read at points missed a narrow bump (-0.05 sqrt(d) + 2000 e^{-((d - 999950000)/10)^2}
             # gave D = 0 for 1): answered only where b' <= 0 is proved on the whole range (Theorem 15d(v))
-            if g > _FLOAT_GAP and monotone_on(_first_trees(b, d), window, n - 1, -1):
+            if g > _FLOAT_GAP and monotone_on(_derivative_trees(b, d, 1), window, n - 1, -1):
                 return 1.0, 0.0
         slope_l = vals(fns[1], left[:-1] + [window - 1])
         if slope_l is not None and np.all(slope_l >= 0):  # b increasing on [0, W - 1]: S_W <= W e^{b(W - 1)}
@@ -835,7 +822,7 @@ class Bias(Encoding):
             if math.isnan(g):
                 (_, us), (lt, _) = arb_ends([window - 1, n - 1])
                 g = float(lt - us - math.log(window)) if us is not None and lt is not None else math.nan
-            if g > _FLOAT_GAP and monotone_on(_first_trees(b, d), 0, window - 1, +1):
+            if g > _FLOAT_GAP and monotone_on(_derivative_trees(b, d, 1), 0, window - 1, +1):
                 return 0.0, 1.0
         return None
 
@@ -866,7 +853,7 @@ class Bias(Encoding):
         if logw is None:
             return None
         logsumexp = _logsumexp
-        d3 = _third_tree(b, d)  # Theorem 15h's bound of b''' on a range short against its start
+        d3 = _derivative_trees(b, d, 3)  # Theorem 15h's bound of b''' on a range short against its start
 
         def one(k):  # a range of a single term: b(k) itself (W = n - 1 fell back to the certified route, 60 ms)
             with np.errstate(all="ignore"):
@@ -895,52 +882,6 @@ class Bias(Encoding):
         m = float(np.exp(-np.logaddexp(0.0, log_tail - log_head)))
         D = float(np.exp(-np.logaddexp(0.0, log_head - log_tail)))
         return m, D
-
-    def _growing_float(self, window, n):
-        """``(m, D)`` in double precision for a bias increasing towards ``n - 1`` (the weight at the far end, where the
-        quadrature in ``log x`` of :meth:`_em_float` cannot resolve it): :func:`growing_log_sum` for each side beyond the
-        direct head, every sum relative to ``e^{b(n - 1)}``. An *estimate* with no proved quadrature error, not used by
-        :meth:`_masses` (Theorem 15g(iv)'s status: a narrow monotone rising step between its nodes is missed, 1.5e-3 off
-        for ``sqrt(d) - 0.5*exp(-exp(d - 999999849))`` at ``W = 999900000``, ``n = 1e9``). ``None`` when a piece fails its checks, or where ``b`` is not
-        proved non-decreasing on ``[4096, n - 1]`` (Theorem 15d(v), one interval bound of ``b'``): the route samples ``b'``
-        at its nodes, and ``sqrt(d) + 50 e^{-((d - 999950000)/10)^2}`` at ``W = n - 1e5``, ``n = 1e9`` gave ``D = 9e-11`` for
-        about 1; a feature whose slope stays below ``b'`` is not caught by this guard (Theorem 15g(iv)'s status)."""
-        d, b = self._sym
-        fns = _numpy_fns(b, d)
-        head = _float_head(b, d)
-        if head is None:
-            return None
-        if n - 1 > _FLOAT_HEAD and not monotone_on(_first_trees(b, d), _FLOAT_HEAD, n - 1, +1):
-            return None
-        A = n - 1
-        with np.errstate(all="ignore"):
-            bA = float(np.asarray(fns[0](np.array([float(A)])), dtype=float).ravel()[0])
-        if not math.isfinite(bA):
-            return None
-
-        def side(lo, hi):  # (L, V, rel): sum_{lo <= k <= hi} e^{b(k) - b(A)} = V e^L
-            parts = []
-            if lo < _FLOAT_HEAD:
-                top = min(hi, _FLOAT_HEAD - 1)
-                v = head[lo:top + 1] - bA  # against b(A) directly: (|b(A)| + |b|) eps, as documented for the float route
-                L = float(np.max(v))
-                if not math.isfinite(L):
-                    return None
-                parts.append((L, float(np.sum(np.exp(v - L))), (abs(bA) + float(np.max(np.abs(head[lo:top + 1]))) + 8) * EPS))
-            start = max(lo, _FLOAT_HEAD)
-            if hi >= start:
-                if hi == start:  # one term: only the anchor itself is formed without a difference
-                    if hi != A:
-                        return None
-                    parts.append((0.0, 1.0, 0.0))
-                else:
-                    g = growing_log_sum(fns, start, hi, A)
-                    if g is None:
-                        return None
-                    parts.append(g)
-            return combine(parts)
-
-        return _float_masses([side(0, window - 1), side(window, n - 1)])
 
     def _geometric_balls(self, window, n):
         """``(m, D)`` of a linear bias ``alpha + beta d`` in closed form (Theorem 15b), or ``None``."""
