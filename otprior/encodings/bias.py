@@ -36,8 +36,10 @@ from ._bias_float import (
 )
 from ._bias_tail import (
     Unsupported,
+    _eval,
     _logsumexp,
     _sides,
+    anchored_log_sum,
     compile_bias,
     direct_sum_arb,
     float_tail_log,
@@ -193,6 +195,48 @@ def _float_masses(sums):
     if 0.0 < r < math.inf:  # no logarithm: D = 9.6e-301 of 0.5*sin(d) at W = n - 1 = 1e300 keeps its last digits
         return 1.0 / (1.0 + r), (r / (1.0 + r) if r < 1 else 1.0 / (1.0 + 1.0 / r))
     lr = (Lt - Ls) + math.log(Vt) - math.log(Vs)
+    return float(np.exp(-np.logaddexp(0.0, lr))), float(np.exp(-np.logaddexp(0.0, -lr)))
+
+
+def _steep_at_window(b, d, window):
+    """Whether ``b'(W - 1) W > log W + 32`` in double (a cheap test, no proof: Theorem 15j then keeps less than the
+    window side's whole range, and is tried before Theorem 15's float)."""
+    with np.errstate(all="ignore"):
+        try:
+            s = float(np.asarray(_numpy_fns(b, d)[1](np.array([float(window - 1)])), dtype=float).ravel()[0])
+        except (ValueError, TypeError, OverflowError):
+            return False
+    return bool(s > 0 and s * window > math.log(window) + 32)
+
+
+def _anchored_float(b, d, tree, window, n):
+    """``(m, D)`` in double precision by Theorem 15j (``proofs/closed_form_tails.md``), or ``None``: each side's sum
+    relative to its last term (:func:`anchored_log_sum`: ``S_W = e^{b(W - 1) + phi_S}``, ``T = e^{b(n - 1) + phi_T}``) and
+    ``Delta = b(n - 1) - b(W - 1)`` as an Arb ball at ``96 + log2 n`` bits, so ``T/S_W = e^{Delta + phi_T - phi_S}`` never
+    forms a large ``b`` in double (``sqrt(d)`` at ``n = 1e300`` is ``1e150``, whose double is ``1e134`` off). Answers
+    where ``rel_S + rel_T`` and the rounding of ``Delta`` and of the masses stay within ``2^-38``."""
+    bits = 96 + n.bit_length()
+    fns, third = _numpy_fns(b, d), _derivative_trees(b, d, 3)
+    S = anchored_log_sum(tree, 0, window - 1, bits, fns, third)
+    if S is None:
+        return None
+    T = anchored_log_sum(tree, window, n - 1, bits, fns, third)
+    if T is None:
+        return None
+    try:
+        with arb_precision(bits):
+            delta = _eval(tree, flint.arb(n - 1), flint.arb) - _eval(tree, flint.arb(window - 1), flint.arb)
+    except (ValueError, ZeroDivisionError, ArithmeticError):
+        return None
+    if not delta.is_finite():
+        return None
+    dm = float(delta.mid())
+    lr = dm + T[0] - S[0]
+    # m = 1/(1 + e^lr): its relative error is at most the sums' (rel_S + rel_T) plus |lr| (4 eps) for forming lr and
+    # Delta's radius; D likewise
+    rel = S[1] + T[1] + float(delta.rad()) + (abs(lr) + abs(dm) + 8) * 4 * 2.0**-53
+    if not (math.isfinite(lr) and rel <= ACCEPT):
+        return None
     return float(np.exp(-np.logaddexp(0.0, lr))), float(np.exp(-np.logaddexp(0.0, -lr)))
 
 
@@ -620,9 +664,12 @@ class Bias(Encoding):
     feature narrower than its pieces, ``5*exp(-((d-90000)/30)**2)`` in a decay at ``n = 1e5``, which it once missed
     for 5% of ``D``, makes the bound large and the route declines; a range short against its start by Theorem 15h,
     an interval bound of ``b'''`` on the whole range), while :meth:`mass_enclosures` bounds ``b`` on every piece and
-    encloses or refuses; a bias increasing towards ``n - 1`` (``sqrt(d)`` at
-    ``W = n - 1``) is summed in double in the reversed variable ``t = n - 1 - d`` (error about
-    ``(|b(W) - b(n - 1)| + 300) eps``). Still refused beyond ``n = 2**22``, by name and
+    encloses or refuses; a bias growing towards ``W - 1`` and ``n - 1`` (``sqrt(d)`` at ``W = n - 1e5`` and ``n - 1``, any
+    ``n``) by Theorem 15j: each side relative to its last term, ``b(c - t) - b(c)`` as its Taylor polynomial about the
+    top ``c`` (Lagrange's remainder proved by Cauchy's estimate on a complex box around the kept range, so a narrow step
+    or bump there declines the route), Theorem 15h on the polynomial, and the terms before the kept range bounded by
+    an interval bound of ``b`` (error about ``(|log(T/S_W)| + 8) eps`` plus Theorem 15h's). Still refused beyond
+    ``n = 2**22``, by name and
     at once: two periodic terms, a periodic factor, amplitudes above 150, and weights whose logarithms
     are beyond Arb's range on both sides (``exp(exp(d))`` from ``d = 64``).
     """
@@ -751,8 +798,17 @@ class Bias(Encoding):
             dominant = _dominant_masses(tree, window, n)
             if dominant is not None:
                 return float(dominant[0].mid()), float(dominant[1].mid())
+        # a bias growing steeply towards W - 1 (its sum held by its last log(W) + 32 slopes): Theorem 15j first, each
+        # side relative to its last term (Theorem 15i's proof declines a growing range, after Theorem 15h paid for T)
+        steep = tree is not None and _steep_at_window(*reversed(self._sym), window)
+        fast = _anchored_float(*reversed(self._sym), tree, window, n) if steep else None
+        if fast is not None:
+            return fast
         fast = self._em_float(window, n)
         if fast is not None:
+            return fast
+        fast = None if tree is None or steep else _anchored_float(*reversed(self._sym), tree, window, n)
+        if fast is not None:  # Theorem 15j where Theorem 15's float declined
             return fast
         # Theorem 15g(iv)'s float is withdrawn: its quadrature reads b' only at nodes and
         # has no proved error (sqrt(d) - 0.5 e^{-e^{d - 999999849}} at W = 999900000, n = 1e9 gave 0.2057222409339728 for
