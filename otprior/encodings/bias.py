@@ -37,6 +37,7 @@ from ._bias_float import (
 from ._bias_tail import (
     Unsupported,
     _eval,
+    _interval,
     _logsumexp,
     _sides,
     anchored_log_sum,
@@ -207,6 +208,44 @@ def _steep_at_window(b, d, window):
         except (ValueError, TypeError, OverflowError):
             return False
     return bool(s > 0 and s * window > math.log(window) + 32)
+
+
+_NEGLIGIBLE = 2.0**-60  # Theorem 15k: an additive term within [-2^-60, 2^-60] on a range is left out of its sum
+
+
+def _without_negligible_terms(b, d, a, c):
+    """``b`` less its top-level additive terms ``p`` whose interval bound on ``[a, c]`` (Theorem 15d(i), Arb, outward
+    rounded) lies within ``[-2^-60, 2^-60]``, or ``None`` where there is none (Theorem 15k, ``proofs/closed_form_tails.md``:
+    ``sum e^{h + p} = (1 + theta) sum e^h``, ``|theta| <= e^{2^-60} - 1``). A double pre-test at ``a`` and ``c`` skips the
+    terms that are plainly not small. ``exp(-exp(d/1000))`` beside ``-1.1 log(d + 1)`` beyond ``d = 4096``
+    (``<= e^{-60}``): its complex boxes (Theorem 15i) and wide Taylor balls (Theorem 15) are unbounded where the term
+    itself is below every double."""
+    if not b.is_Add:
+        return None
+    drop = []
+    for term in b.args:
+        if not term.has(d):
+            continue
+        with np.errstate(all="ignore"):
+            try:
+                ends = np.asarray(_numpy_fns(term, d)[0](np.array([float(a), float(c)])), dtype=float) * np.ones(2)
+            except (ValueError, TypeError, OverflowError):
+                continue
+        if not np.all(np.abs(ends) <= 1e-15):
+            continue
+        tree = _compiled(term, d)
+        if tree is None:
+            continue
+        with arb_precision(96):
+            try:
+                lo, hi = _interval(tree, a, c)
+            except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
+                continue
+        if lo is not None and hi is not None and lo >= -_NEGLIGIBLE and hi <= _NEGLIGIBLE:
+            drop.append(term)
+    if not drop or len(drop) == len([t for t in b.args if t.has(d)]):
+        return None
+    return b - sum(drop)
 
 
 def _anchored_float(b, d, tree, window, n):
@@ -432,6 +471,8 @@ def _tail_limit(bias_fn, b, d, W):
 
 
 _TAIL_PIECES = 2048  # geometric pieces [x, 2x] of the tail beyond direct summation (n up to 1e300)
+_TAIL_EVALS = 2000  # Theorem 13's tail: integrand evaluations in all of one tail's acb.integral calls (then: not proved)
+_FLOAT_BALLS = {}  # (sympy Float, precision) -> its arb ball (_ball_eval)
 
 
 def _ball_eval(expr, d, x, complex_=False, analytic=False):
@@ -455,7 +496,12 @@ def _ball_eval(expr, d, x, complex_=False, analytic=False):
                 return kind(int(e))
             if e.is_Rational:
                 return kind(int(e.p)) / int(e.q)
-            return kind(flint.arb(str(sp.Float(e, 40))))
+            key = (e, flint.ctx.prec)  # sympy's printing of a Float is slow: once per constant and precision
+            if key not in _FLOAT_BALLS:
+                if len(_FLOAT_BALLS) > 1024:
+                    _FLOAT_BALLS.clear()
+                _FLOAT_BALLS[key] = flint.arb(str(sp.Float(e, 40)))
+            return kind(_FLOAT_BALLS[key])
         if e.is_Add:
             out = kind(0)
             for a in e.args:
@@ -505,7 +551,8 @@ def _tail_sum_arb(expr, d, N, n, prec=96):
     ``b`` decreasing on ``[N, n]`` (``b' < 0`` proved on geometric pieces ``[x, 2x]`` in Arb)
     gives ``int_N^n f <= sum <= f(N) + int_N^{n-1} f`` with ``f = e^b``; each piece of the
     integral is Arb's rigorous ``acb.integral``. Returns ``None`` when a step is not proved
-    (then the caller refuses), or when the expression has an unsupported function.
+    (then the caller refuses), when the expression has an unsupported function, or when the
+    integrals together need more than 2000 evaluations of the integrand (bounded time).
     """
     import flint
 
@@ -520,6 +567,7 @@ def _tail_sum_arb(expr, d, N, n, prec=96):
             if len(edges) > _TAIL_PIECES:
                 return None
         total = flint.arb(0)
+        spent = [0]
         for lo, hi in zip(edges[:-1], edges[1:], strict=True):
             # b' < 0 on [lo, hi]: split the interval a few times before giving up
             pieces = [(lo, hi)]
@@ -539,10 +587,17 @@ def _tail_sum_arb(expr, d, N, n, prec=96):
                 return None
 
             def f(z, analytic):
+                spent[0] += 1
                 v = _ball_eval(expr, d, z, complex_=True, analytic=analytic)
                 return v.exp() if v is not None else flint.acb("nan")
 
-            piece = flint.acb.integral(f, flint.acb(lo), flint.acb(hi), rel_tol=flint.arb(2) ** -70, eval_limit=20000)
+            # bounded work: at most _TAIL_EVALS evaluations over all pieces (successful tails take a few hundred;
+            # -1.1 log(d + 1) + exp(-exp(d/1000)) at n = 1e6 spent 47,000 of them, 4-7 s, and was not proved)
+            left = _TAIL_EVALS - spent[0]
+            if left <= 0:
+                return None
+            piece = flint.acb.integral(f, flint.acb(lo), flint.acb(hi), rel_tol=flint.arb(2) ** -70,
+                                       eval_limit=min(20000, left))
             if not piece.real.is_finite() or not (piece.imag.rad() < 1):
                 return None
             total += piece.real
@@ -916,20 +971,29 @@ class Bias(Encoding):
                 v = float(np.asarray(fns[0](np.array([float(k)])), dtype=float).ravel()[0])
             return v if not math.isnan(v) and v != math.inf else None
 
+        def tail_log(a, c, ref=-math.inf):
+            out = float_tail_log(fns, a, c, ref, d3, tree)
+            if out is None:  # Theorem 15k: without the additive terms proved below 2^-60 on [a, c], if any
+                reduced = _without_negligible_terms(b, d, a, c)
+                if reduced is not None:
+                    out = float_tail_log(_numpy_fns(reduced, d), a, c, ref, _derivative_trees(reduced, d, 3),
+                                         _compiled(reduced, d))
+            return out
+
         if window > N:
             # the distant side first: it declines more often (a growing bias), before the window side's proof is paid
-            tn = float_tail_log(fns, window, n - 1, third=d3, tree=tree) if n - 1 > window else one(window)  # T alone: D's relative accuracy
+            tn = tail_log(window, n - 1) if n - 1 > window else one(window)  # T alone: D's relative accuracy
             if tn is None:
                 return None
             lh = logsumexp(logw)
-            tw = float_tail_log(fns, N, window - 1, lh, d3, tree) if window - 1 > N else one(N)
+            tw = tail_log(N, window - 1, lh) if window - 1 > N else one(N)
             if tw is None:
                 return None
             log_head = np.logaddexp(lh, tw)
             log_tail = tn
         else:
             log_head = logsumexp(logw[:window])
-            tn = float_tail_log(fns, N, n - 1, logsumexp(logw[window:]) if window < N else -math.inf, d3, tree)
+            tn = tail_log(N, n - 1, logsumexp(logw[window:]) if window < N else -math.inf)
             if tn is None:
                 return None
             log_tail = np.logaddexp(logsumexp(logw[window:]), tn) if window < N else tn
@@ -994,6 +1058,8 @@ class Bias(Encoding):
                     memo[key] = mixed_sum_arb(tree, split, lo, hi, N, prec + 16, why=why)
                 else:
                     memo[key] = range_sum_arb(tree, lo, hi, N, prec, why)
+                    if memo[key] is None:  # Theorem 15k: beyond a point where some terms are below 2^-60, without them
+                        memo[key] = self._sum_without_negligible(lo, hi, N, prec, why)
             return memo[key]
 
         for N in _EM_HEADS:
@@ -1020,6 +1086,32 @@ class Bias(Encoding):
                             used.append("twisted")
                         return m, D
         return None
+
+    def _sum_without_negligible(self, lo, hi, N, prec, why):
+        """``sum_{k=lo}^{hi} e^{b(k)}`` as an Arb ball, split at the first ``K = 2^j N`` beyond which some top-level
+        additive terms of ``b`` are proved within ``[-2^-60, 2^-60]`` (:func:`_without_negligible_terms`): Theorem 15 with
+        ``b`` below ``K``, with ``b`` less those terms from ``K`` on, times the ball ``e^{[-2^-60, 2^-60]}`` (Theorem 15k);
+        ``None`` where there is no such ``K`` (40 doublings) or a part is not proved."""
+        d, b = self._sym
+        if not b.is_Add:
+            return None
+        K, reduced = max(lo, N), None
+        for _ in range(40):
+            if K > hi:
+                return None
+            reduced = _without_negligible_terms(b, d, K, hi)
+            if reduced is not None:
+                break
+            K *= 2
+        tree_h = None if reduced is None else _compiled(reduced, d)
+        if tree_h is None:
+            return None
+        first = range_sum_arb(_compiled(b, d), lo, K - 1, N, prec, why) if K > lo else flint.arb(0)
+        rest = range_sum_arb(tree_h, K, hi, K, prec, why)
+        if first is None or rest is None:
+            return None
+        small = flint.arb(_NEGLIGIBLE)
+        return first + rest * (-small).exp().union(small.exp())
 
     def mass_enclosures(self, window, n) -> BiasMasses:
         """Proved enclosures of :math:`m_n(W)` and :math:`D_n(W)` at one length ``n`` (any integer up to 1e300).
