@@ -85,8 +85,9 @@ def _const(e):
         return ("e",)
     if e.is_Number and e.is_real:
         # a decimal constant as the user wrote it (the parser stores a number as the shortest decimal of its
-        # double, ``repr``, which sympy prints back digit for digit): near a resonance (sin(6.28318530717959 d)
-        # at n = 1e15) the double's binary value moves the mass by 4%; the float route evaluates the double
+        # double, ``repr``, or, for a literal with more digits than that, a Float holding every digit, which sympy
+        # prints back digit for digit): near a resonance (sin(6.28318530717959 d) at n = 1e15) the double's binary
+        # value moves the mass by 4%; the float routes evaluate the double (except their exact phase reductions)
         q = sp.Rational(str(e)) if e.is_Float else sp.Rational(e)
         return ("q", int(q.p), int(q.q))
     raise Unsupported(str(e))

@@ -663,10 +663,14 @@ class Bias(Encoding):
         (``DomainError``) when it contains ``I`` or when its value at some ``d = 0, ..., 64``,
         enclosed in complex Arb balls, is not finite or not real
         (:func:`otprior.expression.check_bias_values`). A callable needs ``asymptotic``.
-        A decimal constant means the decimal as written (up to the 17 significant digits a double
-        keeps): the certified routes enclose the masses of that exact decimal, the float routes
-        evaluate its nearest double. Near a resonance the two differ measurably
-        (``sin(6.28318530717959*d)`` at ``n = 1e15``: 3.7% between the decimal and its double).
+        A decimal constant means the decimal as written, every digit up to 60 significant ones
+        (``1.10000000000000000001`` is that number, not ``1.1``; beyond 60 digits, its double's shortest
+        ``repr``): the certified routes, and the exact phase reductions of the float routes of
+        Theorems 15e-15f, use that exact decimal; the other float routes evaluate its nearest double,
+        a relative change of at most ``2^-53`` in each constant, which their error estimates count as
+        part of the rounding of ``b`` (``|b| eps``, assuming no cancellation between terms). Near a
+        resonance the decimal and its double differ measurably (``sin(6.28318530717959*d)`` at
+        ``n = 1e15``: 3.7%; ``sin(6.28318530717958647692*d)`` at ``W = 1000``, ``n = 66000``: 1.6e-11).
     symbol : str or sympy.Symbol, optional
         The distance symbol (``"d"`` for text; a sympy expression's only free symbol by default).
     asymptotic : str or sympy expression, optional
