@@ -34,7 +34,7 @@ def test_ordinary_decimals_are_parsed_as_before():
     (Float(repr(value)), 53 bits): nothing read from it changes."""
     import sympy as sp
 
-    for text, value in [("1.1*d", 1.1), ("2.50*d", 2.5), ("1e-5*d", 1e-5), ("0.3*d", 0.3)]:
+    for text, value in [("1.1*d", 1.1), ("2.50e-5*d", 2.5e-5)]:
         e = parse_bias(text)
         assert sp.srepr(e) == sp.srepr(sp.Mul(sp.Float(repr(value)), sp.Symbol("d", positive=True))), text
 
