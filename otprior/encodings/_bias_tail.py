@@ -228,6 +228,51 @@ def _eval_u(n, z, ez, analytic):
     return getattr(_eval_u(n[1], z, ez, analytic), tag)()
 
 
+def _linear_part(n):
+    """``kappa`` (an exact ``fmpq``) with ``b(e^z) = kappa z + rest(z)`` read off the tree: ``log(alpha + gamma d)`` is
+    ``z + log gamma + log1p((alpha/gamma) e^-z)``, sums add, a product by an exact rational scales; every other node has
+    ``kappa = 0`` (Theorem 15i(iv))."""
+    tag = n[0]
+    if tag == "loglin":
+        return flint.fmpq(1)
+    if tag == "add":
+        return sum((_linear_part(a) for a in n[1]), flint.fmpq(0))
+    if tag == "mul":
+        consts = [a for a in n[1] if a[0] == "q"]
+        others = [a for a in n[1] if a[0] != "q"]
+        if len(others) == 1:
+            k = _linear_part(others[0])
+            for c in consts:
+                k *= flint.fmpq(c[1], c[2])
+            return k
+    return flint.fmpq(0)
+
+
+def _eval_u_rest(n, z, ez, analytic):
+    """``rest(z) = b(e^z) - kappa z`` (:func:`_linear_part`) evaluated in Arb without forming ``kappa z``: the linear parts
+    of the logarithms are left out where they stand, so that ``Re(b(e^z) + z) <= max((kappa + 1) Re z) + sup Re rest`` holds
+    with no cancellation between copies of ``z`` (Theorem 15i(iv))."""
+    tag = n[0]
+    if tag == "loglin":
+        alpha, gamma = _num(n[1], flint.acb), _num(n[2], flint.acb)
+        out = gamma.log()
+        return out + _log1p_an(alpha / gamma * (-z).exp(), analytic) if n[1] != ("q", 0, 1) else out
+    if tag == "add":
+        out = flint.acb(0)
+        for a in n[1]:
+            out = out + _eval_u_rest(a, z, ez, analytic)
+        return out
+    if tag == "mul":
+        consts = [a for a in n[1] if a[0] == "q"]
+        others = [a for a in n[1] if a[0] != "q"]
+        if len(others) == 1:
+            out = _eval_u_rest(others[0], z, ez, analytic)
+            for c in consts:
+                out = out * _num(c, flint.acb)
+            return out
+    return _eval_u(n, z, ez, analytic)
+
+
 def f_ball(tree, k):
     """:math:`e^{b(k)}` as an ``arb`` ball (``k`` an integer or a ball)."""
     return _eval(tree, flint.arb(k), flint.arb).exp()
@@ -1343,12 +1388,30 @@ def proved_error_log(tree, edges, log_budget):
         if not v.is_finite():
             return None
         R = flint.arb(v.real.upper())
+        Rf = R + hi  # Re(b(e^z) + z) <= R + hi on the box
+        if kappa != 0:
+            # Theorem 15i(iv): b(e^z) + z = (kappa + 1) z + rest(z), so Re(b(e^z) + z) <= max((kappa + 1) Re z) + sup Re rest
+            # (-1.1 log(1 + e^z) + z: e^{-0.1 u_i} where the two copies of z in ball arithmetic gave e^{-1.1 u_i + u_j})
+            try:
+                rest = _eval_u_rest(tree, z, _exp_box(lo, hi, eta, cs), True)
+            except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
+                rest = None
+            if rest is not None and rest.is_finite():
+                k1 = flint.arb(kappa + 1)
+                Rf = Rf.min(flint.arb((k1 * lo).max(k1 * hi).upper()) + flint.arb(rest.real.upper()))
         # log(e^gl + e^em) <= max + log 2 (the log 2 inside both constants)
-        gl = ((u1 - u0) / 2).log() + gl_const + R + hi
+        gl = ((u1 - u0) / 2).log() + gl_const + Rf
         em = R + em_const - 3 * u0
         both = gl.max(em)
         return float(both.upper()) if both.is_finite() else None
 
+    kappa = _linear_part(tree)
+    if kappa != 0 and P > 1:
+        # one box for the whole range first (Theorem 15i(iv) keeps its bound tight for a power-law decay); where that
+        # fails, the groups below as before
+        whole = group_bound(0, P, _RHOS[0])
+        if whole is not None and whole <= log_budget:
+            return whole + 1e-12 * (1 + abs(whole))
     stack, i = [], 0
     while i < P:  # first groups: at most _GROUP_U of u each
         j = int(np.searchsorted(edges, edges[i] + _GROUP_U, side="right")) - 1
