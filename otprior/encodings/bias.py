@@ -727,8 +727,10 @@ class Bias(Encoding):
     ``n``) by Theorem 15j: each side relative to its last term, ``b(c - t) - b(c)`` as its Taylor polynomial about the
     top ``c`` (Lagrange's remainder proved by Cauchy's estimate on a complex box around the kept range, so a narrow step
     or bump there declines the route), Theorem 15h on the polynomial, and the terms before the kept range bounded by
-    an interval bound of ``b`` (error about ``(|log(T/S_W)| + 8) eps`` plus Theorem 15h's). Still refused beyond
-    ``n = 2**22``, by name and
+    an interval bound of ``b`` (error about ``(|log(T/S_W)| + 8) eps`` plus Theorem 15h's); a top-level additive term
+    proved within ``[-2^-60, 2^-60]`` on a range by interval bounds is left out of that range's sum, in both routes
+    (Theorem 15k: ``exp(-exp(d/1000))`` beside ``-1.1*log(d+1)``, unbounded on the complex boxes and wide Taylor balls
+    where it is below every double). Still refused beyond ``n = 2**22``, by name and
     at once: two periodic terms, a periodic factor, amplitudes above 150, and weights whose logarithms
     are beyond Arb's range on both sides (``exp(exp(d))`` from ``d = 64``).
     """
