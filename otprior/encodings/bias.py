@@ -248,6 +248,25 @@ def _without_negligible_terms(b, d, a, c):
     return b - sum(drop)
 
 
+@functools.lru_cache(maxsize=128)
+def _has_dying_term(b, d):
+    """Whether some top-level additive term of ``b`` is below ``1e-15`` in double at ``d = 1e300`` (a cheap test, no
+    proof: Theorem 15k is then tried before the whole bias in the float's tails)."""
+    if not b.is_Add:
+        return False
+    for term in b.args:
+        if not term.has(d):
+            continue
+        with np.errstate(all="ignore"):
+            try:
+                v = float(np.asarray(_numpy_fns(term, d)[0](np.array([1e300])), dtype=float).ravel()[0])
+            except (ValueError, TypeError, OverflowError):
+                continue
+        if abs(v) <= 1e-15:
+            return True
+    return False
+
+
 def _anchored_float(b, d, tree, window, n):
     """``(m, D)`` in double precision by Theorem 15j (``proofs/closed_form_tails.md``), or ``None``: each side's sum
     relative to its last term (:func:`anchored_log_sum`: ``S_W = e^{b(W - 1) + phi_S}``, ``T = e^{b(n - 1) + phi_T}``) and
@@ -978,12 +997,15 @@ class Bias(Encoding):
             return v if not math.isnan(v) and v != math.inf else None
 
         def tail_log(a, c, ref=-math.inf):
-            out = float_tail_log(fns, a, c, ref, d3, tree)
+            dying = _has_dying_term(b, d)  # a term that falls below every double far out: Theorem 15k first
+            out = None if dying else float_tail_log(fns, a, c, ref, d3, tree)
             if out is None:  # Theorem 15k: without the additive terms proved below 2^-60 on [a, c], if any
                 reduced = _without_negligible_terms(b, d, a, c)
                 if reduced is not None:
                     out = float_tail_log(_numpy_fns(reduced, d), a, c, ref, _derivative_trees(reduced, d, 3),
                                          _compiled(reduced, d))
+                elif dying:
+                    out = float_tail_log(fns, a, c, ref, d3, tree)
             return out
 
         if window > N:
