@@ -1085,8 +1085,13 @@ class Bias(Encoding):
                 if twisted:
                     memo[key] = mixed_sum_arb(tree, split, lo, hi, N, prec + 16, why=why)
                 else:
-                    memo[key] = range_sum_arb(tree, lo, hi, N, prec, why)
-                    if memo[key] is None:  # Theorem 15k: beyond a point where some terms are below 2^-60, without them
+                    # Theorem 15k: beyond a point where some terms are below 2^-60, without them (first where a term of
+                    # b falls below every double far out: Theorem 15 on the whole bias then declines)
+                    dying = _has_dying_term(b, d)
+                    memo[key] = self._sum_without_negligible(lo, hi, N, prec, why) if dying else None
+                    if memo[key] is None:
+                        memo[key] = range_sum_arb(tree, lo, hi, N, prec, why)
+                    if memo[key] is None and not dying:
                         memo[key] = self._sum_without_negligible(lo, hi, N, prec, why)
             return memo[key]
 
