@@ -243,7 +243,7 @@ def _without_negligible_terms(b, d, a, c):
             continue
         with np.errstate(all="ignore"):
             try:
-                ends = np.asarray(_numpy_fns(term, d)[0](np.array([float(a), float(c)])), dtype=float) * np.ones(2)
+                ends = np.asarray(_numpy_value(term, d)(np.array([float(a), float(c)])), dtype=float) * np.ones(2)
             except (ValueError, TypeError, OverflowError):
                 continue
         if not np.all(np.abs(ends) <= 1e-15):
@@ -274,7 +274,7 @@ def _has_dying_term(b, d):
             continue
         with np.errstate(all="ignore"):
             try:
-                v = float(np.asarray(_numpy_fns(term, d)[0](np.array([1e300])), dtype=float).ravel()[0])
+                v = float(np.asarray(_numpy_value(term, d)(np.array([1e300])), dtype=float).ravel()[0])
             except (ValueError, TypeError, OverflowError):
                 continue
         if abs(v) <= 1e-15:
@@ -411,6 +411,12 @@ def _numpy_fns(b, d):
     for _ in range(3):
         exprs.append(sp.diff(exprs[-1], d))
     return tuple(sp.lambdify(d, e, "numpy") for e in exprs)
+
+
+@functools.lru_cache(maxsize=256)
+def _numpy_value(e, d):
+    """``e`` alone as a numpy function (sympy's lambdify, once; no derivatives: the cheap tests of Theorem 15k)."""
+    return import_sympy().lambdify(d, e, "numpy")
 
 
 def _real_domain_problem(b, d, asymptotic_only=False):
