@@ -1025,7 +1025,7 @@ class Bias(Encoding):
                 if reduced is not None:
                     out = float_tail_log(_numpy_fns(reduced, d), a, c, ref, _derivative_trees(reduced, d, 3),
                                          _compiled(reduced, d))
-                elif dying:
+                if out is None and dying:
                     out = float_tail_log(fns, a, c, ref, d3, tree)
             return out
 
