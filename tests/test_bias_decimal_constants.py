@@ -81,3 +81,19 @@ def test_the_float_reads_a_long_decimal_as_its_double_within_its_bound():
     assert abs(B.window_mass(W, n) - rm) <= 2.0**-38 * rm
     e = B.mass_enclosures(W, n).window_mass
     assert e.lo <= rm <= e.hi
+
+
+def test_the_running_error_counts_a_decimal_s_rounding_to_double():
+    """Theorem 15g(vii): the direct sums' error estimate reads a decimal constant as written (what the certified routes
+    enclose), so 1.1's rounding to double (|11/10 - fl(1.1)| = 8.9e-17) is counted; before, a 53-bit Float was taken as
+    exact (0)."""
+    import numpy as np
+    import sympy as sp
+
+    from otprior.encodings._bias_float import running_error
+
+    d = sp.Symbol("d", positive=True)
+    for text, exact in [("1.1", Fraction(11, 10)), ("1.10000000000000000001", Fraction("1.10000000000000000001"))]:
+        node = parse_bias(f"{text}*d").as_coeff_Mul()[0]
+        v, e = running_error(node, d, np.array([1.0]))
+        assert float(e[0]) == abs(float(exact - Fraction(float(v[0])))) > 0
