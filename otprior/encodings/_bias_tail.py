@@ -1406,7 +1406,7 @@ def proved_error_log(tree, edges, log_budget):
         return float(both.upper()) if both.is_finite() else None
 
     kappa = _linear_part(tree)
-    if kappa != 0 and P > 1:
+    if kappa != 0 and P > 1 and total > _GROUP_U:  # (within _GROUP_U the first group below is the whole range already)
         # one box for the whole range first (Theorem 15i(iv) keeps its bound tight for a power-law decay); where that
         # fails, the groups below as before
         whole = group_bound(0, P, _RHOS[0])
