@@ -158,3 +158,26 @@ def test_the_route_is_tried_first_only_for_a_window_side_held_at_its_top(monkeyp
     assert calls == []
     Bias("sqrt(d)")._masses(10**9 - 10**5, 10**9)
     assert calls == [(10**9 - 10**5, 10**9)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("text", ["sqrt(d)", "d**0.3", "0.5*d**0.6", "sqrt(d) + log(1+d)", "d**0.9/100", "0.001*d**1.5",
+                                  "exp(d/1000000)", "sqrt(d+5)/3 + d**0.25", "1e10*sqrt(d)", "1e-10*sqrt(d)"])
+def test_a_sweep_of_growing_biases_stays_within_the_bound_of_the_enclosure(text):
+    """Wherever Theorem 15j answers (n = 1e6 .. 1e18, 2^53 + 7, 1e300; W = n/10, n/2, n - 1e5, n - 1, n - 2^40), its
+    masses are within 2^-38 of Theorem 15's Arb enclosure (or inside it)."""
+    B, b, d, tree = _parts(text)
+    answered = 0
+    for n in (10**6, 10**9, 10**12, 2**53 + 7, 10**18, BIG):
+        for W in sorted({n // 10, n // 2, n - 10**5, n - 1} | ({n - 2**40} if n > 2**41 else set())):
+            got = _anchored_float(b, d, tree, W, n)
+            if got is None:
+                continue
+            try:
+                e = B.mass_enclosures(W, n)
+            except ValueError:
+                continue
+            answered += 1
+            for v, enc in zip(got, (e.window_mass, e.distant_mass), strict=True):
+                assert enc.lo <= v <= enc.hi or abs(v - enc.mid) <= 2.0**-38 * enc.mid, (text, n, W, v, enc)
+    assert answered >= 1, text
