@@ -181,3 +181,31 @@ def test_a_sweep_of_growing_biases_stays_within_the_bound_of_the_enclosure(text)
             for v, enc in zip(got, (e.window_mass, e.distant_mass), strict=True):
                 assert enc.lo <= v <= enc.hi or abs(v - enc.mid) <= 2.0**-38 * enc.mid, (text, n, W, v, enc)
     assert answered >= 1, text
+
+
+@pytest.mark.parametrize("gap", [1, 10**5, 2**40])
+def test_the_certified_route_next_to_n_at_1e300_is_theorem_15j_and_contains_the_reference(gap):
+    """Theorem 15j(v): sqrt(d) at n = 1e300 is linear to 1e-144 over the terms that matter, so each side is a geometric
+    sum in Arb times e^{[-eps, eps]} plus the dropped head; Theorem 15's Euler-Maclaurin took 20 ms there. The enclosure
+    contains the closed-form Euler-Maclaurin reference (mpmath, 340 digits), is tight, and meets Theorem 15's."""
+    n = BIG
+    W = n - gap
+    B = Bias("sqrt(d)")
+    e = B.mass_enclosures(W, n)
+    assert e.route == "anchored geometric sums (Theorem 15j)"
+    rm, rD = _sqrt_masses(W, n, 340)
+    assert e.window_mass.lo <= rm <= e.window_mass.hi and e.distant_mass.lo <= rD <= e.distant_mass.hi
+    assert e.distant_mass.hi - e.distant_mass.lo <= 2.0**-50 * e.distant_mass.hi
+    em = B._em_balls(W, n)  # Theorem 15's enclosure, an independent route
+    assert em is not None and abs(float(em[1].mid()) - e.distant_mass.mid) <= 2.0**-50 * e.distant_mass.mid
+
+
+def test_the_certified_route_declines_a_step_in_the_kept_range():
+    """A narrow rising step inside the kept range (entire, huge off the axis) makes Cauchy's bound unbounded: Theorem
+    15j(v) declines and Theorem 15 answers or refuses."""
+    n = BIG
+    x0 = n - 10**150
+    B, b, d, tree = _parts(f"sqrt(d) - 0.5*exp(-exp(d - {x0}))")
+    from otprior.encodings.bias import _anchored_balls
+
+    assert _anchored_balls(b, d, tree, n - 10**5, n) is None

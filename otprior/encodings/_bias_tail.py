@@ -1208,6 +1208,52 @@ def _polynomial_kept_log(tree, c, keep, bits):
     return kept[0], kept[1] + math.expm1(err) * (1 + 2.0**-40) + horner
 
 
+_ANCHOR_LINEAR = 2.0**-62  # Theorem 15j(v): the certified form needs |b(c - t) - b(c) + b'(c) t| below this on the kept range
+
+
+def anchored_sum_arb(tree, a, c, bits):
+    """An Arb ball containing ``sum_{k=a}^{c} e^{b(k) - b(c)}`` by Theorem 15j(v) (``proofs/closed_form_tails.md``), or
+    ``None``: where ``b`` is linear to within ``2^-62`` over the kept range (Cauchy's estimate
+    ``|b''(xi)|/2 <= M/r^2`` on the box of :func:`_cauchy_box_bound`, so ``|b(c - t) - b(c) + b'(c) t| <= M (t/r)^2``),
+    the kept sum lies in ``e^{[-eps, eps]}`` times the geometric sum ``expm1(-beta (T1 + 1))/expm1(-beta)`` with the ball
+    ``beta = b'(c)`` from Arb's series at the exact integer ``c``, and the dropped head adds ``[0, (K - a) e^{sup b - b(c)}]``
+    (Theorem 15d). Made for ``n = 1e300`` next to ``n`` (``sqrt(d)``: Theorem 15's Euler-Maclaurin took 20 ms there).
+    Call under :func:`otprior._balls.arb_precision` (``bits``)."""
+    if c < a:
+        return None
+    if c == a:
+        return flint.arb(1)
+    N = c - a + 1
+    beta = _b_series(tree, flint.arb(c), 2)[1]
+    if not beta.is_finite() or not beta > 0:
+        return None
+    keep = min(N, int((math.log(N) + 48.0) / float(beta.mid())) + 1)
+    K, T1 = c - keep + 1, keep - 1
+    bc = _eval(tree, flint.arb(c), flint.arb)
+    if not bc.is_finite() or T1 == 0:
+        return None
+    r = (9 * K) // 10
+    if not r > 2 * T1:
+        return None
+    M = _cauchy_box_bound(tree, K, c, r, bc)
+    if M is None:
+        return None
+    eps = M * (flint.arb(T1) / r) ** 2
+    if not eps.upper() <= _ANCHOR_LINEAR:
+        return None
+    eps = flint.arb(eps.upper())
+    kept = (-beta * (T1 + 1)).expm1() / (-beta).expm1() * (-eps).exp().union(eps.exp())
+    if K <= a:
+        return kept if kept.is_finite() else None
+    U = _interval(tree, a, K - 1)[1]
+    Lc = point_interval(tree, c)[0]
+    if U is None or Lc is None:
+        return None
+    head = (flint.arb(K - a).log() + U - Lc).exp()
+    out = kept + flint.arb(0).union(flint.arb(head.upper()))
+    return out if out.is_finite() else None
+
+
 def anchored_log_sum(tree, a, c, bits, fns=None, third=None):
     """``(phi, rel)`` with ``phi = log sum_{k=a}^{c} e^{b(k) - b(c)}`` (the sum relative to its last term) in double
     precision by Theorem 15j (``proofs/closed_form_tails.md``), or ``None``.

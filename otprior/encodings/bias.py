@@ -41,6 +41,7 @@ from ._bias_tail import (
     _logsumexp,
     _sides,
     anchored_log_sum,
+    anchored_sum_arb,
     compile_bias,
     direct_sum_arb,
     float_tail_log,
@@ -311,6 +312,27 @@ def _anchored_float(b, d, tree, window, n):
     if not (math.isfinite(lr) and rel <= ACCEPT):
         return None
     return float(np.exp(-np.logaddexp(0.0, lr))), float(np.exp(-np.logaddexp(0.0, -lr)))
+
+
+def _anchored_balls(b, d, tree, window, n):
+    """``(m, D)`` as Arb balls of relative radius below ``2^-55`` by Theorem 15j(v) (:func:`anchored_sum_arb` on each side,
+    ``Delta = b(n - 1) - b(W - 1)`` at ``96 + log2 n`` bits), or ``None``."""
+    bits = 96 + n.bit_length()
+    try:
+        with arb_precision(bits):
+            S = anchored_sum_arb(tree, 0, window - 1, bits)
+            T = None if S is None else anchored_sum_arb(tree, window, n - 1, bits)
+            if T is None:
+                return None
+            delta = _eval(tree, flint.arb(n - 1), flint.arb) - _eval(tree, flint.arb(window - 1), flint.arb)
+            r = delta.exp() * T / S
+            m = 1 / (1 + r)
+            D = 1 / (1 + 1 / r)
+            if is_tight(m, _EM_BITS) and is_tight(D, _EM_BITS):
+                return m, D
+    except (ValueError, ZeroDivisionError, ArithmeticError):
+        return None
+    return None
 
 
 def _periodic_float(tree, window, n):
@@ -1177,7 +1199,9 @@ class Bias(Encoding):
         ``acb.integral``. The relative radius is at most ``2^-55``. ``route`` says which theorem answered:
         "direct Arb sum", "Euler-Maclaurin (Theorem 15)", "geometric closed form (Theorem 15b)",
         "dominance bound (Theorem 15d)" (one mass below ``e^-746``: ``[0, 2^-1074]`` and ``[1 - 2^-53, 1]``,
-        the tightest double enclosures), "Jacobi-Anger closed form (Theorem 15e)", "Jacobi-Anger with
+        the tightest double enclosures), "anchored geometric sums (Theorem 15j)" (a bias growing towards
+        ``n`` and linear to ``2^-62`` over the terms that matter: ``sqrt(d)`` next to ``n = 1e300``),
+        "Jacobi-Anger closed form (Theorem 15e)", "Jacobi-Anger with
         twisted Euler-Maclaurin sums (Theorem 15f)" or "empty distant sum" (``W = n``).
 
         Raises
@@ -1234,6 +1258,9 @@ class Bias(Encoding):
             dominant = _dominant_masses(tree, window, n)
             if dominant is not None:
                 return masses(*dominant, dominant_route, False)
+        anchored = _anchored_balls(b, d, tree, window, n) if _steep_at_window(b, d, window) else None
+        if anchored is not None:  # a bias growing towards n, linear over each side's kept range (Theorem 15j(v))
+            return masses(*anchored, "anchored geometric sums (Theorem 15j)", False)
         why, used = [], []
         balls = self._em_balls(window, n, why, used)
         if balls is None:
