@@ -3,6 +3,8 @@
 The biases cover every route of ``Bias.mass_enclosures`` beyond direct summation (``proofs/closed_form_tails.md``):
 Euler-Maclaurin (Theorem 15), dominance bounds (15d: ``sqrt(d)``, ``exp(d/1000)``, ``-exp(d)``), the Jacobi-Anger
 closed form (15e: ``0.5*sin(d)``, ``2*cos(pi*d/3 + 1)``, ``149*sin(d)``) and its twisted sums (15f: ``-1.2*log(1+d) + 0.5*sin(d)``),
+a growing bias next to ``n`` (15j: ``sqrt(d)``), a term that dies out left out of the tails (15k:
+``-1.1*log(d+1) + exp(-exp(d/1000))``),
 at n = 10^k (k = 3, 6, 9, 12, 15, 18) and 1e300, with windows W = 64, n/10 (far), n - 1e5 (from n = 1e9: a distant range
 short against its start, Theorem 15h) and n - 1.
 
@@ -44,6 +46,7 @@ BIASES = (
     "2*cos(pi*d/3 + 1)",
     "-1.2*log(1+d) + 0.5*sin(d)",
     "149*sin(d)",  # the largest amplitude the Jacobi-Anger routes take (Bessel terms by backward recurrence)
+    "-1.1*log(d+1) + exp(-exp(d/1000))",  # a term below e^-60 beyond d = 4096, left out of the tails (Theorem 15k)
 )
 
 
@@ -61,8 +64,25 @@ def wlabel(W, n):
     return f"{label(n)} - 1e5" if W == n - 10**5 else label(W)
 
 
+_HEADS = {}
+
+
 def reference(text, W, n, ctx):
     """``(m, D)`` from mpmath alone (private context), or ``None``."""
+    if text == "-1.1*log(d+1) + exp(-exp(d/1000))":  # 8000 terms one by one (the second term < e^-2980 beyond), then zeta
+        s = ctx.mpf("1.1")
+        if "head" not in _HEADS:
+            _HEADS["head"] = [ctx.exp(-s * ctx.log(k + 1) + ctx.exp(-ctx.exp(ctx.mpf(k) / 1000))) for k in range(8000)]
+        head = _HEADS["head"]
+
+        def part(a, c):  # sum_{a <= k <= c}
+            out = ctx.fsum(head[a:min(c, 7999) + 1]) if a < 8000 else ctx.mpf(0)
+            if c >= max(a, 8000):
+                out += ctx.zeta(s, max(a, 8000) + 1) - ctx.zeta(s, c + 2)
+            return out
+
+        S, T = part(0, W - 1), part(W, n - 1)
+        return S / (S + T), T / (S + T)
     if text == "-1.1*log(1+d)":
         s = ctx.mpf("1.1")  # the decimal as written (what the certified route encloses)
         z, zw, zn = ctx.zeta(s), ctx.zeta(s, W + 1), ctx.zeta(s, n + 1)

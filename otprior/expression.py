@@ -13,7 +13,9 @@ Grammar (Python syntax, checked node by node on :mod:`ast`'s tree; anything else
    of the grammar's alphabet (letters, digits, ``_ . + - * / ^ ( ) ,`` and blanks), Python's
    tokenizer and parser (:func:`ast.parse`), at most :data:`MAX_NODES` nodes and
    :data:`MAX_DEPTH` levels, integer literals within 1000 bits and float literals within
-   :data:`MAX_CONSTANT`, numeric exponents within :data:`MAX_EXPONENT`, and a bound on the size
+   :data:`MAX_CONSTANT` (a decimal literal is the decimal as written: its double's shortest ``repr``
+   when that is the same number, else a ``Float`` of every digit, at most 60 significant ones),
+   numeric exponents within :data:`MAX_EXPONENT`, and a bound on the size
    of every exact number sympy could form: a bound ``B`` on the bits of the numerator and of the
    denominator of any exact rational in a subtree (``p1/q1 + p2/q2 = (p1 q2 + p2 q1)/(q1 q2)``, so)
    ``B(a op b) <= B(a) + B(b) + 1`` for ``+ - * /`` and n-ary ``min``/``max``,
@@ -510,7 +512,23 @@ def _acb_eval(e, sym, k):
     return acb(value.real, value.imag)
 
 
-def _number(value, text):
+def _literal(node, text):
+    """The source text of a number literal (as :func:`ast.parse` read it), or ``None``."""
+    try:
+        out = ast.get_source_segment(text.replace("^", "**").strip(), node)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return None if out is None else out.replace("_", "")
+
+
+_MAX_DIGITS = 60  # a decimal literal keeps at most this many significant digits exactly (beyond: its double's shortest repr)
+
+
+def _number(value, text, literal=None):
+    """A sympy number for a literal: an integer exactly; a decimal as its double's shortest ``repr`` (``1.1``), unless
+    the literal's decimal differs from that (more digits than a double keeps: ``1.10000000000000000001``), then a
+    ``Float`` holding every digit as written (up to 60 significant digits), so that the certified routes, which read a
+    ``Float`` as the decimal it prints, enclose the masses of the decimal the user wrote."""
     sp = import_sympy()
 
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -518,10 +536,33 @@ def _number(value, text):
     if isinstance(value, float):
         if not math.isfinite(value) or abs(value) > MAX_CONSTANT:
             _refuse(text, f"constants within {MAX_CONSTANT:g}")
+        exact = _long_decimal(literal, value)
+        if exact is not None:
+            return exact
         return sp.Float(repr(value))
     if value.bit_length() > 1000:
         _refuse(text, f"constants within {MAX_CONSTANT:g}")
     return sp.Integer(value)
+
+
+def _long_decimal(literal, value):
+    """``Float(literal)`` at the literal's own number of significant digits when its decimal differs from that of
+    ``repr(value)`` (``value = float(literal)``) and has at most 60 digits; else ``None``."""
+    from decimal import Decimal, InvalidOperation
+
+    if literal is None:
+        return None
+    try:
+        dec = Decimal(literal)
+    except (InvalidOperation, ValueError):
+        return None
+    if not dec.is_finite() or dec == Decimal(repr(value)):
+        return None
+    digits = len(dec.as_tuple().digits)  # (normalize() would round to the decimal context's 28 digits)
+    if digits > _MAX_DIGITS:
+        return None
+    sp = import_sympy()
+    return sp.Float(str(dec), digits + 2)
 
 
 def _magnitude_ok(value) -> bool:
@@ -549,7 +590,7 @@ def _build_node(node, text, d, symbol, depth):
         _refuse(text, f"nesting at most {MAX_DEPTH} deep")
     rec = lambda n: _build(n, text, d, symbol, depth + 1)  # noqa: E731
     if isinstance(node, ast.Constant):
-        return _number(node.value, text)
+        return _number(node.value, text, _literal(node, text))
     if isinstance(node, ast.Name):
         if node.id == symbol:
             return d

@@ -652,3 +652,23 @@ def test_the_float_route_never_reads_the_bias_beyond_the_sum(n):
     ctx.dps = 30
     ref = (ctx.zeta(2, 1) - ctx.zeta(2, 65)) / (ctx.zeta(2, 1) - ctx.zeta(2, n + 1))  # sin(2 pi d) = 0
     assert m == pytest.approx(float(ref), rel=1e-12)
+
+
+def test_dominance_of_a_short_side_needs_one_interval_bound(monkeypatch):
+    """Theorem 15d(ii) with a single piece: at W = n - 1e5, n = 1e300 the distant side's upper bound from one interval
+    over it already proves the window side e^746 heavier, so the 60 pieces of log_sum_bounds are not formed (they cost
+    1.3-3 times the whole mass); the answer is the same proved [0, 2^-1074]."""
+    import otprior.encodings.bias as bias_mod
+
+    calls = []
+    real = bias_mod.log_sum_bounds
+
+    def spy(tree, a, c, lower=True, upper=True):
+        calls.append(upper)
+        return real(tree, a, c, lower, upper)
+
+    monkeypatch.setattr(bias_mod, "log_sum_bounds", spy)
+    n = int(1e300)
+    e = bias_mod.Bias("-1.1*log(1+d)").mass_enclosures(n - 10**5, n)
+    assert e.route == "dominance bound (Theorem 15d)" and e.distant_mass.hi <= 2.0**-1074
+    assert calls and True not in calls  # lower bounds only: no upper bound on pieces was asked for

@@ -437,7 +437,8 @@ def running_error(expr, d, ks):
     *first-order estimate* of the absolute error of that evaluation (a running error analysis of the expression tree,
     Theorem 15g(vii), ``proofs/closed_form_tails.md``), or ``None`` for a node it does not know.
 
-    Per node (``u = 2^-53``): ``d`` exact; a constant its own rounding to double; ``a_1 + ... + a_m``:
+    Per node (``u = 2^-53``): ``d`` exact; a constant its own rounding to double (a decimal: the decimal as written, as
+    the certified routes read it); ``a_1 + ... + a_m``:
     ``sum e_i + (m - 1) u sum |a_i|``; ``a_1 ... a_m``: ``sum_i |prod_{j != i} a_j| e_i + (m - 1) u |r|``; ``f(a)``:
     ``|f'(a)| e_a + 2 u |f(a)|`` (``exp``, ``log``, ``sin``, ``cos``, ``a**p`` with a constant ``p``; ``|sin'| <= 1``);
     ``a**c`` with a non-constant ``c`` as ``exp(c log a)``; ``abs``, ``min``, ``max`` carry their arguments' errors."""
@@ -453,7 +454,9 @@ def running_error(expr, d, ks):
         if node.is_Number or node.is_NumberSymbol:
             v = float(node)
             if node.is_Rational or node.is_Float:
-                r = node if node.is_Rational else sp.Rational(node)  # a Float's exact binary value
+                # a Float is the decimal as written (what the certified routes enclose: the shortest repr of its double,
+                # or every digit of a longer literal), so its rounding to double counts here (1.1: 0.8 eps)
+                r = node if node.is_Rational else sp.Rational(str(node))
                 exact = Fraction(int(r.p), int(r.q))
                 err = abs(float(exact - Fraction(v))) if math.isfinite(v) else math.inf
             else:

@@ -85,8 +85,9 @@ def _const(e):
         return ("e",)
     if e.is_Number and e.is_real:
         # a decimal constant as the user wrote it (the parser stores a number as the shortest decimal of its
-        # double, ``repr``, which sympy prints back digit for digit): near a resonance (sin(6.28318530717959 d)
-        # at n = 1e15) the double's binary value moves the mass by 4%; the float route evaluates the double
+        # double, ``repr``, or, for a literal with more digits than that, a Float holding every digit, which sympy
+        # prints back digit for digit): near a resonance (sin(6.28318530717959 d) at n = 1e15) the double's binary
+        # value moves the mass by 4%; the float routes evaluate the double (except their exact phase reductions)
         q = sp.Rational(str(e)) if e.is_Float else sp.Rational(e)
         return ("q", int(q.p), int(q.q))
     raise Unsupported(str(e))
@@ -225,6 +226,51 @@ def _eval_u(n, z, ez, analytic):
     if tag == "log":
         return _eval_u(n[1], z, ez, analytic).log(analytic=analytic)
     return getattr(_eval_u(n[1], z, ez, analytic), tag)()
+
+
+def _linear_part(n):
+    """``kappa`` (an exact ``fmpq``) with ``b(e^z) = kappa z + rest(z)`` read off the tree: ``log(alpha + gamma d)`` is
+    ``z + log gamma + log1p((alpha/gamma) e^-z)``, sums add, a product by an exact rational scales; every other node has
+    ``kappa = 0`` (Theorem 15i(iv))."""
+    tag = n[0]
+    if tag == "loglin":
+        return flint.fmpq(1)
+    if tag == "add":
+        return sum((_linear_part(a) for a in n[1]), flint.fmpq(0))
+    if tag == "mul":
+        consts = [a for a in n[1] if a[0] == "q"]
+        others = [a for a in n[1] if a[0] != "q"]
+        if len(others) == 1:
+            k = _linear_part(others[0])
+            for c in consts:
+                k *= flint.fmpq(c[1], c[2])
+            return k
+    return flint.fmpq(0)
+
+
+def _eval_u_rest(n, z, ez, analytic):
+    """``rest(z) = b(e^z) - kappa z`` (:func:`_linear_part`) evaluated in Arb without forming ``kappa z``: the linear parts
+    of the logarithms are left out where they stand, so that ``Re(b(e^z) + z) <= max((kappa + 1) Re z) + sup Re rest`` holds
+    with no cancellation between copies of ``z`` (Theorem 15i(iv))."""
+    tag = n[0]
+    if tag == "loglin":
+        alpha, gamma = _num(n[1], flint.acb), _num(n[2], flint.acb)
+        out = gamma.log()
+        return out + _log1p_an(alpha / gamma * (-z).exp(), analytic) if n[1] != ("q", 0, 1) else out
+    if tag == "add":
+        out = flint.acb(0)
+        for a in n[1]:
+            out = out + _eval_u_rest(a, z, ez, analytic)
+        return out
+    if tag == "mul":
+        consts = [a for a in n[1] if a[0] == "q"]
+        others = [a for a in n[1] if a[0] != "q"]
+        if len(others) == 1:
+            out = _eval_u_rest(others[0], z, ez, analytic)
+            for c in consts:
+                out = out * _num(c, flint.acb)
+            return out
+    return _eval_u(n, z, ez, analytic)
 
 
 def f_ball(tree, k):
@@ -970,7 +1016,17 @@ def taylor_pieces_log(fns, trees, a, c):
             M3u = flint.arb(M3.upper())
     except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
         return None
-    b0, b1 = fns[0], fns[1]
+    return _taylor_sum_log(fns[0], fns[1], a, N, H, M3u)
+
+
+def _taylor_sum_log(b0, b1, a, N, H, M3u, g_max=2.0**-20):
+    """Theorem 15h's ``(log S, rel)`` for ``S = sum_{a <= k < a + N} e^{b(k)}`` once ``|b'''| <= M3u`` is proved on the
+    real range (``H``: the largest half-width with ``M3u H^3/6 <= 2^-41``, ``None`` where ``M3u = 0``), or ``None``;
+    ``b0``, ``b1``: ``b`` and ``b'`` as numpy functions; ``g_max``: the largest ``|gamma| H^2`` admitted (``2^-20``;
+    Theorem 15j asks ``2^-24`` first, whose second-order term ``g^2/2`` is below ``2^-49``). Shared by :func:`taylor_pieces_log`
+    and :func:`anchored_log_sum` (Theorem 15j)."""
+    from .._balls import arb_precision
+
     w = N if H is None else min(N, 2 * H + 1)  # b''' = 0 on the range: one piece (b is a quadratic there)
     for attempt in range(2):
         if -(-N // w) > _TAYLOR_PIECES:
@@ -992,11 +1048,11 @@ def taylor_pieces_log(fns, trees, a, c):
         if not (np.all(np.isfinite(bf)) and np.all(np.isfinite(beta)) and np.all(np.isfinite(gH)) and np.all(dx > 0)):
             return None
         gHmax = float(np.max(np.abs(gH)))
-        if gHmax <= 2.0**-20:
+        if gHmax <= g_max:
             break
         if attempt:
             return None
-        w = min(w, 2 * int(Hf * math.sqrt(2.0**-21 / gHmax)) + 1)  # |gamma| H^2 <= 2^-21 (2^-20 asked at the new middles)
+        w = min(w, 2 * int(Hf * math.sqrt(0.5 * g_max / gHmax)) + 1)  # |gamma| H^2 <= g_max/2 (g_max asked at the new middles)
     P = fm.size
     bm = bf + beta * delta  # b(m) = b(fm) + b'(fm) delta + b''(xi) delta^2/2 (the last in the estimate)
     t1 = t0 + cnt - 1
@@ -1045,6 +1101,222 @@ def taylor_pieces_log(fns, trees, a, c):
     if not rel <= TAYLOR_ACCEPT:
         return None
     return out, rel
+
+
+_ANCHOR_DEGREE = 19  # Theorem 15j: the Taylor polynomial about the range's top has degree at most this
+_ANCHOR_MARGIN = 32.0  # Theorem 15j: the kept range reaches where b has fallen by log(c - a + 1) + 32 below b(c)
+ANCHOR_ERR = 2.0**-44  # Theorem 15j: the polynomial's proved distance from b(c - t) - b(c) on the kept range
+_ANCHOR_ERR_HALF = 2.0**-45  # Theorem 15j: of which Lagrange's remainder (Cauchy's estimate on a complex box)
+ANCHOR_HEAD = 2.0**-42  # Theorem 15j: the dropped head's proved bound, relative to the kept sum
+
+
+def _b_series(tree, x, length):
+    """The Taylor coefficients ``b^(j)(xi)/j!``, ``j < length``, of the bias itself (not of ``e^b``), enclosed for every
+    ``xi`` in the ball ``x`` (Arb power series; call under :func:`otprior._balls.arb_precision`)."""
+    old = flint.ctx.cap
+    flint.ctx.cap = max(old, length)
+    try:
+        cs = _eval(tree, flint.arb_series([x, 1], prec=length), flint.arb, True).coeffs()
+    finally:
+        flint.ctx.cap = old
+    return list(cs) + [flint.arb(0)] * (length - len(cs))
+
+
+def _cauchy_box_bound(tree, K, c, r, bc):
+    """An upper bound (``arb``) of ``|b(z) - b(c)|`` on the box ``[K - r, c + r] x i[-r, r]`` (one complex Arb evaluation
+    with analytic branches, :func:`_eval_u`: not finite where ``b`` is not analytic there), or ``None``."""
+    box = flint.acb(flint.arb(K - r).union(flint.arb(c + r)), flint.arb(-r).union(flint.arb(r)))
+    v = _eval_u(tree, box.log(analytic=True), box, True)
+    if not v.is_finite():
+        return None
+    out = abs(v - bc)
+    return flint.arb(out.upper()) if out.is_finite() else None
+
+
+def anchor_polynomial(tree, c, keep, bits):
+    """``(q, eps_P)``: the doubles ``q[1..J]`` of ``P(t) = sum_j q[j] t^j`` with ``|b(c - t) - b(c) - P(t)| <= eps_P`` for
+    every integer ``0 <= t < keep`` (Theorem 15j (i), ``proofs/closed_form_tails.md``: Lagrange's remainder by Cauchy's
+    estimate on the box ``[K - r, c + r] x i[-r, r]``, plus the coefficients' rounding), or ``None`` where no degree
+    ``J <= 19`` brings ``eps_P`` below ``2^-44``. ``q[0] = 0``. Call under :func:`otprior._balls.arb_precision` (``bits``)."""
+    K, T1 = c - keep + 1, keep - 1
+    t1 = flint.arb(T1)
+    bc = _eval(tree, flint.arb(c), flint.arb)
+    if not bc.is_finite():
+        return None
+    radii = sorted({r for r in ((9 * K) // 10, 64 * T1, 8 * T1) if r > 2 * T1}, reverse=True)
+    J = remainder = None
+    for r in radii:
+        M = _cauchy_box_bound(tree, K, c, r, bc)  # |b^(j)(xi)/j!| <= M/r^j for xi in [K, c], j >= 1 (Cauchy)
+        if M is None:
+            continue
+        ratio = t1 / r
+        for j in range(1, _ANCHOR_DEGREE + 1):
+            bound = M * ratio ** (j + 1)  # Lagrange's remainder of the degree-j polynomial, at t = T1
+            if bound.upper() <= _ANCHOR_ERR_HALF:
+                J, remainder = j, bound
+                break
+        if J is not None:
+            break
+    if J is None:
+        return None
+    with _less_bits(bits - 96):  # the coefficients need only their doubles
+        at_c = _b_series(tree, flint.arb(c), J + 1)
+    if not all(v.is_finite() for v in at_c):
+        return None
+    q = [0.0] + [float(v.mid()) * (-1) ** j for j, v in enumerate(at_c) if j >= 1]
+    err = remainder
+    for j in range(1, J + 1):  # the coefficients' rounding: |(-1)^j c_j - q_j| t^j, largest at t = T1
+        err += abs(at_c[j] - flint.arb(q[j]) * (-1) ** j) * t1**j
+    err = float(err.upper())
+    return (q, err) if err <= ANCHOR_ERR else None
+
+
+def _polynomial_kept_log(tree, c, keep, bits):
+    """``(phi, rel)`` for ``log sum_{t=0}^{keep-1} e^{b(c - t) - b(c)}`` from :func:`anchor_polynomial` and Theorem 15h
+    on the polynomial (Theorem 15j (ii)), or ``None``. Call under :func:`otprior._balls.arb_precision` (``bits``)."""
+    got = anchor_polynomial(tree, c, keep, bits)
+    if got is None:
+        return None
+    q, err = got
+    t1 = flint.arb(keep - 1)
+    J = max([j for j, v in enumerate(q) if v != 0.0] + [1])
+    qa = [flint.arb(v) for v in q[: J + 1]]  # exact doubles: |P'''| on [0, T1] from them, exactly
+    M3 = sum((abs(qa[j]) * (j * (j - 1) * (j - 2)) * t1 ** (j - 3) for j in range(3, J + 1)), flint.arb(0))
+    M3u = flint.arb(M3.upper())
+    H = _largest_h(flint.arb((M3u / 6).upper()), -41, 3)
+    # |gamma| H^2 <= 2^-24 where at most 4096 pieces allow it (the second-order term g^2/2 below 2^-49), else Theorem
+    # 15h's own 2^-20: |P''/2| <= G2 on [0, T1] from the coefficients, so the pieces need not be narrowed again
+    G2 = sum((abs(qa[j]) * (j * (j - 1) // 2) * t1 ** (j - 2) for j in range(2, J + 1)), flint.arb(0))
+    for g_exp in (-24, -20):
+        Hg = _largest_h(flint.arb(G2.upper()), g_exp, 2)
+        Hj = H if Hg is None else (Hg if H is None else min(H, Hg))
+        if Hj is None or -(-keep // (2 * Hj + 1)) <= _TAYLOR_PIECES:
+            break
+    horner = float(sum((abs(v) * t1**j for j, v in enumerate(qa)), flint.arb(0)).upper()) * 2 * J * _EPS
+    coef = np.array(q[: J + 1])
+    dcoef = coef[1:] * np.arange(1, J + 1)
+
+    def P(t):
+        return np.polynomial.polynomial.polyval(t, coef)
+
+    def dP(t):
+        return np.polynomial.polynomial.polyval(t, dcoef)
+
+    kept = _taylor_sum_log(P, dP, 0, keep, Hj, M3u)
+    if kept is None:
+        return None
+    return kept[0], kept[1] + math.expm1(err) * (1 + 2.0**-40) + horner
+
+
+_ANCHOR_LINEAR = 2.0**-62  # Theorem 15j(v): the certified form needs |b(c - t) - b(c) + b'(c) t| below this on the kept range
+
+
+def anchored_sum_arb(tree, a, c, bits):
+    """An Arb ball containing ``sum_{k=a}^{c} e^{b(k) - b(c)}`` by Theorem 15j(v) (``proofs/closed_form_tails.md``), or
+    ``None``: where ``b`` is linear to within ``2^-62`` over the kept range (Cauchy's estimate
+    ``|b''(xi)|/2 <= M/r^2`` on the box of :func:`_cauchy_box_bound`, so ``|b(c - t) - b(c) + b'(c) t| <= M (t/r)^2``),
+    the kept sum lies in ``e^{[-eps, eps]}`` times the geometric sum ``expm1(-beta (T1 + 1))/expm1(-beta)`` with the ball
+    ``beta = b'(c)`` from Arb's series at the exact integer ``c``, and the dropped head adds ``[0, (K - a) e^{sup b - b(c)}]``
+    (Theorem 15d). Made for ``n = 1e300`` next to ``n`` (``sqrt(d)``: Theorem 15's Euler-Maclaurin took 20 ms there).
+    Call under :func:`otprior._balls.arb_precision` (``bits``)."""
+    if c < a:
+        return None
+    if c == a:
+        return flint.arb(1)
+    N = c - a + 1
+    beta = _b_series(tree, flint.arb(c), 2)[1]
+    if not beta.is_finite() or not beta > 0:
+        return None
+    keep = min(N, int((math.log(N) + 48.0) / float(beta.mid())) + 1)
+    K, T1 = c - keep + 1, keep - 1
+    bc = _eval(tree, flint.arb(c), flint.arb)
+    if not bc.is_finite() or T1 == 0:
+        return None
+    r = (9 * K) // 10
+    if not r > 2 * T1:
+        return None
+    M = _cauchy_box_bound(tree, K, c, r, bc)
+    if M is None:
+        return None
+    eps = M * (flint.arb(T1) / r) ** 2
+    if not eps.upper() <= _ANCHOR_LINEAR:
+        return None
+    eps = flint.arb(eps.upper())
+    kept = (-beta * (T1 + 1)).expm1() / (-beta).expm1() * (-eps).exp().union(eps.exp())
+    if K <= a:
+        return kept if kept.is_finite() else None
+    U = _interval(tree, a, K - 1)[1]
+    Lc = point_interval(tree, c)[0]
+    if U is None or Lc is None:
+        return None
+    head = (flint.arb(K - a).log() + U - Lc).exp()
+    out = kept + flint.arb(0).union(flint.arb(head.upper()))
+    return out if out.is_finite() else None
+
+
+def anchored_log_sum(tree, a, c, bits, fns=None, third=None):
+    """``(phi, rel)`` with ``phi = log sum_{k=a}^{c} e^{b(k) - b(c)}`` (the sum relative to its last term) in double
+    precision by Theorem 15j (``proofs/closed_form_tails.md``), or ``None``.
+
+    No large value of ``b`` is read in double: ``b(c - t) - b(c)`` is the Taylor polynomial ``P(t)`` of ``b`` about
+    ``c`` (Arb coefficients at the exact integer ``c``, rounded to doubles), whose distance from it on the kept range
+    ``0 <= t <= T1`` is proved below ``2^-44`` by the Lagrange remainder ``sup|b^(J+1)/(J+1)!| T1^(J+1)`` (one Arb power
+    series of ``b`` with the whole real range as its constant term: a feature anywhere in it makes the bound large)
+    plus the coefficients' rounding; ``b`` must be analytic on the kept range (:func:`analytic_on`). Theorem 15h sums
+    ``e^P`` over the kept range from the exact bounds of ``|P''|`` and ``|P'''|`` (``|gamma| H^2 <= 2^-24`` where 4096
+    pieces allow it, else ``2^-20``). Where no polynomial of
+    degree below 20 is close enough and ``c < 2^53``, Theorem 15h on ``b`` itself (``fns``, ``third``: numpy functions and
+    the trees of ``b``, ``b'''``) less ``b(c)`` in double answers instead. The kept range reaches where ``b'(c) t`` is
+    ``log(c - a + 1) + 32`` (four times that once, for a bias whose slope grows towards ``c``); the terms before it
+    (the head ``[a, K - 1]``) are bounded by ``(K - a) e^{sup b - b(c)}`` (Theorem 15d's interval bound at ``bits``
+    bits) and must be below ``2^-42`` of the kept sum. ``rel`` is the proved part (the polynomial's distance, the head,
+    Theorem 15h's truncation) plus the estimate of the rounding (Theorem 15h's, and Horner's ``2J eps sum |q_j| T1^j``);
+    ``None`` where it exceeds ``2^-38``. Made for a growing bias next to ``n`` (``sqrt(d)`` at ``n = 1e300``: ``b = 1e150``
+    in double is ``1e134`` off, while ``b(c - t) - b(c)`` is what the masses depend on)."""
+    from .._balls import arb_precision
+
+    if c < a:
+        return None
+    if c == a:
+        return 0.0, 0.0
+    N = c - a + 1
+    try:
+        with arb_precision(96):
+            slope = _b_series(tree, flint.arb(c), 2)[1]
+            beta = float(slope.mid()) if slope.is_finite() else math.nan
+        if not math.isfinite(beta):
+            return None
+        for reach in (1.0, 4.0):
+            # the kept range t = 0 .. keep - 1 (k = K .. c): all of [a, c] unless b has fallen by log N + 32 before
+            keep = N if beta <= 0 else min(N, int(reach * (math.log(N) + _ANCHOR_MARGIN) / beta) + 1)
+            K = c - keep + 1
+            with arb_precision(bits):
+                kept = _polynomial_kept_log(tree, c, keep, bits)
+            if kept is None and fns is not None and third is not None and c < 1 << 53:
+                got = taylor_pieces_log(fns, third, K, c)
+                with np.errstate(all="ignore"):
+                    bc = float(np.asarray(fns[0](np.array([float(c)])), dtype=float).ravel()[0])
+                if got is not None and math.isfinite(bc):
+                    kept = got[0] - bc, got[1] + (abs(got[0]) + abs(bc) + 1) * 2 * _EPS
+            if kept is None:
+                return None
+            phi, rel = kept
+            if K <= a:
+                return (phi, rel) if rel <= TAYLOR_ACCEPT else None
+            with arb_precision(bits):
+                U = _interval(tree, a, K - 1)[1]
+                Lc = point_interval(tree, c)[0]
+                if U is None or Lc is None:
+                    return None
+                head = float((flint.arb(K - a).log() + U - Lc).upper())
+            # sum_{k<K} e^{b(k) - b(c)} <= e^head; the kept sum is at least e^phi (1 - rel) >= e^(phi - 2^-37)
+            frac = math.exp(head - phi + 2.0**-37) if head - phi < 0 else math.inf
+            if frac <= ANCHOR_HEAD:
+                rel += frac
+                return (phi, rel) if rel <= TAYLOR_ACCEPT else None
+    except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
+        return None
+    return None
 
 
 def short_range(a, c):
@@ -1162,12 +1434,30 @@ def proved_error_log(tree, edges, log_budget):
         if not v.is_finite():
             return None
         R = flint.arb(v.real.upper())
+        Rf = R + hi  # Re(b(e^z) + z) <= R + hi on the box
+        if kappa != 0:
+            # Theorem 15i(iv): b(e^z) + z = (kappa + 1) z + rest(z), so Re(b(e^z) + z) <= max((kappa + 1) Re z) + sup Re rest
+            # (-1.1 log(1 + e^z) + z: e^{-0.1 u_i} where the two copies of z in ball arithmetic gave e^{-1.1 u_i + u_j})
+            try:
+                rest = _eval_u_rest(tree, z, _exp_box(lo, hi, eta, cs), True)
+            except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
+                rest = None
+            if rest is not None and rest.is_finite():
+                k1 = flint.arb(kappa + 1)
+                Rf = Rf.min(flint.arb((k1 * lo).max(k1 * hi).upper()) + flint.arb(rest.real.upper()))
         # log(e^gl + e^em) <= max + log 2 (the log 2 inside both constants)
-        gl = ((u1 - u0) / 2).log() + gl_const + R + hi
+        gl = ((u1 - u0) / 2).log() + gl_const + Rf
         em = R + em_const - 3 * u0
         both = gl.max(em)
         return float(both.upper()) if both.is_finite() else None
 
+    kappa = _linear_part(tree)
+    if kappa != 0 and P > 1 and total > _GROUP_U:  # (within _GROUP_U the first group below is the whole range already)
+        # one box for the whole range first (Theorem 15i(iv) keeps its bound tight for a power-law decay); where that
+        # fails, the groups below as before
+        whole = group_bound(0, P, _RHOS[0])
+        if whole is not None and whole <= log_budget:
+            return whole + 1e-12 * (1 + abs(whole))
     stack, i = [], 0
     while i < P:  # first groups: at most _GROUP_U of u each
         j = int(np.searchsorted(edges, edges[i] + _GROUP_U, side="right")) - 1
@@ -1701,6 +1991,20 @@ def twist_parts(tree_h, a, c, p=TWIST_ORDER):
     ``sum_pieces (len) sup|g^(p)/p!|`` on ``[a, c + 1]`` (``None`` if not finite) and the Taylor coefficients at
     ``a`` and ``c + 1``."""
     return sup_coeff_sum(tree_h, a, c + 1, p), _coeffs(tree_h, flint.arb(a), p), _coeffs(tree_h, flint.arb(c + 1), p)
+
+
+class _less_bits:
+    """Lower ``flint.ctx.prec`` by ``fewer`` bits for a block (the caller holds :func:`arb_precision`'s lock)."""
+
+    def __init__(self, fewer):
+        self.fewer = fewer
+
+    def __enter__(self):
+        self.old = flint.ctx.prec
+        flint.ctx.prec = max(64, self.old - self.fewer)
+
+    def __exit__(self, *exc):
+        flint.ctx.prec = self.old
 
 
 class _more_bits:

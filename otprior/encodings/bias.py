@@ -36,8 +36,12 @@ from ._bias_float import (
 )
 from ._bias_tail import (
     Unsupported,
+    _eval,
+    _interval,
     _logsumexp,
     _sides,
+    anchored_log_sum,
+    anchored_sum_arb,
     compile_bias,
     direct_sum_arb,
     float_tail_log,
@@ -115,19 +119,34 @@ def _dominant_masses(tree, window, n):
     return out
 
 
+def _whole_upper(tree, a, c):
+    """``log(c - a + 1) + sup b`` over ``[a, c]`` from one interval bound (Theorem 15d(ii) with a single piece), or ``None``."""
+    try:
+        U = _interval(tree, a, c)[1]
+    except (ValueError, ZeroDivisionError, ArithmeticError):
+        return None
+    return None if U is None or not U.is_finite() else flint.arb((flint.arb(c - a + 1).log() + U).upper())
+
+
 def _dominant_at(tree, window, n, prec):
-    """:func:`_dominant_masses` at ``prec`` bits."""
+    """:func:`_dominant_masses` at ``prec`` bits. A side's upper bound is tried first from one interval bound over the
+    whole side (Theorem 15d(ii) with a single piece: enough where the side is short, ``W = n - 1e5`` at ``1e300``), then
+    on the ~60 pieces of :func:`_sides`."""
     with arb_precision(prec):
         small = flint.arb(0).union(flint.arb(-_DOMINANCE).exp())
         Ls = log_sum_bounds(tree, 0, window - 1, upper=False)[0]
         Lt = log_sum_bounds(tree, window, n - 1, upper=False)[0]
         # a side's upper bound is formed only where the other side's lower bound could beat it (U >= L)
         if Lt is not None and (Ls is None or Lt - Ls > _DOMINANCE):
-            Us = log_sum_bounds(tree, 0, window - 1, lower=False)[1]
+            Us = _whole_upper(tree, 0, window - 1)
+            if Us is None or not Lt - Us > _DOMINANCE:
+                Us = log_sum_bounds(tree, 0, window - 1, lower=False)[1]
             if Us is not None and Lt - Us > _DOMINANCE:
                 return small, 1 - small
         if Ls is not None and (Lt is None or Ls - Lt > _DOMINANCE):
-            Ut = log_sum_bounds(tree, window, n - 1, lower=False)[1]
+            Ut = _whole_upper(tree, window, n - 1)
+            if Ut is None or not Ls - Ut > _DOMINANCE:
+                Ut = log_sum_bounds(tree, window, n - 1, lower=False)[1]
             if Ut is not None and Ls - Ut > _DOMINANCE:
                 return 1 - small, small
     return None
@@ -194,6 +213,126 @@ def _float_masses(sums):
         return 1.0 / (1.0 + r), (r / (1.0 + r) if r < 1 else 1.0 / (1.0 + 1.0 / r))
     lr = (Lt - Ls) + math.log(Vt) - math.log(Vs)
     return float(np.exp(-np.logaddexp(0.0, lr))), float(np.exp(-np.logaddexp(0.0, -lr)))
+
+
+def _steep_at_window(b, d, window):
+    """Whether ``b'(W - 1) W > log W + 32`` in double (a cheap test, no proof: Theorem 15j then keeps less than the
+    window side's whole range, and is tried before Theorem 15's float)."""
+    with np.errstate(all="ignore"):
+        try:
+            s = float(np.asarray(_numpy_fns(b, d)[1](np.array([float(window - 1)])), dtype=float).ravel()[0])
+        except (ValueError, TypeError, OverflowError):
+            return False
+    return bool(s > 0 and s * window > math.log(window) + 32)
+
+
+_NEGLIGIBLE = 2.0**-60  # Theorem 15k: an additive term within [-2^-60, 2^-60] on a range is left out of its sum
+
+
+def _without_negligible_terms(b, d, a, c):
+    """``b`` less its top-level additive terms ``p`` whose interval bound on ``[a, c]`` (Theorem 15d(i), Arb, outward
+    rounded) lies within ``[-2^-60, 2^-60]``, or ``None`` where there is none (Theorem 15k, ``proofs/closed_form_tails.md``:
+    ``sum e^{h + p} = (1 + theta) sum e^h``, ``|theta| <= e^{2^-60} - 1``). A double pre-test at ``a`` and ``c`` skips the
+    terms that are plainly not small. ``exp(-exp(d/1000))`` beside ``-1.1 log(d + 1)`` beyond ``d = 4096``
+    (``<= e^{-60}``): its complex boxes (Theorem 15i) and wide Taylor balls (Theorem 15) are unbounded where the term
+    itself is below every double."""
+    if not b.is_Add:
+        return None
+    drop = []
+    for term in b.args:
+        if not term.has(d):
+            continue
+        with np.errstate(all="ignore"):
+            try:
+                ends = np.asarray(_numpy_value(term, d)(np.array([float(a), float(c)])), dtype=float) * np.ones(2)
+            except (ValueError, TypeError, OverflowError):
+                continue
+        if not np.all(np.abs(ends) <= 1e-15):
+            continue
+        tree = _compiled(term, d)
+        if tree is None:
+            continue
+        with arb_precision(96):
+            try:
+                lo, hi = _interval(tree, a, c)
+            except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
+                continue
+        if lo is not None and hi is not None and lo >= -_NEGLIGIBLE and hi <= _NEGLIGIBLE:
+            drop.append(term)
+    if not drop or len(drop) == len([t for t in b.args if t.has(d)]):
+        return None
+    return b - sum(drop)
+
+
+@functools.lru_cache(maxsize=128)
+def _has_dying_term(b, d):
+    """Whether some top-level additive term of ``b`` is below ``1e-15`` in double at ``d = 1e300`` (a cheap test, no
+    proof: Theorem 15k is then tried before the whole bias in the float's tails)."""
+    if not b.is_Add:
+        return False
+    for term in b.args:
+        if not term.has(d):
+            continue
+        with np.errstate(all="ignore"):
+            try:
+                v = float(np.asarray(_numpy_value(term, d)(np.array([1e300])), dtype=float).ravel()[0])
+            except (ValueError, TypeError, OverflowError):
+                continue
+        if abs(v) <= 1e-15:
+            return True
+    return False
+
+
+def _anchored_float(b, d, tree, window, n):
+    """``(m, D)`` in double precision by Theorem 15j (``proofs/closed_form_tails.md``), or ``None``: each side's sum
+    relative to its last term (:func:`anchored_log_sum`: ``S_W = e^{b(W - 1) + phi_S}``, ``T = e^{b(n - 1) + phi_T}``) and
+    ``Delta = b(n - 1) - b(W - 1)`` as an Arb ball at ``96 + log2 n`` bits, so ``T/S_W = e^{Delta + phi_T - phi_S}`` never
+    forms a large ``b`` in double (``sqrt(d)`` at ``n = 1e300`` is ``1e150``, whose double is ``1e134`` off). Answers
+    where ``rel_S + rel_T`` and the rounding of ``Delta`` and of the masses stay within ``2^-38``."""
+    bits = 96 + n.bit_length()
+    fns, third = _numpy_fns(b, d), _derivative_trees(b, d, 3)
+    S = anchored_log_sum(tree, 0, window - 1, bits, fns, third)
+    if S is None:
+        return None
+    T = anchored_log_sum(tree, window, n - 1, bits, fns, third)
+    if T is None:
+        return None
+    try:
+        with arb_precision(bits):
+            delta = _eval(tree, flint.arb(n - 1), flint.arb) - _eval(tree, flint.arb(window - 1), flint.arb)
+    except (ValueError, ZeroDivisionError, ArithmeticError):
+        return None
+    if not delta.is_finite():
+        return None
+    dm = float(delta.mid())
+    lr = dm + T[0] - S[0]
+    # m = 1/(1 + e^lr): its relative error is at most the sums' (rel_S + rel_T) plus |lr| (4 eps) for forming lr and
+    # Delta's radius; D likewise
+    rel = S[1] + T[1] + float(delta.rad()) + (abs(lr) + abs(dm) + 8) * 4 * 2.0**-53
+    if not (math.isfinite(lr) and rel <= ACCEPT):
+        return None
+    return float(np.exp(-np.logaddexp(0.0, lr))), float(np.exp(-np.logaddexp(0.0, -lr)))
+
+
+def _anchored_balls(b, d, tree, window, n):
+    """``(m, D)`` as Arb balls of relative radius below ``2^-55`` by Theorem 15j(v) (:func:`anchored_sum_arb` on each side,
+    ``Delta = b(n - 1) - b(W - 1)`` at ``96 + log2 n`` bits), or ``None``."""
+    bits = 96 + n.bit_length()
+    try:
+        with arb_precision(bits):
+            S = anchored_sum_arb(tree, 0, window - 1, bits)
+            T = None if S is None else anchored_sum_arb(tree, window, n - 1, bits)
+            if T is None:
+                return None
+            delta = _eval(tree, flint.arb(n - 1), flint.arb) - _eval(tree, flint.arb(window - 1), flint.arb)
+            r = delta.exp() * T / S
+            m = 1 / (1 + r)
+            D = 1 / (1 + 1 / r)
+            if is_tight(m, _EM_BITS) and is_tight(D, _EM_BITS):
+                return m, D
+    except (ValueError, ZeroDivisionError, ArithmeticError):
+        return None
+    return None
 
 
 def _periodic_float(tree, window, n):
@@ -296,6 +435,12 @@ def _numpy_fns(b, d):
     return tuple(sp.lambdify(d, e, "numpy") for e in exprs)
 
 
+@functools.lru_cache(maxsize=256)
+def _numpy_value(e, d):
+    """``e`` alone as a numpy function (sympy's lambdify, once; no derivatives: the cheap tests of Theorem 15k)."""
+    return import_sympy().lambdify(d, e, "numpy")
+
+
 def _real_domain_problem(b, d, asymptotic_only=False):
     """``None`` when sympy proves ``b`` real and continuous on all of ``[0, oo)``, else the reason.
 
@@ -388,6 +533,8 @@ def _tail_limit(bias_fn, b, d, W):
 
 
 _TAIL_PIECES = 2048  # geometric pieces [x, 2x] of the tail beyond direct summation (n up to 1e300)
+_TAIL_EVALS = 2000  # Theorem 13's tail: integrand evaluations in all of one tail's acb.integral calls (then: not proved)
+_FLOAT_BALLS = {}  # (sympy Float, precision) -> its arb ball (_ball_eval)
 
 
 def _ball_eval(expr, d, x, complex_=False, analytic=False):
@@ -411,7 +558,12 @@ def _ball_eval(expr, d, x, complex_=False, analytic=False):
                 return kind(int(e))
             if e.is_Rational:
                 return kind(int(e.p)) / int(e.q)
-            return kind(flint.arb(str(sp.Float(e, 40))))
+            key = (e, flint.ctx.prec)  # sympy's printing of a Float is slow: once per constant and precision
+            if key not in _FLOAT_BALLS:
+                if len(_FLOAT_BALLS) > 1024:
+                    _FLOAT_BALLS.clear()
+                _FLOAT_BALLS[key] = flint.arb(str(sp.Float(e, 40)))
+            return kind(_FLOAT_BALLS[key])
         if e.is_Add:
             out = kind(0)
             for a in e.args:
@@ -461,7 +613,8 @@ def _tail_sum_arb(expr, d, N, n, prec=96):
     ``b`` decreasing on ``[N, n]`` (``b' < 0`` proved on geometric pieces ``[x, 2x]`` in Arb)
     gives ``int_N^n f <= sum <= f(N) + int_N^{n-1} f`` with ``f = e^b``; each piece of the
     integral is Arb's rigorous ``acb.integral``. Returns ``None`` when a step is not proved
-    (then the caller refuses), or when the expression has an unsupported function.
+    (then the caller refuses), when the expression has an unsupported function, or when the
+    integrals together need more than 2000 evaluations of the integrand (bounded time).
     """
     import flint
 
@@ -476,6 +629,7 @@ def _tail_sum_arb(expr, d, N, n, prec=96):
             if len(edges) > _TAIL_PIECES:
                 return None
         total = flint.arb(0)
+        spent = [0]
         for lo, hi in zip(edges[:-1], edges[1:], strict=True):
             # b' < 0 on [lo, hi]: split the interval a few times before giving up
             pieces = [(lo, hi)]
@@ -495,10 +649,17 @@ def _tail_sum_arb(expr, d, N, n, prec=96):
                 return None
 
             def f(z, analytic):
+                spent[0] += 1
                 v = _ball_eval(expr, d, z, complex_=True, analytic=analytic)
                 return v.exp() if v is not None else flint.acb("nan")
 
-            piece = flint.acb.integral(f, flint.acb(lo), flint.acb(hi), rel_tol=flint.arb(2) ** -70, eval_limit=20000)
+            # bounded work: at most _TAIL_EVALS evaluations over all pieces (successful tails take a few hundred;
+            # -1.1 log(d + 1) + exp(-exp(d/1000)) at n = 1e6 spent 47,000 of them, 4-7 s, and was not proved)
+            left = _TAIL_EVALS - spent[0]
+            if left <= 0:
+                return None
+            piece = flint.acb.integral(f, flint.acb(lo), flint.acb(hi), rel_tol=flint.arb(2) ** -70,
+                                       eval_limit=min(20000, left))
             if not piece.real.is_finite() or not (piece.imag.rad() < 1):
                 return None
             total += piece.real
@@ -564,10 +725,14 @@ class Bias(Encoding):
         (``DomainError``) when it contains ``I`` or when its value at some ``d = 0, ..., 64``,
         enclosed in complex Arb balls, is not finite or not real
         (:func:`otprior.expression.check_bias_values`). A callable needs ``asymptotic``.
-        A decimal constant means the decimal as written (up to the 17 significant digits a double
-        keeps): the certified routes enclose the masses of that exact decimal, the float routes
-        evaluate its nearest double. Near a resonance the two differ measurably
-        (``sin(6.28318530717959*d)`` at ``n = 1e15``: 3.7% between the decimal and its double).
+        A decimal constant means the decimal as written, every digit up to 60 significant ones
+        (``1.10000000000000000001`` is that number, not ``1.1``; beyond 60 digits, its double's shortest
+        ``repr``): the certified routes, and the exact phase reductions of the float routes of
+        Theorems 15e-15f, use that exact decimal; the other float routes evaluate its nearest double,
+        a relative change of at most ``2^-53`` in each constant, which their error estimates count as
+        part of the rounding of ``b`` (``|b| eps``, assuming no cancellation between terms). Near a
+        resonance the decimal and its double differ measurably (``sin(6.28318530717959*d)`` at
+        ``n = 1e15``: 3.7%; ``sin(6.28318530717958647692*d)`` at ``W = 1000``, ``n = 66000``: 1.6e-11).
     symbol : str or sympy.Symbol, optional
         The distance symbol (``"d"`` for text; a sympy expression's only free symbol by default).
     asymptotic : str or sympy expression, optional
@@ -620,9 +785,14 @@ class Bias(Encoding):
     feature narrower than its pieces, ``5*exp(-((d-90000)/30)**2)`` in a decay at ``n = 1e5``, which it once missed
     for 5% of ``D``, makes the bound large and the route declines; a range short against its start by Theorem 15h,
     an interval bound of ``b'''`` on the whole range), while :meth:`mass_enclosures` bounds ``b`` on every piece and
-    encloses or refuses; a bias increasing towards ``n - 1`` (``sqrt(d)`` at
-    ``W = n - 1``) is summed in double in the reversed variable ``t = n - 1 - d`` (error about
-    ``(|b(W) - b(n - 1)| + 300) eps``). Still refused beyond ``n = 2**22``, by name and
+    encloses or refuses; a bias growing towards ``W - 1`` and ``n - 1`` (``sqrt(d)`` at ``W = n - 1e5`` and ``n - 1``, any
+    ``n``) by Theorem 15j: each side relative to its last term, ``b(c - t) - b(c)`` as its Taylor polynomial about the
+    top ``c`` (Lagrange's remainder proved by Cauchy's estimate on a complex box around the kept range, so a narrow step
+    or bump there declines the route), Theorem 15h on the polynomial, and the terms before the kept range bounded by
+    an interval bound of ``b`` (error about ``(|log(T/S_W)| + 8) eps`` plus Theorem 15h's); a top-level additive term
+    proved within ``[-2^-60, 2^-60]`` on a range by interval bounds is left out of that range's sum, in both routes
+    (Theorem 15k: ``exp(-exp(d/1000))`` beside ``-1.1*log(d+1)``, unbounded on the complex boxes and wide Taylor balls
+    where it is below every double). Still refused beyond ``n = 2**22``, by name and
     at once: two periodic terms, a periodic factor, amplitudes above 150, and weights whose logarithms
     are beyond Arb's range on both sides (``exp(exp(d))`` from ``d = 64``).
     """
@@ -751,8 +921,17 @@ class Bias(Encoding):
             dominant = _dominant_masses(tree, window, n)
             if dominant is not None:
                 return float(dominant[0].mid()), float(dominant[1].mid())
+        # a bias growing steeply towards W - 1 (its sum held by its last log(W) + 32 slopes): Theorem 15j first, each
+        # side relative to its last term (Theorem 15i's proof declines a growing range, after Theorem 15h paid for T)
+        steep = tree is not None and _steep_at_window(*reversed(self._sym), window)
+        fast = _anchored_float(*reversed(self._sym), tree, window, n) if steep else None
+        if fast is not None:
+            return fast
         fast = self._em_float(window, n)
         if fast is not None:
+            return fast
+        fast = None if tree is None or steep else _anchored_float(*reversed(self._sym), tree, window, n)
+        if fast is not None:  # Theorem 15j where Theorem 15's float declined
             return fast
         # Theorem 15g(iv)'s float is withdrawn: its quadrature reads b' only at nodes and
         # has no proved error (sqrt(d) - 0.5 e^{-e^{d - 999999849}} at W = 999900000, n = 1e9 gave 0.2057222409339728 for
@@ -860,20 +1039,32 @@ class Bias(Encoding):
                 v = float(np.asarray(fns[0](np.array([float(k)])), dtype=float).ravel()[0])
             return v if not math.isnan(v) and v != math.inf else None
 
+        def tail_log(a, c, ref=-math.inf):
+            dying = _has_dying_term(b, d)  # a term that falls below every double far out: Theorem 15k first
+            out = None if dying else float_tail_log(fns, a, c, ref, d3, tree)
+            if out is None:  # Theorem 15k: without the additive terms proved below 2^-60 on [a, c], if any
+                reduced = _without_negligible_terms(b, d, a, c)
+                if reduced is not None:
+                    out = float_tail_log(_numpy_fns(reduced, d), a, c, ref, _derivative_trees(reduced, d, 3),
+                                         _compiled(reduced, d))
+                if out is None and dying:
+                    out = float_tail_log(fns, a, c, ref, d3, tree)
+            return out
+
         if window > N:
             # the distant side first: it declines more often (a growing bias), before the window side's proof is paid
-            tn = float_tail_log(fns, window, n - 1, third=d3, tree=tree) if n - 1 > window else one(window)  # T alone: D's relative accuracy
+            tn = tail_log(window, n - 1) if n - 1 > window else one(window)  # T alone: D's relative accuracy
             if tn is None:
                 return None
             lh = logsumexp(logw)
-            tw = float_tail_log(fns, N, window - 1, lh, d3, tree) if window - 1 > N else one(N)
+            tw = tail_log(N, window - 1, lh) if window - 1 > N else one(N)
             if tw is None:
                 return None
             log_head = np.logaddexp(lh, tw)
             log_tail = tn
         else:
             log_head = logsumexp(logw[:window])
-            tn = float_tail_log(fns, N, n - 1, logsumexp(logw[window:]) if window < N else -math.inf, d3, tree)
+            tn = tail_log(N, n - 1, logsumexp(logw[window:]) if window < N else -math.inf)
             if tn is None:
                 return None
             log_tail = np.logaddexp(logsumexp(logw[window:]), tn) if window < N else tn
@@ -937,7 +1128,14 @@ class Bias(Encoding):
                 if twisted:
                     memo[key] = mixed_sum_arb(tree, split, lo, hi, N, prec + 16, why=why)
                 else:
-                    memo[key] = range_sum_arb(tree, lo, hi, N, prec, why)
+                    # Theorem 15k: beyond a point where some terms are below 2^-60, without them (first where a term of
+                    # b falls below every double far out: Theorem 15 on the whole bias then declines)
+                    dying = _has_dying_term(b, d)
+                    memo[key] = self._sum_without_negligible(lo, hi, N, prec, why) if dying else None
+                    if memo[key] is None:
+                        memo[key] = range_sum_arb(tree, lo, hi, N, prec, why)
+                    if memo[key] is None and not dying:
+                        memo[key] = self._sum_without_negligible(lo, hi, N, prec, why)
             return memo[key]
 
         for N in _EM_HEADS:
@@ -965,6 +1163,32 @@ class Bias(Encoding):
                         return m, D
         return None
 
+    def _sum_without_negligible(self, lo, hi, N, prec, why):
+        """``sum_{k=lo}^{hi} e^{b(k)}`` as an Arb ball, split at the first ``K = 2^j N`` beyond which some top-level
+        additive terms of ``b`` are proved within ``[-2^-60, 2^-60]`` (:func:`_without_negligible_terms`): Theorem 15 with
+        ``b`` below ``K``, with ``b`` less those terms from ``K`` on, times the ball ``e^{[-2^-60, 2^-60]}`` (Theorem 15k);
+        ``None`` where there is no such ``K`` (40 doublings) or a part is not proved."""
+        d, b = self._sym
+        if not b.is_Add:
+            return None
+        K, reduced = max(lo, N), None
+        for _ in range(40):
+            if K > hi:
+                return None
+            reduced = _without_negligible_terms(b, d, K, hi)
+            if reduced is not None:
+                break
+            K *= 2
+        tree_h = None if reduced is None else _compiled(reduced, d)
+        if tree_h is None:
+            return None
+        first = range_sum_arb(_compiled(b, d), lo, K - 1, N, prec, why) if K > lo else flint.arb(0)
+        rest = range_sum_arb(tree_h, K, hi, K, prec, why)
+        if first is None or rest is None:
+            return None
+        small = flint.arb(_NEGLIGIBLE)
+        return first + rest * (-small).exp().union(small.exp())
+
     def mass_enclosures(self, window, n) -> BiasMasses:
         """Proved enclosures of :math:`m_n(W)` and :math:`D_n(W)` at one length ``n`` (any integer up to 1e300).
 
@@ -975,7 +1199,9 @@ class Bias(Encoding):
         ``acb.integral``. The relative radius is at most ``2^-55``. ``route`` says which theorem answered:
         "direct Arb sum", "Euler-Maclaurin (Theorem 15)", "geometric closed form (Theorem 15b)",
         "dominance bound (Theorem 15d)" (one mass below ``e^-746``: ``[0, 2^-1074]`` and ``[1 - 2^-53, 1]``,
-        the tightest double enclosures), "Jacobi-Anger closed form (Theorem 15e)", "Jacobi-Anger with
+        the tightest double enclosures), "anchored geometric sums (Theorem 15j)" (a bias growing towards
+        ``n`` and linear to ``2^-62`` over the terms that matter: ``sqrt(d)`` next to ``n = 1e300``),
+        "Jacobi-Anger closed form (Theorem 15e)", "Jacobi-Anger with
         twisted Euler-Maclaurin sums (Theorem 15f)" or "empty distant sum" (``W = n``).
 
         Raises
@@ -1032,6 +1258,9 @@ class Bias(Encoding):
             dominant = _dominant_masses(tree, window, n)
             if dominant is not None:
                 return masses(*dominant, dominant_route, False)
+        anchored = _anchored_balls(b, d, tree, window, n) if _steep_at_window(b, d, window) else None
+        if anchored is not None:  # a bias growing towards n, linear over each side's kept range (Theorem 15j(v))
+            return masses(*anchored, "anchored geometric sums (Theorem 15j)", False)
         why, used = [], []
         balls = self._em_balls(window, n, why, used)
         if balls is None:

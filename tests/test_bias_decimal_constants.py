@@ -1,0 +1,99 @@
+"""A decimal constant means the decimal as written, every digit up to 60 (``otprior/expression.py``): the certified
+routes and the exact phase reductions enclose that decimal; the other float routes read its nearest double."""
+
+from fractions import Fraction
+
+import mpmath
+import pytest
+
+from otprior.encodings import Bias
+from otprior.encodings._bias_tail import compile_bias
+from otprior.expression import parse_bias
+
+
+def _constant(text):
+    """The exact fraction the certified routes read for the first constant of ``c*...``."""
+    B = Bias(text)
+    d, b = B._sym
+    node = compile_bias(b, d)
+    while node[0] != "q":
+        node = node[1][0]
+    return Fraction(node[1], node[2])
+
+
+@pytest.mark.parametrize("literal", ["1.10000000000000000001", "0.1000000000000000055511151231257827",
+                                     "6.28318530717958647692", "2.5000000000000000000000000000000000000000000000000000001"])
+def test_a_long_decimal_reaches_the_certified_routes_digit_for_digit(literal):
+    """Before, the parser read a literal through its double and kept the double's shortest repr: 1.10000000000000000001
+    became 11/10 for the certified routes. Now every digit (up to 60) is kept."""
+    assert abs(_constant(f"-{literal}*log(1+d)")) == Fraction(literal)
+
+
+def test_ordinary_decimals_are_parsed_as_before():
+    """A literal whose decimal is its double's shortest repr (1.1, 2.50, 1e-5) is the same sympy Float as before
+    (Float(repr(value)), 53 bits): nothing read from it changes."""
+    import sympy as sp
+
+    for text, value in [("1.1*d", 1.1), ("2.50e-5*d", 2.5e-5)]:
+        e = parse_bias(text)
+        assert sp.srepr(e) == sp.srepr(sp.Mul(sp.Float(repr(value)), sp.Symbol("d", positive=True))), text
+
+
+def _resonant_mass(omega, W, n):
+    """m for sin(omega d) with omega = 2 pi + delta, |delta| n < 1e-10: e^{sin(delta k)} = 1 + delta k + (delta k)^2/2
+    within (delta k)^3 (mpmath, private context, 60 digits), summed in closed form."""
+    ctx = mpmath.MPContext()
+    ctx.dps = 60
+    delta = ctx.mpf(omega) - 2 * ctx.pi
+
+    def part(c):  # sum_{k < c}
+        return c + delta * c * (c - 1) / 2 + delta**2 * (c - 1) * c * (2 * c - 1) / 12
+
+    S = part(W)
+    return S / part(n)
+
+
+def test_a_resonance_is_enclosed_for_the_decimal_as_written():
+    """sin(6.28318530717958647692 d) at W = 1000, n = 66000: the decimal and its double (6.283185307179586) give masses
+    1.55e-11 apart. The enclosure contains the decimal's and not the double's, and the float (Theorem 15e's exact phase
+    reduction) is within 2^-38 of the decimal's (before: of the double's)."""
+    W, n = 1000, 66000
+    text = "sin(6.28318530717958647692*d)"
+    ref = float(_resonant_mass("6.28318530717958647692", W, n))
+    other = float(_resonant_mass("6.283185307179586", W, n))
+    assert abs(ref - other) > 1e-11 * ref
+    B = Bias(text)
+    e = B.mass_enclosures(W, n).window_mass
+    assert e.lo <= ref <= e.hi and not e.lo <= other <= e.hi
+    assert abs(B.window_mass(W, n) - ref) <= 2.0**-38 * ref
+
+
+def test_the_float_reads_a_long_decimal_as_its_double_within_its_bound():
+    """-1.10000000000000000001 log(1 + d) at n = 1e6: the float routes read the constant as its nearest double (1e-20
+    away); the mass is within 2^-38 of the decimal's Hurwitz zeta reference, and the enclosure contains it."""
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+    s = ctx.mpf("1.10000000000000000001")
+    W, n = 64, 10**6
+    z, zw, zn = ctx.zeta(s), ctx.zeta(s, W + 1), ctx.zeta(s, n + 1)
+    rm = float((z - zw) / (z - zn))
+    B = Bias("-1.10000000000000000001*log(1+d)")
+    assert abs(B.window_mass(W, n) - rm) <= 2.0**-38 * rm
+    e = B.mass_enclosures(W, n).window_mass
+    assert e.lo <= rm <= e.hi
+
+
+def test_the_running_error_counts_a_decimal_s_rounding_to_double():
+    """Theorem 15g(vii): the direct sums' error estimate reads a decimal constant as written (what the certified routes
+    enclose), so 1.1's rounding to double (|11/10 - fl(1.1)| = 8.9e-17) is counted; before, a 53-bit Float was taken as
+    exact (0)."""
+    import numpy as np
+    import sympy as sp
+
+    from otprior.encodings._bias_float import running_error
+
+    d = sp.Symbol("d", positive=True)
+    for text, exact in [("1.1", Fraction(11, 10)), ("1.10000000000000000001", Fraction("1.10000000000000000001"))]:
+        node = parse_bias(f"{text}*d").as_coeff_Mul()[0]
+        v, e = running_error(node, d, np.array([1.0]))
+        assert float(e[0]) == abs(float(exact - Fraction(float(v[0])))) > 0
