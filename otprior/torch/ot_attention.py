@@ -20,8 +20,14 @@ loop needs:
   ``rho = 0.6`` on (below it, for blocks wider than 512), the iteration and the adjoint's
   are accelerated by safeguarded Anderson mixing (the numpy operator's safeguard: a
   candidate is used only if finite and kept only if its residual stays within 10 times
-  the best, else the plain step of the last accepted point is taken), so it converges
-  wherever the plain iteration does. The accelerated route starts every prefix at the image
+  the best, else the plain step of the last accepted point is taken), and a block (forward
+  or adjoint) whose mixing does not reach its threshold within the sweep cap is solved again
+  by the plain iteration (:func:`_fixed_point`), so it converges wherever the plain iteration
+  does. The plain iteration contracts at a rate that tends to ``rho`` as the score spread
+  grows (the plan concentrates and the chain of its columns mixes slowly), so near
+  ``rho = 1`` it can need more sweeps than its cap (20,000 at most; at ``rho = 0.999`` and
+  scores ``N(0, 1) x 300``, about 23,000 in float64); its error then says so, with the rate
+  it measured and the sweeps it lacks. The accelerated route starts every prefix at the image
   of ``g = 0``, in closed form (Lemma 1, ``proofs/operator_fast_paths.md``), and drops the
   prefixes that have met their threshold from the batch it sweeps (every prefix is its own
   problem; its best point is final). Convergence is
@@ -255,6 +261,33 @@ def _non_finite(what, k):
     return err
 
 
+def _out_of_sweeps(what, max_iter, rn, threshold, rn_half, span):
+    """The plain iteration's ``ConvergenceError`` at its sweep cap, naming the condition.
+
+    The residual of a ``rho``-contraction falls by the iteration's rate per sweep (``rho`` times
+    the second eigenvalue of the column chain of the plan in the forward solve: it tends to
+    ``rho`` as the score spread grows and the plan concentrates); the rate measured over the last
+    ``span`` sweeps (worst problem) says how many more sweeps the threshold needs.
+    """
+    fails = rn > threshold
+    worst = float(torch.where(fails, rn / threshold, torch.zeros_like(rn)).max())
+    msg = (f"{what} did not reach the tolerance after max_iter={max_iter} sweeps (residual reached "
+           f"{float(rn.max()):.2e}, threshold {float(threshold.min()):.2e})")
+    if rn_half is not None and span > 0:
+        ratio = torch.where(fails & (rn_half > 0), rn / rn_half, torch.zeros_like(rn))
+        rate = float(ratio.max()) ** (1.0 / span)
+        if 0.0 < rate < 1.0:
+            more = math.ceil(math.log(worst) / -math.log(rate))
+            msg += (f": the plain iteration contracts by {rate:.6f} per sweep here and needs about {more} more "
+                    "sweeps than max_iter allows (its rate tends to rho as the score spread grows); the accelerated "
+                    "solver (solver='anderson', the default from rho = 0.6 on) or a larger tol reaches it")
+        elif rate >= 1.0:
+            msg += ": the residual stopped decreasing (rounding of the working precision)"
+    err = ConvergenceError(msg)
+    err.kind = "sweeps"
+    return err
+
+
 def _norm(res, norm):
     # amax, amin and sum propagate nan and inf: the norm is finite exactly when res is
     if norm == "osc":
@@ -262,7 +295,33 @@ def _norm(res, norm):
     return res.abs().amax(-1) if norm == "sup" else res.abs().sum(-1)
 
 
-def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=False, narrow=None):
+def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=False, narrow=None, linear=False):
+    """The fixed point of ``step`` on a block (:func:`_iterate`), never failing where the plain iteration succeeds.
+
+    With ``memory > 0`` the safeguarded Anderson iteration runs first; if it does not reach the
+    threshold within ``max_iter`` sweeps, the plain iteration (``memory = 0``, the same ``step``)
+    solves the block again from the same start ``x``, so the accelerated route fails only where
+    the plain iteration fails too (then with the plain iteration's error, which names the
+    condition, chained to the accelerated one). A non-finite plain step inside the accelerated
+    loop is raised as it is for a nonlinear map (``linear=False``: the forward solve, whose
+    caller moves the input to float64 or to the log domain, as for the plain route); for the
+    adjoint (``linear=True``), where no wider range exists, the plain iteration takes over
+    there too. Time stays bounded: at most ``2 max_iter`` sweeps.
+    """
+    try:
+        return _iterate(step, x, thr, max_iter=max_iter, memory=memory, norm=norm, what=what, aux=aux, lean=lean,
+                        narrow=narrow)
+    except ConvergenceError as err:
+        if int(memory) == 0 or (getattr(err, "kind", "") == "non-finite" and not linear):
+            raise
+        accelerated = err
+    try:
+        return _iterate(step, x, thr, max_iter=max_iter, memory=0, norm=norm, what=what, aux=aux)
+    except ConvergenceError as err:
+        raise err from accelerated
+
+
+def _iterate(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=False, narrow=None):
     """Safeguarded Anderson iteration of ``step`` on a block, convergence checked on the device.
 
     ``x`` has shape ``(N, P, w)``: ``N * P`` independent problems. ``thr(best_img, best_res)``
@@ -295,6 +354,8 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=
     if m > 0 and lean and host:
         return _anderson_host(step, x, thr, max_iter=max_iter, memory=m, norm=norm, what=what, aux=aux, narrow=narrow)
     if m == 0:  # the plain iteration (a contraction: the last image is the best point)
+        half = max_iter // 2
+        rn_half = None
         for k in range(1, max_iter + 1):
             img = step(x)
             if aux:
@@ -302,15 +363,14 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=
             res = img - x
             rn = _norm(res, norm)
             x = img
+            if k == half:  # for the error message alone: the rate over the second half of the sweeps
+                rn_half = rn
             if k % every == 0 or k == max_iter:
                 if not bool(torch.isfinite(rn).all()):
                     raise _non_finite(what, k)
                 if bool((rn <= thr(img, rn)).all()):
                     return (img, k, extra) if aux else (img, k)
-        raise ConvergenceError(
-            f"{what} did not reach the tolerance after max_iter={max_iter} sweeps (residual reached "
-            f"{float(rn.max()):.2e}, threshold {float(thr(img, rn).min()):.2e})"
-        )
+        raise _out_of_sweeps(what, max_iter, rn, thr(img, rn), rn_half, max_iter - half)
 
     def sel(mask, a, b):
         if host:
@@ -853,6 +913,7 @@ def _backward(grad, A, gstar, K, rho, tol, chunk, solver="auto", saved=None):
             memory=_memory(rho, w, solver, adjoint=True),
             norm="l1",
             what=f"adjoint of prefixes {p0}..{p1 - 1}",
+            linear=True,
             aux=keep,
             lean=_lean(rho, solver),
             narrow=narrow,
@@ -986,6 +1047,7 @@ def _backward_log(grad, A, gstar, rho, tol, s, solver="auto"):
             memory=_memory(rho, w, solver, adjoint=True),
             norm="l1",
             what=f"adjoint of prefixes {p0}..{p1 - 1}",
+            linear=True,
             lean=_lean(rho, solver),
         )
         y, Qy = adjoint(lam)
@@ -1096,7 +1158,9 @@ def causal_ot_attention(scores, rho, *, tol=None, chunk=_CHUNK, solver="auto"):
         ``rho`` outside [0, 1), ``tol`` not positive, ``solver`` unknown, non-finite scores, or a non-square
         input (a score spread beyond 600 takes the log-domain path, module docstring).
     ConvergenceError
-        A prefix (or its adjoint) did not converge.
+        A prefix (or its adjoint) did not converge: with ``solver="plain"``, the plain iteration ran out of
+        sweeps (the message gives its measured rate per sweep and the sweeps it lacked); with the accelerated
+        route, the plain iteration it falls back to did too (the accelerated failure is chained as the cause).
     """
     rho = check_rho(rho)
     if not isinstance(scores, torch.Tensor) or scores.ndim < 2 or scores.shape[-1] != scores.shape[-2]:
