@@ -187,3 +187,77 @@ def test_accelerated_values_and_gradients_succeed_wherever_the_plain_ones_do(mon
                     torch.testing.assert_close(acc[0], plain[0], atol=bound, rtol=0)
                     scale = float(plain[1].abs().max())
                     torch.testing.assert_close(acc[1], plain[1], atol=40 * bound * scale, rtol=0)
+
+
+def _adjoint_sweeps(monkeypatch, S, W, rho, **kw):
+    """Sweeps of every adjoint block (and the gradient) of ``sum(causal_ot_attention(S) * W)``."""
+    iterate, counts = mod._iterate, []
+
+    def counting(step, x, thr, **k):
+        out = iterate(step, x, thr, **k)
+        if k["what"].startswith("adjoint"):
+            counts.append(out[1])
+        return out
+
+    monkeypatch.setattr(mod, "_iterate", counting)
+    _, G = values_and_grads(causal_ot_attention, S, W, rho, **kw)
+    monkeypatch.setattr(mod, "_iterate", iterate)
+    return counts, G
+
+
+@pytest.mark.parametrize("n, chunk, tol, plain", [(16, 8, 1e-6, False),
+                                                  pytest.param(64, 16, None, True, marks=pytest.mark.slow)])
+def test_the_adjoint_keeps_the_forward_pairs_in_float64(monkeypatch, n, chunk, tol, plain):
+    # float64, rho = 0.9: the adjoint's Anderson iteration with the forward's last pairs (_adjoint_pairs) needs
+    # fewer sweeps per block than without them, and the gradients agree within the tolerance (and with the plain
+    # iteration's)
+    g = torch.Generator().manual_seed(36)
+    S = torch.randn(1, n, n, generator=g, dtype=torch.float64)
+    W = torch.randn(S.shape, generator=g, dtype=S.dtype)
+    with_pairs, G1 = _adjoint_sweeps(monkeypatch, S, W, 0.9, solver="anderson", chunk=chunk, tol=tol)
+    monkeypatch.setattr(mod, "_PIN_RHO", 0.0)
+    without, G0 = _adjoint_sweeps(monkeypatch, S, W, 0.9, solver="anderson", chunk=chunk, tol=tol)
+    assert sum(with_pairs) < sum(without), (with_pairs, without)
+    scale = float(G0.abs().max())
+    # both certify the adjoint to a relative tol (module docstring), 1e-12 by default
+    torch.testing.assert_close(G1, G0, atol=10 * (tol or 1e-12) * scale, rtol=0)
+    if plain:
+        _, Gp = values_and_grads(causal_ot_attention, S, W, 0.9, solver="plain", chunk=chunk)
+        torch.testing.assert_close(G1, Gp, atol=1e-10 * scale, rtol=0)
+
+
+def test_adjoint_pairs_against_autograd():
+    # the identity behind _adjoint_pairs, by an independent route: for a forward pair (dx, dI = J~ dx, J~ the
+    # normalised update's Jacobian by forward-mode autograd), the adjoint map moves by J^T P^T du = dF (reverse-mode
+    # autograd of the unnormalised update G = -rho log C, and P^T of the normalisation)
+    g = torch.Generator().manual_seed(37)
+    N, w, rho = 1, 9, 0.9
+    K = mod._kernel(torch.randn(N, w, w, generator=g, dtype=torch.float64))
+    P = torch.arange(5, w)
+    maskf = (torch.arange(w)[None, :] <= P[:, None]).to(K.dtype)
+    offf, nrmask, idx = 1 - maskf, -rho * maskf, P.expand(N, -1)[..., None]
+    x = (0.3 * torch.randn(N, len(P), w, generator=g, dtype=K.dtype) * maskf).scatter(-1, idx, 0.0)
+
+    def unnormalised(y):  # the dual update from its definition (module docstring), out of place
+        V = torch.exp(y) * maskf
+        U = maskf / (V @ K[0].T + offf)
+        return -rho * torch.log(U @ K[0] + offf) * maskf
+
+    def normalised(y):
+        G = unnormalised(y)
+        return (G - G.gather(-1, idx)) * maskf
+
+    _, (V, _, Cp) = mod._sweep_lean(x, K, maskf, offf, nrmask, idx)
+    m = 3
+    dx = (torch.randn(N, len(P), m, w, generator=g, dtype=K.dtype) * maskf[:, None, :])
+    dx = dx.scatter(-1, idx[..., None].expand(N, len(P), m, 1), 0.0)
+    jvp = torch.autograd.functional.jvp
+    dI = torch.stack([jvp(normalised, (x,), (dx[:, :, i],))[1] for i in range(m)], dim=2)
+    dR = dI - dx
+    dRa, dFa = mod._adjoint_pairs(dR, dI, V, Cp, maskf)
+    du = dFa - dRa
+    for i in range(m):
+        u = du[:, :, i]
+        torch.testing.assert_close(u.sum(-1), torch.zeros_like(u.sum(-1)), atol=1e-12, rtol=0)  # P^T u = u
+        JTu = torch.autograd.functional.vjp(unnormalised, x, mod._project(u, P))[1]
+        torch.testing.assert_close(JTu * maskf, dFa[:, :, i], atol=1e-12, rtol=0)
