@@ -93,9 +93,31 @@ def test_a_failing_accelerated_block_falls_back_to_the_plain_iteration(monkeypat
     torch.testing.assert_close(G1, G0, atol=1e-9, rtol=0)
 
 
+def test_a_non_finite_forward_step_falls_back_to_the_plain_iteration_in_the_same_precision(monkeypatch):
+    # a non-finite plain step inside the forward's accelerated loop hands the block to the plain iteration in the
+    # same precision (float32 here), which moves the input to float64 only if it meets one too, as the plain route
+    # does (before: the accelerated route moved the input to float64 at once)
+    S = torch.randn(1, 9, 9, generator=torch.Generator().manual_seed(38))
+    A0 = causal_ot_attention(S, 0.9, solver="plain", chunk=4)
+    iterate, solve, dtypes = mod._anderson_host, mod._solve, []
+
+    def poisoned(step, x, thr, **kw):
+        if kw["what"].startswith("prefixes"):
+            return iterate(lambda y: step(y) * float("inf"), x, thr, **kw)
+        return iterate(step, x, thr, **kw)
+
+    monkeypatch.setattr(mod, "_anderson_host", poisoned)
+    monkeypatch.setattr(mod, "_solve", lambda s, *a, **k: dtypes.append(s.dtype) or solve(s, *a, **k))
+    with torch.no_grad():
+        A1 = causal_ot_attention(S, 0.9, solver="anderson", chunk=4)
+    assert dtypes == [torch.float32]
+    # both certify the float32 floor: dual residuals 256 eps, duals within 256 eps / (1 - rho) (Theorem 1)
+    torch.testing.assert_close(A1, A0, atol=4 * 256 * torch.finfo(torch.float32).eps / (1 - 0.9), rtol=0)
+
+
 def test_a_non_finite_adjoint_step_falls_back_to_the_plain_iteration(monkeypatch):
     # no wider range exists for the adjoint: a non-finite plain step inside its accelerated loop hands the block to
-    # the plain iteration (the forward's moves the input to float64 or the log domain instead, as before)
+    # the plain iteration
     g = torch.Generator().manual_seed(34)
     S = 2.0 * torch.randn(1, 9, 9, generator=g, dtype=torch.float64)
     W = torch.randn(S.shape, generator=g, dtype=S.dtype)

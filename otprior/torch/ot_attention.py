@@ -299,26 +299,25 @@ def _norm(res, norm):
     return res.abs().amax(-1) if norm == "sup" else res.abs().sum(-1)
 
 
-def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=False, narrow=None, linear=False,
-                 pinned=None, history=None):
+def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=False, narrow=None, pinned=None,
+                 history=None):
     """The fixed point of ``step`` on a block (:func:`_iterate`), never failing where the plain iteration succeeds.
 
     With ``memory > 0`` the safeguarded Anderson iteration runs first; if it does not reach the
-    threshold within ``max_iter`` sweeps, the plain iteration (``memory = 0``, the same ``step``)
-    solves the block again from the same start ``x``, so the accelerated route fails only where
-    the plain iteration fails too (then with the plain iteration's error, which names the
-    condition, chained to the accelerated one). A non-finite plain step inside the accelerated
-    loop is raised as it is for a nonlinear map (``linear=False``: the forward solve, whose
-    caller moves the input to float64 or to the log domain, as for the plain route); for the
-    adjoint (``linear=True``), where no wider range exists, the plain iteration takes over
-    there too. Time stays bounded: at most ``2 max_iter`` sweeps. ``pinned`` and ``history``: see
-    :func:`_anderson_host` (the CPU's accelerated loop; elsewhere no pairs are returned).
+    threshold within ``max_iter`` sweeps, or one of its plain steps is not finite, the plain
+    iteration (``memory = 0``, the same ``step``) solves the block again from the same start
+    ``x``, in the same precision, so the accelerated route fails only where the plain iteration
+    fails too (then with the plain iteration's error, which names the condition, chained to the
+    accelerated one; a non-finite plain step of the forward solve is what moves the input to
+    float64 or the log domain, as for the plain route). Time stays bounded: at most
+    ``2 max_iter`` sweeps. ``pinned`` and ``history``: see :func:`_anderson_host` (the CPU's accelerated loop;
+    elsewhere no pairs are returned).
     """
     try:
         return _iterate(step, x, thr, max_iter=max_iter, memory=memory, norm=norm, what=what, aux=aux, lean=lean,
                         narrow=narrow, pinned=pinned, history=history)
     except ConvergenceError as err:
-        if int(memory) == 0 or (getattr(err, "kind", "") == "non-finite" and not linear):
+        if int(memory) == 0:
             raise
         accelerated = err
     try:
@@ -1018,7 +1017,6 @@ def _backward(grad, A, gstar, K, rho, tol, chunk, solver="auto", saved=None, pai
             memory=_memory(rho, w, solver, adjoint=True),
             norm="l1",
             what=f"adjoint of prefixes {p0}..{p1 - 1}",
-            linear=True,
             aux=keep,
             pinned=pinned,
             lean=_lean(rho, solver),
@@ -1153,7 +1151,6 @@ def _backward_log(grad, A, gstar, rho, tol, s, solver="auto"):
             memory=_memory(rho, w, solver, adjoint=True),
             norm="l1",
             what=f"adjoint of prefixes {p0}..{p1 - 1}",
-            linear=True,
             lean=_lean(rho, solver),
         )
         y, Qy = adjoint(lam)
