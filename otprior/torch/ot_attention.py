@@ -30,8 +30,8 @@ loop needs:
   it measured and the sweeps it lacks. For float64 inputs below ``rho = 0.98`` the adjoint's
   Anderson iteration also keeps the forward solve's last pairs, turned into pairs of the
   adjoint (``J^T`` is similar to ``J`` through the plan's column masses:
-  :func:`_adjoint_pairs`), which deflate its slow modes (adjoint sweeps per block 42 -> 27
-  at ``rho = 0.9``, ``T = 512``). The accelerated route starts every prefix at the image
+  :func:`_adjoint_pairs`), which deflate its slow modes (adjoint sweeps per block 39-42 ->
+  22-32 at ``rho = 0.9``, ``T = 512``). The accelerated route starts every prefix at the image
   of ``g = 0``, in closed form (Lemma 1, ``proofs/operator_fast_paths.md``), and drops the
   prefixes that have met their threshold from the batch it sweeps (every prefix is its own
   problem; its best point is final). Convergence is
@@ -877,7 +877,7 @@ def _solve(s, rho, tol, chunk, solver="auto", grad=True, pin=True):
 
 
 # the adjoint keeps the forward solve's pairs below this rho (measured, float32 and float64, T = 512: adjoint sweeps
-# per block 11 -> 7-8 at rho = 0.8, 13 -> 9-10 at 0.9, 20 -> 13-15 at 0.95, 42 -> 27 at 0.9 in float64; at 0.99
+# per block 11 -> 7-8 at rho = 0.8, 13 -> 9-10 at 0.9, 20 -> 13-15 at 0.95, 39-42 -> 22-32 at 0.9 in float64; at 0.99
 # they cost sweeps, 39 -> 42-56, the forward's last pairs there coming from a run with restarts)
 _PIN_RHO = 0.98
 
@@ -887,7 +887,7 @@ def _pinning(rho, solver, device, dtype):
     accelerated loop (:func:`_anderson_host`), with a backward pass, below ``_PIN_RHO``, for float64 inputs.
 
     Measured (T = 512, rho = 0.9, one thread, interleaved): the float64 backward 0.75 s -> 0.60 s (adjoint sweeps
-    per block 39-42 -> 27-28); in float32 the adjoint's sweeps fall less (13 -> 10-11, the last pairs of a float32
+    per block 39-42 -> 22-32); in float32 the adjoint's sweeps fall less (13 -> 10-11, the last pairs of a float32
     solve carry rounding of about 1% of their size) than the six more rows of its least squares and the pairs'
     conversions cost (backward 0.16 s -> 0.23 s), so float32 inputs (and float32 inputs moved to float64 by
     their score spread) do without."""
