@@ -16,6 +16,18 @@ from otprior.torch.ot_attention import causal_ot_attention  # noqa: E402
 _BEFORE = "01e0032"
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One torch thread for these small problems (thread start-up dominates them on a shared machine), restored
+    after each test."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def before():
     """``otprior/torch/ot_attention.py`` before the fallback, loaded from git into this process."""
@@ -85,10 +97,10 @@ def test_a_failing_accelerated_block_falls_back_to_the_plain_iteration(monkeypat
     g = torch.Generator().manual_seed(33)
     S = 2.0 * torch.randn(2, 8, 8, generator=g, dtype=torch.float64)
     W = torch.randn(S.shape, generator=g, dtype=S.dtype)
-    A0, G0 = values_and_grads(causal_ot_attention, S, W, 0.7, solver="plain", chunk=3)
+    A0, G0 = values_and_grads(causal_ot_attention, S, W, 0.7, solver="plain", chunk=4)
     calls = _hobbled(monkeypatch, which, host)
-    A1, G1 = values_and_grads(causal_ot_attention, S, W, 0.7, solver="anderson", chunk=3)
-    assert len(calls) == 3  # every block's accelerated iteration failed
+    A1, G1 = values_and_grads(causal_ot_attention, S, W, 0.7, solver="anderson", chunk=4)
+    assert len(calls) == 2  # every block's accelerated iteration failed
     torch.testing.assert_close(A1, A0, atol=1e-10, rtol=0)
     torch.testing.assert_close(G1, G0, atol=1e-9, rtol=0)
 
@@ -176,7 +188,8 @@ def _outcome(S, W, rho, solver):
 @pytest.mark.parametrize(
     "n_seeds, spreads, rhos, dtypes",
     [
-        (1, (1.0, 30.0), (0.9,), (torch.float64, torch.float32)),
+        (1, (30.0,), (0.9,), (torch.float64,)),
+        (1, (1.0,), (0.9,), (torch.float32,)),
         pytest.param(4, (1.0, 10.0, 30.0, 100.0, 1000.0), (0.6, 0.9, 0.99, 0.995, 0.999),
                      (torch.float64, torch.float32), marks=pytest.mark.slow),
     ],
