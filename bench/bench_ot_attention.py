@@ -13,6 +13,9 @@ interleaved with their baseline in this process:
    the default over the plain iteration (the default mixes from rho = 0.6 on, and on the CPU
    beyond T = 512). Peak memory is measured in a fresh process per layer
    (peak resident set size above the size after imports), the only way to isolate it.
+3. The same layer in float64 at rho = 0.9 (the default solver) with and without the forward
+   solve's Anderson pairs kept in the adjoint (``_PIN_RHO``; float64 inputs only), interleaved with
+   float64 SDPA: the time ratios and the backward's share of the speed-up.
 
 Run: ``python bench/bench_ot_attention.py [--quick] [--max-length 2048]``. Writes
 ``bench/results/ot_attention.json``.
@@ -42,14 +45,14 @@ RESULTS = Path(__file__).parent / "results" / "ot_attention.json"
 
 
 
-def layer(kind, T, heads=2, hd=32, rho=0.5, seed=0, solver="auto"):
+def layer(kind, T, heads=2, hd=32, rho=0.5, seed=0, solver="auto", dtype=None):
     """One attention layer's forward + backward; returns a closure."""
     import torch
 
     from otprior.torch.ot_attention import causal_ot_attention
 
     g = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(1, heads, T, hd, generator=g, requires_grad=True) for _ in range(3))
+    q, k, v = (torch.randn(1, heads, T, hd, generator=g, requires_grad=True, dtype=dtype) for _ in range(3))
 
     def run():
         if kind == "sdpa":
@@ -170,6 +173,41 @@ def against_sdpa(lengths, rhos, reps, memory=True):
     return rows
 
 
+def without_pairs(run):
+    """``run`` with the adjoint's use of the forward's Anderson pairs switched off (``_PIN_RHO = 0``)."""
+    from otprior.torch import ot_attention as mod
+
+    def f():
+        old = mod._PIN_RHO
+        mod._PIN_RHO = 0.0
+        try:
+            return run()
+        finally:
+            mod._PIN_RHO = old
+
+    return f
+
+
+def float64_pairs(lengths, reps, rho=0.9):
+    import torch
+
+    torch.set_num_threads(1)
+    rows = []
+    for T in lengths:
+        funcs = {
+            "sdpa": layer("sdpa", T, dtype=torch.float64),
+            "ot": layer("ot", T, rho=rho, dtype=torch.float64),
+            "ot_no_pairs": without_pairs(layer("ot", T, rho=rho, dtype=torch.float64)),
+        }
+        med, _ = interleaved(funcs, reps)
+        row = {"T": T, "rho": rho, "dtype": "float64", "sdpa_s": med["sdpa"], "ot_s": med["ot"],
+               "ot_no_pairs_s": med["ot_no_pairs"], "time_ratio": med["ot"] / med["sdpa"],
+               "time_ratio_no_pairs": med["ot_no_pairs"] / med["sdpa"], "speedup": med["ot_no_pairs"] / med["ot"]}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
 def main(argv=None, *, sizes=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (seconds)")
@@ -194,6 +232,7 @@ def main(argv=None, *, sizes=None):
         "rhos": [0.5, 0.9],
         "reps": 1 if a.quick else 3,
         "memory": not a.quick,
+        "float64_lengths": lengths,
     }
     cfg.update(sizes or {})
     if "reps" in cfg and a.reps is not None:
@@ -204,6 +243,8 @@ def main(argv=None, *, sizes=None):
     out["against_numpy"] = against_numpy(cfg["numpy_lengths"], cfg["reps"])
     print("== one layer, forward + backward, against causal SDPA")
     out["against_sdpa"] = against_sdpa(cfg["sdpa_lengths"], cfg["rhos"], cfg["reps"], cfg["memory"])
+    print("== float64, rho = 0.9: the adjoint with and without the forward's Anderson pairs")
+    out["float64_pairs"] = float64_pairs(cfg["float64_lengths"], cfg["reps"])
     out["load_average_after"] = list(os.getloadavg())
     if a.out is None:
         print("quick run: nothing written (--out PATH keeps it)")

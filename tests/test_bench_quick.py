@@ -36,11 +36,13 @@ def test_bench_ot_quick(tmp_path):
 @pytest.mark.slow
 def test_bench_ot_attention_quick(tmp_path):
     out = tmp_path / "ot_attention.json"
-    sizes = {"numpy_lengths": [8], "sdpa_lengths": [8], "rhos": [0.5], "reps": 1, "memory": False}
+    sizes = {"numpy_lengths": [8], "sdpa_lengths": [8], "rhos": [0.5], "reps": 1, "memory": False,
+             "float64_lengths": [8]}
     _load("bench_ot_attention").main(["--quick", "--out", str(out)], sizes=sizes)
     res = json.loads(out.read_text())
     assert res["against_numpy"][0]["max_abs_error_float64"] <= 1e-4
     assert res["against_sdpa"][0]["time_ratio"] > 0
+    assert res["float64_pairs"][0]["time_ratio"] > 0 and res["float64_pairs"][0]["time_ratio_no_pairs"] > 0
 
 
 @pytest.mark.slow

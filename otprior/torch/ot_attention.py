@@ -20,8 +20,18 @@ loop needs:
   ``rho = 0.6`` on (below it, for blocks wider than 512), the iteration and the adjoint's
   are accelerated by safeguarded Anderson mixing (the numpy operator's safeguard: a
   candidate is used only if finite and kept only if its residual stays within 10 times
-  the best, else the plain step of the last accepted point is taken), so it converges
-  wherever the plain iteration does. The accelerated route starts every prefix at the image
+  the best, else the plain step of the last accepted point is taken), and a block (forward
+  or adjoint) whose mixing does not reach its threshold within the sweep cap is solved again
+  by the plain iteration (:func:`_fixed_point`), so it converges wherever the plain iteration
+  does. The plain iteration contracts at a rate that tends to ``rho`` as the score spread
+  grows (the plan concentrates and the chain of its columns mixes slowly), so near
+  ``rho = 1`` it can need more sweeps than its cap (20,000 at most; at ``rho = 0.999`` and
+  scores ``N(0, 1) x 300``, about 23,000 in float64); its error then says so, with the rate
+  it measured and the sweeps it lacks. For float64 inputs below ``rho = 0.98`` the adjoint's
+  Anderson iteration also keeps the forward solve's last pairs, turned into pairs of the
+  adjoint (``J^T`` is similar to ``J`` through the plan's column masses:
+  :func:`_adjoint_pairs`), which deflate its slow modes (adjoint sweeps per block 39-42 ->
+  22-32 at ``rho = 0.9``, ``T = 512``). The accelerated route starts every prefix at the image
   of ``g = 0``, in closed form (Lemma 1, ``proofs/operator_fast_paths.md``), and drops the
   prefixes that have met their threshold from the batch it sweeps (every prefix is its own
   problem; its best point is final). Convergence is
@@ -255,6 +265,33 @@ def _non_finite(what, k):
     return err
 
 
+def _out_of_sweeps(what, max_iter, rn, threshold, rn_half, span):
+    """The plain iteration's ``ConvergenceError`` at its sweep cap, naming the condition.
+
+    The residual of a ``rho``-contraction falls by the iteration's rate per sweep (``rho`` times
+    the second eigenvalue of the column chain of the plan in the forward solve: it tends to
+    ``rho`` as the score spread grows and the plan concentrates); the rate measured over the last
+    ``span`` sweeps (worst problem) says how many more sweeps the threshold needs.
+    """
+    fails = rn > threshold
+    worst = float(torch.where(fails, rn / threshold, torch.zeros_like(rn)).max())
+    msg = (f"{what} did not reach the tolerance after max_iter={max_iter} sweeps (residual reached "
+           f"{float(rn.max()):.2e}, threshold {float(threshold.min()):.2e})")
+    if rn_half is not None and span > 0:
+        ratio = torch.where(fails & (rn_half > 0), rn / rn_half, torch.zeros_like(rn))
+        rate = float(ratio.max()) ** (1.0 / span)
+        if 0.0 < rate < 1.0:
+            more = math.ceil(math.log(worst) / -math.log(rate))
+            msg += (f": the plain iteration contracts by {rate:.6f} per sweep here and needs about {more} more "
+                    "sweeps than max_iter allows (its rate tends to rho as the score spread grows); the accelerated "
+                    "solver (solver='anderson', the default from rho = 0.6 on) or a larger tol reaches it")
+        elif rate >= 1.0:
+            msg += ": the residual stopped decreasing (rounding of the working precision)"
+    err = ConvergenceError(msg)
+    err.kind = "sweeps"
+    return err
+
+
 def _norm(res, norm):
     # amax, amin and sum propagate nan and inf: the norm is finite exactly when res is
     if norm == "osc":
@@ -262,7 +299,35 @@ def _norm(res, norm):
     return res.abs().amax(-1) if norm == "sup" else res.abs().sum(-1)
 
 
-def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=False, narrow=None):
+def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=False, narrow=None, pinned=None,
+                 history=None):
+    """The fixed point of ``step`` on a block (:func:`_iterate`), never failing where the plain iteration succeeds.
+
+    With ``memory > 0`` the safeguarded Anderson iteration runs first; if it does not reach the
+    threshold within ``max_iter`` sweeps, or one of its plain steps is not finite, the plain
+    iteration (``memory = 0``, the same ``step``) solves the block again from the same start
+    ``x``, in the same precision, so the accelerated route fails only where the plain iteration
+    fails too (then with the plain iteration's error, which names the condition, chained to the
+    accelerated one; a non-finite plain step of the forward solve is what moves the input to
+    float64 or the log domain, as for the plain route). Time stays bounded: at most
+    ``2 max_iter`` sweeps. ``pinned`` and ``history``: see :func:`_anderson_host` (the CPU's accelerated loop;
+    elsewhere no pairs are returned).
+    """
+    try:
+        return _iterate(step, x, thr, max_iter=max_iter, memory=memory, norm=norm, what=what, aux=aux, lean=lean,
+                        narrow=narrow, pinned=pinned, history=history)
+    except ConvergenceError as err:
+        if int(memory) == 0:
+            raise
+        accelerated = err
+    try:
+        return _iterate(step, x, thr, max_iter=max_iter, memory=0, norm=norm, what=what, aux=aux)
+    except ConvergenceError as err:
+        raise err from accelerated
+
+
+def _iterate(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=False, narrow=None, pinned=None,
+             history=None):
     """Safeguarded Anderson iteration of ``step`` on a block, convergence checked on the device.
 
     ``x`` has shape ``(N, P, w)``: ``N * P`` independent problems. ``thr(best_img, best_res)``
@@ -293,8 +358,11 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=
     host = dev.type == "cpu" and _HOST_CHECKS
     every = 1 if host else _CHECK_EVERY
     if m > 0 and lean and host:
-        return _anderson_host(step, x, thr, max_iter=max_iter, memory=m, norm=norm, what=what, aux=aux, narrow=narrow)
+        return _anderson_host(step, x, thr, max_iter=max_iter, memory=m, norm=norm, what=what, aux=aux, narrow=narrow,
+                              pinned=pinned, history=history)
     if m == 0:  # the plain iteration (a contraction: the last image is the best point)
+        half = max_iter // 2
+        rn_half = None
         for k in range(1, max_iter + 1):
             img = step(x)
             if aux:
@@ -302,15 +370,14 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=
             res = img - x
             rn = _norm(res, norm)
             x = img
+            if k == half:  # for the error message alone: the rate over the second half of the sweeps
+                rn_half = rn
             if k % every == 0 or k == max_iter:
                 if not bool(torch.isfinite(rn).all()):
                     raise _non_finite(what, k)
                 if bool((rn <= thr(img, rn)).all()):
                     return (img, k, extra) if aux else (img, k)
-        raise ConvergenceError(
-            f"{what} did not reach the tolerance after max_iter={max_iter} sweeps (residual reached "
-            f"{float(rn.max()):.2e}, threshold {float(thr(img, rn).min()):.2e})"
-        )
+        raise _out_of_sweeps(what, max_iter, rn, thr(img, rn), rn_half, max_iter - half)
 
     def sel(mask, a, b):
         if host:
@@ -412,7 +479,7 @@ def _take(t, sel):
     return t.gather(1, sel[..., None].expand(-1, -1, t.shape[-1]))
 
 
-def _anderson_host(step, x, thr, *, max_iter, memory, norm, what, aux, narrow=None):
+def _anderson_host(step, x, thr, *, max_iter, memory, norm, what, aux, narrow=None, pinned=None, history=None):
     """Safeguarded Anderson mixing on the CPU with the host reading every flag (``_fixed_point``).
 
     The same method and safeguard as the general loop of :func:`_fixed_point` (a candidate is
@@ -435,6 +502,13 @@ def _anderson_host(step, x, thr, *, max_iter, memory, norm, what, aux, narrow=No
     one), the rest go on unchanged, since every problem's iteration is independent of the
     others'. Rows are kept equal across the ``N`` matrices by keeping some finished problems,
     which only go on improving their best point.
+
+    ``pinned`` (``(dR, dI)``, each ``(N, P, h, w)``): ``h`` pairs of residual and image differences
+    known beforehand (the adjoint's, from the forward solve: :func:`_adjoint_pairs`), kept in
+    the least squares next to the ``m`` own pairs and never rotated out; a restart of a problem
+    drops them. They only choose candidates, which are evaluated and safeguarded like any other.
+    ``history`` (a dict): on return, ``history["pairs"]`` holds the last accepted pairs of every
+    problem, ``(dR, dI)`` of shape ``(N, P, m + 1, w)`` (zero rows where fewer were accepted, and one always).
     """
     dtype, dev = x.dtype, x.device
     m = int(memory)
@@ -443,14 +517,25 @@ def _anderson_host(step, x, thr, *, max_iter, memory, norm, what, aux, narrow=No
     B = N * r
     inf = torch.tensor(float("inf"), dtype=dtype, device=dev)
     ridge = 1e-10 if dtype == torch.float64 else 1e-5
-    eye = torch.eye(m + 1, dtype=dtype, device=dev)
-    buf_r = x.new_zeros(B, m + 1, w)  # m residual differences and the last accepted residual (row rrow)
-    buf_i = x.new_zeros(B, m + 1, w)  # image differences, in the rows of their residual differences
-    gram = x.new_zeros(B, m + 1, m + 1)  # dot products of the rows of buf_r
+    h = 0 if pinned is None else pinned[0].shape[-2]
+    eye = torch.eye(m + 1 + h, dtype=dtype, device=dev)
+    buf_r = x.new_zeros(B, m + 1 + h, w)  # m residual differences and the last accepted residual (row rrow)
+    buf_i = x.new_zeros(B, m + 1 + h, w)  # image differences, in the rows of their residual differences
+    gram = x.new_zeros(B, m + 1 + h, m + 1 + h)  # dot products of the rows of buf_r
     rrow = m
     free = list(range(m - 1, -1, -1))  # rows not written yet
     order = []  # rows holding differences, oldest first
-    valid = torch.zeros(B, m + 1, dtype=torch.bool, device=dev)
+    valid = torch.zeros(B, m + 1 + h, dtype=torch.bool, device=dev)
+    if h:  # pinned pairs: rows m + 1 .. m + h, never rotated out (a restart of a problem drops them)
+        for dst, src in zip((buf_r, buf_i), pinned, strict=True):
+            dst[:, m + 1:] = src.reshape(B, h, w)
+        fin = torch.isfinite(buf_r[:, m + 1:]).all(-1) & torch.isfinite(buf_i[:, m + 1:]).all(-1)
+        buf_r[:, m + 1:].mul_(fin[..., None])
+        buf_i[:, m + 1:].mul_(fin[..., None])
+        buf_r[:, m + 1:].nan_to_num_(0.0, 0.0, 0.0)
+        buf_i[:, m + 1:].nan_to_num_(0.0, 0.0, 0.0)
+        gram[:, m + 1:, m + 1:] = torch.bmm(buf_r[:, m + 1:], buf_r[:, m + 1:].transpose(1, 2))
+        valid[:, m + 1:] = torch.diagonal(gram, dim1=-2, dim2=-1)[:, m + 1:] > 0
     best_rn = torch.full((B,), float("inf"), dtype=dtype, device=dev)
     best_img = x.reshape(B, w)
     best_extra = None
@@ -464,26 +549,40 @@ def _anderson_host(step, x, thr, *, max_iter, memory, norm, what, aux, narrow=No
     any_pause = False
     xf = x.reshape(B, w)
     sel = None  # (N, r) index of the problems still in the batch (None: all of them)
-    full_img = full_extra = None
+    full_img = full_extra = full_hist = None
+
+    def pairs():
+        # the accepted pairs of every problem in the batch (residual and image differences; the pinned rows left
+        # out, rows not valid zeroed, among them the residual row): (B, m + 1, w) each
+        live = valid[:, : m + 1, None]
+        return buf_r[:, : m + 1] * live, buf_i[:, : m + 1] * live
 
     def write_back():
-        nonlocal full_img, full_extra
+        nonlocal full_img, full_extra, full_hist
         if full_img is None:
             full_img = x.new_empty(N, P, w)
             full_extra = None if not aux else tuple(e.new_empty(N, P, e.shape[-1]) for e in best_extra)
+            full_hist = None if history is None else (x.new_zeros(N, P, m + 1, w), x.new_zeros(N, P, m + 1, w))
         idx = sel[..., None]
         full_img.scatter_(1, idx.expand(N, r, w), best_img.view(N, r, w))
         if aux:
             for dst, e in zip(full_extra, best_extra, strict=True):
                 dst.scatter_(1, idx.expand(N, r, e.shape[-1]), e.view(N, r, -1))
+        if history is not None:
+            for dst, e in zip(full_hist, pairs(), strict=True):
+                dst.scatter_(1, idx[..., None].expand(N, r, m + 1, w), e.view(N, r, m + 1, w))
 
     def result(k):
         if sel is None:
             out, extra = best_img.view(N, P, w), best_extra
             extra = extra and tuple(e.view(N, P, -1) for e in extra)
+            if history is not None:
+                history["pairs"] = tuple(e.view(N, P, m + 1, w) for e in pairs())
         else:
             write_back()
             out, extra = full_img, full_extra
+            if history is not None:
+                history["pairs"] = full_hist
         return (out, k, extra) if aux else (out, k)
 
     for k in range(1, max_iter + 1):
@@ -650,8 +749,11 @@ def _first_image(K, p0, p1, colsum, rho):
     return x, F[:, -1:, :]
 
 
-def _solve(s, rho, tol, chunk, solver="auto", grad=True):
+def _solve(s, rho, tol, chunk, solver="auto", grad=True, pin=True):
     """Forward solve on ``s`` of shape (N, T, T) with the kernel: ``(A, G*, K, sweeps, saved)``.
+
+    With ``pin`` (a float64 input) where :func:`_pinning` allows, ``saved`` ends with a list of each block's last
+    accepted Anderson pairs (:func:`_anderson_host`'s ``history``), or ``None`` for a block without them.
 
     With ``solver="anderson"`` (and ``grad``: a backward pass may follow), ``saved`` holds ``(V, U, C)`` of the sweep that certified each
     prefix's duals (``(N, T, T)`` each, zero outside the prefixes), which the backward pass
@@ -674,6 +776,10 @@ def _solve(s, rho, tol, chunk, solver="auto", grad=True):
     keep = grad and lean  # nothing to reuse without a backward pass
     colsum = torch.zeros(N, 1, 0, dtype=dtype, device=s.device)  # sum of K_ij / r_i over the rows solved (Lemma 1)
     saved = tuple(torch.zeros_like(s) for _ in range(3)) if keep else None
+    # the last accepted pairs of every block's forward solve (float64 inputs, pin), stored in float32: the adjoint's
+    # Anderson iteration keeps them (_adjoint_pairs); they only choose its candidates
+    hist = [] if keep and pin and _pinning(rho, solver, s.device, dtype) else None
+    store = torch.float32
     for p0, p1 in _blocks(T, N, chunk):
         w = p1
         P = ar[p0:p1]
@@ -733,6 +839,7 @@ def _solve(s, rho, tol, chunk, solver="auto", grad=True):
                 g, V, _, U, C = _sweep(y, Kc, maskf, offf, rho, P)
                 return (g, (V, U, C)) if keep else g
 
+        pairs = {} if hist is not None and memory > 0 else None
         try:
             out = _fixed_point(
                 step,
@@ -745,6 +852,7 @@ def _solve(s, rho, tol, chunk, solver="auto", grad=True):
                 aux=keep,
                 lean=_lean(rho, solver),
                 narrow=narrow,
+                history=pairs,
             )
         except ConvergenceError as err:
             if getattr(err, "kind", "") == "non-finite":
@@ -754,6 +862,8 @@ def _solve(s, rho, tol, chunk, solver="auto", grad=True):
         if keep:
             for dst, src in zip(saved, out[2], strict=True):
                 dst[:, p0:p1, :w] = src
+        if hist is not None:
+            hist.append(None if not pairs else tuple(e.to(store) for e in pairs["pairs"]))
         sweeps += k
         V = torch.exp(x) * maskf
         row = Kc[:, P, :] * V  # K_pj V_pj: row p of its own prefix; its sum is R_pp
@@ -761,7 +871,58 @@ def _solve(s, rho, tol, chunk, solver="auto", grad=True):
         gstar[:, p0:p1, :w] = x
         warm = x[:, -1, :]
         prev = x
+    if hist is not None:
+        saved = saved + (hist,)
     return A, gstar, K, sweeps, saved
+
+
+# the adjoint keeps the forward solve's pairs below this rho (measured, float32 and float64, T = 512: adjoint sweeps
+# per block 11 -> 7-8 at rho = 0.8, 13 -> 9-10 at 0.9, 20 -> 13-15 at 0.95, 39-42 -> 22-32 at 0.9 in float64; at 0.99
+# they cost sweeps, 39 -> 42-56, the forward's last pairs there coming from a run with restarts)
+_PIN_RHO = 0.98
+
+
+def _pinning(rho, solver, device, dtype):
+    """Whether the forward solve keeps its Anderson pairs for the adjoint (:func:`_adjoint_pairs`): the CPU's
+    accelerated loop (:func:`_anderson_host`), with a backward pass, below ``_PIN_RHO``, for float64 inputs.
+
+    Measured (T = 512, rho = 0.9, one thread, interleaved): the float64 backward 0.75 s -> 0.60 s (adjoint sweeps
+    per block 39-42 -> 22-32); in float32 the adjoint's sweeps fall less (13 -> 10-11, the last pairs of a float32
+    solve carry rounding of about 1% of their size) than the six more rows of its least squares and the pairs'
+    conversions cost (backward 0.16 s -> 0.23 s), so float32 inputs (and float32 inputs moved to float64 by
+    their score spread) do without."""
+    return (_lean(rho, solver) and rho < _PIN_RHO and device.type == "cpu" and _HOST_CHECKS
+            and dtype == torch.float64)
+
+
+def _adjoint_pairs(dR, dI, V, Cp, maskf):
+    """The forward solve's Anderson pairs turned into pairs of the adjoint iteration: ``(dR', dI')``.
+
+    The Jacobian of the dual update is ``J = rho D_c^{-1} S`` with ``S = pi^T pi`` (symmetric) and
+    ``c = pi^T 1 = V C`` the column masses of the plan ``pi_ij = U_i K_ij V_j`` (module docstring,
+    step 3: ``(J^T y)_k = rho sum_i pi_ik sum_j pi_ij y_j / c_j``), so ``J^T D_c = D_c J``. A forward
+    pair (``dx = dI - dR`` between two iterates, ``dI`` between their images) satisfies
+    ``J~ dx = dI`` to first order, ``J~ = P J`` the normalised map's Jacobian. For ``w = Pi_c dx``
+    (``Pi_c`` removes the ``c``-weighted mean: ``c^T w = 0``, and ``J~ 1 = 0``), ``u = D_c w`` sums to
+    zero (so ``P^T u = u``), ``c^T J w = rho 1^T S w = rho c^T w = 0`` (``S 1 = c``), hence
+    ``J w = Pi_c J~ w = Pi_c dI`` and the adjoint map ``F(lam) = b + J^T P^T lam`` moves by
+    ``F(lam + u) - F(lam) = J^T u = D_c J w = D_c Pi_c dI``. The pair of the adjoint is thus
+    ``(du, dF) = (D_c Pi_c dx, D_c Pi_c dI)``, residual difference ``dF - du``. The forward's last
+    pairs span the slow modes of ``J`` (its largest eigenvalues after ``rho``), which are the
+    adjoint's slow modes too (``J^T`` is similar to ``J`` by ``D_c``): kept in the adjoint's least
+    squares they deflate them. ``dR``, ``dI``: ``(N, P, m, w)``; ``V``, ``Cp``: the certifying
+    sweep's products (:func:`_sweep_lean`), ``maskf`` the prefixes' mask ``(P, w)``.
+    """
+    mk = maskf[None, :, None, :]
+    c = (V * Cp * maskf)[:, :, None, :]
+    total = c.sum(-1, keepdim=True).clamp_(min=torch.finfo(c.dtype).tiny)
+
+    def weighted(z):
+        return (z - (z * c).sum(-1, keepdim=True) / total).mul_(mk).mul_(c)
+
+    du = weighted(dI - dR)
+    dF = weighted(dI)
+    return dF - du, dF
 
 
 def _project(lam, P):
@@ -772,7 +933,7 @@ def _project(lam, P):
     return lam.scatter_add(-1, idx, -total)
 
 
-def _backward(grad, A, gstar, K, rho, tol, chunk, solver="auto", saved=None):
+def _backward(grad, A, gstar, K, rho, tol, chunk, solver="auto", saved=None, pairs=None):
     """The implicit gradient ``ds`` for ``grad = dL/dA`` (all (N, T, T)), kernel path.
 
     With ``saved = (V, U, C)`` from the forward pass (``solver="anderson"``), the Jacobian is
@@ -786,7 +947,7 @@ def _backward(grad, A, gstar, K, rho, tol, chunk, solver="auto", saved=None):
     thr, max_iter = _thresholds(rho, tol, dtype)
     ds = torch.zeros_like(A)
     ar = torch.arange(T, device=A.device)
-    for p0, p1 in _blocks(T, N, chunk):
+    for b, (p0, p1) in enumerate(_blocks(T, N, chunk)):
         w = p1
         P = ar[p0:p1]
         Kc = K[:, :w, :w]
@@ -806,6 +967,7 @@ def _backward(grad, A, gstar, K, rho, tol, chunk, solver="auto", saved=None):
         # l1 norm per prefix: J~^T is an l1 rho-contraction on sum-zero vectors (module docstring, step 2)
         bscale = direct.abs().sum(-1).amax(-1, keepdim=True).clamp(min=torch.finfo(dtype).tiny)
         keep = saved is not None
+        pinned = None
         if keep:
             # the accelerated route's products (_sweep_lean: C' = C + offf, V unmasked): the same
             # J^T y with fewer passes; the projection P^T lam = lam - (sum lam) e_p is folded into
@@ -831,6 +993,8 @@ def _backward(grad, A, gstar, K, rho, tol, chunk, solver="auto", saved=None):
                 return sub_step
 
             step = narrow(None)
+            if pairs is not None and pairs[b] is not None and _memory(rho, w, solver, adjoint=True) > 0:
+                pinned = _adjoint_pairs(*(h.to(dtype) for h in pairs[b]), V, C, maskf)
         else:
             narrow = None
             Cinv = maskf / (C + offf)
@@ -854,6 +1018,7 @@ def _backward(grad, A, gstar, K, rho, tol, chunk, solver="auto", saved=None):
             norm="l1",
             what=f"adjoint of prefixes {p0}..{p1 - 1}",
             aux=keep,
+            pinned=pinned,
             lean=_lean(rho, solver),
             narrow=narrow,
         )
@@ -1014,7 +1179,8 @@ class _CausalOT(torch.autograd.Function):
         with torch.autocast(device_type=s.device.type, enabled=False):  # the fixed point never runs in bf16
             while path == "kernel":
                 try:
-                    A, gstar, K, sweeps, saved = _solve(s.to(work), rho, tol, chunk, solver, ctx.needs_input_grad[0])
+                    A, gstar, K, sweeps, saved = _solve(s.to(work), rho, tol, chunk, solver, ctx.needs_input_grad[0],
+                                                        pin=scores.dtype == torch.float64)
                     break
                 except _KernelRange:
                     # duals beyond exp's range: float64 (range 700), then the log domain
@@ -1028,10 +1194,12 @@ class _CausalOT(torch.autograd.Function):
                 A, gstar, _, sweeps = _solve_log(s, rho, tol, solver)
                 K = s
                 saved = None
+        ctx.pairs = None
         if saved is None:
             ctx.save_for_backward(A, gstar, K)
-        else:  # the backward needs (V, U, C), not G*
-            ctx.save_for_backward(A, None, K, *saved)
+        else:  # the backward needs (V, U, C), not G*; the forward's Anderson pairs (a list per block) where kept
+            ctx.save_for_backward(A, None, K, *saved[:3])
+            ctx.pairs = saved[3] if len(saved) > 3 else None
         ctx.rho, ctx.tol, ctx.chunk, ctx.shape, ctx.in_dtype = rho, tol, chunk, shape, scores.dtype
         ctx.solver = solver
         ctx.sweeps, ctx.path = sweeps, path
@@ -1047,7 +1215,7 @@ class _CausalOT(torch.autograd.Function):
             if ctx.path == "log":  # K holds the scores (float64)
                 ds = _backward_log(g, A, gstar, ctx.rho, ctx.tol, K, ctx.solver)
             else:
-                ds = _backward(g, A, gstar, K, ctx.rho, ctx.tol, ctx.chunk, ctx.solver, tuple(saved) or None)
+                ds = _backward(g, A, gstar, K, ctx.rho, ctx.tol, ctx.chunk, ctx.solver, tuple(saved) or None, ctx.pairs)
         return ds.to(ctx.in_dtype).reshape(ctx.shape), None, None, None, None
 
 
@@ -1096,7 +1264,9 @@ def causal_ot_attention(scores, rho, *, tol=None, chunk=_CHUNK, solver="auto"):
         ``rho`` outside [0, 1), ``tol`` not positive, ``solver`` unknown, non-finite scores, or a non-square
         input (a score spread beyond 600 takes the log-domain path, module docstring).
     ConvergenceError
-        A prefix (or its adjoint) did not converge.
+        A prefix (or its adjoint) did not converge: with ``solver="plain"``, the plain iteration ran out of
+        sweeps (the message gives its measured rate per sweep and the sweeps it lacked); with the accelerated
+        route, the plain iteration it falls back to did too (the accelerated failure is chained as the cause).
     """
     rho = check_rho(rho)
     if not isinstance(scores, torch.Tensor) or scores.ndim < 2 or scores.shape[-1] != scores.shape[-2]:
@@ -1127,6 +1297,10 @@ def causal_ot_attention(scores, rho, *, tol=None, chunk=_CHUNK, solver="auto"):
 
     # kernel, duals and output of the whole batch, plus the block working arrays; the accelerated route keeps
     # three more T x T arrays for the backward (the certifying sweep's products) when a gradient is wanted
-    arrays = 4 + (3 if scores.requires_grad and torch.is_grad_enabled() and _lean(float(rho), solver) else 0)
+    grad = scores.requires_grad and torch.is_grad_enabled()
+    arrays = 4 + (3 if grad and _lean(float(rho), solver) else 0)
+    if grad and _pinning(float(rho), solver, scores.device, scores.dtype):
+        # the forward's last m + 1 pairs for the adjoint: 2 (m + 1) lower triangles in half the working precision
+        arrays += math.ceil((_memory(float(rho), T, solver) + 1) / 2)
     check_allocation(arrays * scores.numel() * 8, "scores", tuple(scores.shape))
     return _CausalOT.apply(scores, float(rho), float(tol), int(chunk), solver)
