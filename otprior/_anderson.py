@@ -25,6 +25,20 @@ problem fails only where a plain step from an accepted point fails (non-finite i
 safe range left) or when the sweep budget runs out. Every accepted residual is at most
 10 times the best, and the answer is certified at its own point.
 
+Stall. A problem whose best residual has not improved for more than a quarter of the budget
+(``max_iter // 4`` accepted points, at least ``8 m``; restarts do not reset the count) stops
+mixing for good: it goes on with plain steps from its best iterate (the next point is the
+image of the best accepted point), which contract its residual by ``rho`` per sweep
+(Theorem 1). The count is tied to the budget because mixing at ``rho >= 0.999`` goes through
+long stretches without a new best and then converges (measured: 1345 accepted points in a
+run of 1546 sweeps at n = 64, ``rho = 0.999``); a rule tighter than the budget stopped such
+runs, and with the default budget none of the measured ordinary runs reaches it. Even so a
+stalled problem may not finish within the budget where the plain iteration from the start
+would: the callers therefore solve a failed problem again by the plain iteration from the same
+start with the same budget (``causal_ot_attention``, ``causal_ot_fixed_point``; Remark 5 of
+``proofs/operator_fast_paths.md``), so the accelerated operator fails only where the plain one
+does.
+
 The least-squares problem ``min_gamma ||r_k - dR gamma||`` is solved in the small
 ``m x m`` space: the Gram matrix ``dR^T dR`` of the stored residual differences is kept
 up to date (one new row per sweep, ``m`` inner products ``d_j . (r_k - r_{k-1})``, formed as
@@ -44,6 +58,13 @@ from ._validation import ConvergenceError
 _MAX_PAUSE = 32
 # a candidate is accepted when its residual is at most this factor times the best so far
 _ACCEPT = 10.0
+# a problem whose best residual has not improved for more than a quarter of the budget (and at least this many
+# accepted points times the memory; restarts included) goes on with plain steps from its best iterate, without
+# mixing, to its end. Mixing at rho >= 0.999 goes through long stretches without a new best residual and then
+# converges (measured: up to 1345 accepted points at n = 64, rho = 0.999, 1546 sweeps in all), so a stall rule
+# tighter than the budget would stop mixing that was about to succeed.
+_STALL = 8
+_STALL_BUDGET = 4
 # histories of at least this many doubles are kept in the caller's workspace (smaller ones are
 # served by the allocator without fresh pages)
 _REUSE = 1 << 18
@@ -189,7 +210,8 @@ def _anderson_solve(
     info : dict
         ``iterations`` (evaluations of ``G`` per problem), ``residual`` (at the returned
         point's predecessor: the certificate), ``rejected`` (Anderson candidates
-        discarded per problem), and ``history`` when requested.
+        discarded per problem), ``stalled`` (whether each problem stopped mixing on a stall),
+        and ``history`` when requested.
 
     Raises
     ------
@@ -213,6 +235,7 @@ def _anderson_solve(
     rows = np.arange(batch)
     m = max(1, int(memory))
     accelerate = bool(accelerate)
+    stall_after = max(_STALL * m, max_iter // _STALL_BUDGET)
     osc = seminorm == "osc"
     # state of the active problems, one row each; when problems finish, the rows of the
     # last active problems move into their places (``_drop``), so the state stays compact
@@ -224,6 +247,9 @@ def _anderson_solve(
     best_rn = np.full(batch, np.inf)
     best_img = np.zeros((batch, width))
     stale = np.zeros(batch, dtype=int)
+    since = np.zeros(batch, dtype=int)  # accepted points since the last new best (not reset by restarts)
+    plain = np.zeros(batch, dtype=bool)  # stalled: plain steps only, from the best iterate on
+    stalled_total = np.zeros(batch, dtype=bool)
     pause = np.zeros(batch, dtype=int)
     rejections = np.zeros(batch, dtype=int)
     thresholds = threshold.copy()
@@ -339,7 +365,7 @@ def _anderson_solve(
         all_go = not (any_reject or any_stop)
         # --- memory update at the accepted points ---
         if accelerate:
-            upd = go & have_prev
+            upd = go & have_prev & ~plain
             ui = np.flatnonzero(upd)
             q = None
             if ui.size:
@@ -382,19 +408,32 @@ def _anderson_solve(
             best_img = img
             best_rn = rn
             stale = np.zeros(b, dtype=int)
+            since = np.zeros(b, dtype=int)
         else:
             if improved.any():
                 best_img = np.where(improved[:, None], img, best_img)
             best_rn = np.where(improved, rn, best_rn)
             stale = np.where(improved, 0, np.where(go, stale + 1, stale))
+            since = np.where(improved, 0, np.where(go, since + 1, since))
+        stall = None
         if accelerate:
             # a problem whose best residual has not improved for 2 m accepted points restarts
-            restart = go & (stale > 2 * m)
+            restart = go & ~plain & (stale > 2 * m)
             if restart.any():
                 reject = reject | restart
                 any_reject = True
             if any_reject:
                 stale = np.where(reject, 0, stale)
+            # a problem whose best residual has not improved for _STALL m accepted points, restarts
+            # included, stops mixing: plain steps from its best iterate (the first is the best image)
+            stall = go & ~plain & (since > stall_after)
+            if stall.any():
+                plain = plain | stall
+                stalled_total[rows[stall]] = True
+                reject = reject & ~stall
+                any_reject = bool(reject.any())
+            else:
+                stall = None
         # --- rejections: resume with the plain step of the last accepted point (for a
         # restart, the current one): the plain trajectory goes on, as it would without mixing
         x_next = img
@@ -406,10 +445,12 @@ def _anderson_solve(
             pause[ri] = np.minimum(2 ** np.minimum(rejections[ri], 5), _MAX_PAUSE)
             if accelerate:
                 count[ri] = 0
+        if stall is not None:
+            x_next = np.where(stall[:, None], best_img, x_next)
         new_trial = np.zeros(b, dtype=bool)
         if accelerate:
             nstored = np.minimum(count, m)
-            want = go & ~reject & (pause == 0) & (nstored > 0)
+            want = go & ~reject & ~plain & (pause == 0) & (nstored > 0)
             if want.any():
                 if q is None:
                     q = np.matmul(d_res, res.astype(hdt, copy=False)[:, :, None])[:, :, 0].astype(float)
@@ -444,6 +485,7 @@ def _anderson_solve(
             prev_img, prev_res = _drop(prev_img, holes, movers, b_new), _drop(prev_res, holes, movers, b_new)
             best_img, best_rn = _drop(best_img, holes, movers, b_new), _drop(best_rn, holes, movers, b_new)
             stale, pause, rejections = (_drop(a, holes, movers, b_new) for a in (stale, pause, rejections))
+            since, plain = _drop(since, holes, movers, b_new), _drop(plain, holes, movers, b_new)
             if accelerate:
                 d_res, d_img = _drop(d_res, holes, movers, b_new), _drop(d_img, holes, movers, b_new)
                 gram, count = _drop(gram, holes, movers, b_new), _drop(count, holes, movers, b_new)
@@ -477,7 +519,7 @@ def _anderson_solve(
         err = ConvergenceError(f"{int(failed.sum())} of {batch} problems failed: " + "; ".join(parts), partial=out)
         err.failures = failures
         raise err
-    info = {"iterations": iterations, "residual": residual, "rejected": rejected_total}
+    info = {"iterations": iterations, "residual": residual, "rejected": rejected_total, "stalled": stalled_total}
     if history:
         info["history"] = np.array(trace)
     return out, info
