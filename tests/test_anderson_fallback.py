@@ -82,7 +82,7 @@ def _check_ordinary(cases, priors, monkeypatch):
     inputs = [(rng.standard_normal((n, n)) * scale, rho) for n, scale, rho in cases]
     inputs.append((rng.standard_normal((2, 3, 9, 9)) * 3.0, 0.99))
     for S, rho in inputs:
-        for acc in (True, False) if rho <= 0.99 else (True,):
+        for acc in (True, False) if rho <= 0.99 and S.shape[-1] < 30 else (True,):
             new = causal_ot_attention(S, rho, accelerate=acc)
             assert np.array_equal(new, old.causal_ot_attention(S, rho, accelerate=acc)), (S.shape, rho, acc)
         if S.ndim == 2 and S.shape[0] <= 64:
@@ -178,3 +178,21 @@ def test_bigger_seeded_sweep_with_the_plain_route_budget(monkeypatch):
     S = np.random.default_rng(4).standard_normal((3, 5, 5)) * np.array([1.0, 100.0, 1e3])[:, None, None]
     plain, fast = _routes(causal_ot_attention, S, 0.999, max_iter=1000)
     assert plain is None or (fast is not None and np.max(np.abs(fast - plain)) <= 1e-10)
+
+
+def test_default_settings_reach_the_tolerance_at_rho_09999():
+    # with the default budget (10000 sweeps) the mixing of 01e0032 failed on this input (the plain iteration
+    # needs more than 30000 sweeps); now about 3100: a rejected candidate is now halved towards the plain step
+    # (backtrack, otprior/_anderson.py) instead of being discarded, and the default is reached
+    S = np.random.default_rng(1).standard_normal((8, 8))
+    A = causal_ot_attention(S, 0.9999)
+    np.testing.assert_allclose(A.sum(axis=1), 1.0, rtol=0, atol=1e-14)
+
+
+@pytest.mark.slow
+def test_rho_09999_agrees_with_the_plain_iteration():
+    S = np.random.default_rng(0).standard_normal((8, 8))
+    plain = causal_ot_attention(S, 0.9999, accelerate=False, max_iter=10**6)
+    fast = causal_ot_attention(S, 0.9999)
+    # both certified to max(dual_tol, 16 eps (1 + max|g|) / (1 - rho)) ~ 2e-9 in the duals
+    np.testing.assert_allclose(fast, plain, rtol=1e-8, atol=0)
