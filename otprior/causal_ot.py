@@ -178,7 +178,10 @@ def causal_ot_fixed_point(scores, rho, *, dual_tol=1e-12, max_iter=100_000, acce
             raise
         # the plain iteration from the same start with the same budget: the answer of accelerate=False,
         # bit for bit, wherever the mixing fails (Remark 5, proofs/operator_fast_paths.md)
-        g, info = solve(False)
+        try:
+            g, info = solve(False)
+        except ConvergenceError as err:
+            raise _both_failed(err, np.array([n - 1, n - 1])) from None
     g = g[0]
     f = -_logsumexp(sm + g[None, :], axis=1)
     f = f - s.max(axis=1, where=tri, initial=-np.inf)

@@ -196,3 +196,13 @@ def test_rho_09999_agrees_with_the_plain_iteration():
     fast = causal_ot_attention(S, 0.9999)
     # both certified to max(dual_tol, 16 eps (1 + max|g|) / (1 - rho)) ~ 2e-9 in the duals
     np.testing.assert_allclose(fast, plain, rtol=1e-8, atol=0)
+
+
+def test_errors_say_both_routes_failed_and_which_condition():
+    S = np.random.default_rng(0).standard_normal((16, 16))
+    with pytest.raises(ConvergenceError, match=r"prefixes 0\.\.15: the accelerated route failed and so did the plain "
+                       r"route .* did not reach the tolerance .* after max_iter=3 sweeps \(residual reached") as err:
+        causal_ot_attention(S, 0.9, max_iter=3)
+    assert err.value.failures["tolerance"].size and err.value.partial is not None
+    with pytest.raises(ConvergenceError, match=r"the accelerated route failed and so did the plain route"):
+        causal_ot_fixed_point(S, 0.9, max_iter=3, accelerate=True)
