@@ -25,17 +25,18 @@ problem fails only where a plain step from an accepted point fails (non-finite i
 safe range left) or when the sweep budget runs out. Every accepted residual is at most
 10 times the best, and the answer is certified at its own point.
 
-Stall (where the caller gives the contraction factor ``rate``). A problem whose best residual
-``r_b`` has not improved for more than a quarter of the budget (``max_iter // 4`` accepted
-points, at least ``8 m``; restarts do not reset the count) stops mixing for good if the plain
-iteration from its best iterate is guaranteed to finish in the sweeps left: at least
+Stall (where the caller gives the contraction factor ``rate``). Every ``W`` sweeps
+(``W = max_iter // 4``, at least ``8 m``) a problem whose best residual ``r_b`` shrank by less
+than ``rate ** W`` over the last ``W`` sweeps (slower than the plain iteration is guaranteed to
+go; no new best at all is the extreme case) stops mixing for good if the plain iteration from
+its best iterate is guaranteed to finish in the sweeps left: at least
 ``log(r_b / threshold) / log(1 / rate) + 8`` of them (Theorem 1: each plain step contracts the
 residual by ``rate``). It then goes on with plain steps from its best iterate (the next point is
-the image of the best accepted point). The count is tied to the budget because mixing at
+the image of the best accepted point). The window is tied to the budget because mixing at
 ``rho >= 0.999`` goes through long stretches without a new best and then converges (measured:
-1345 accepted points in a run of 1546 sweeps at n = 64, ``rho = 0.999``); a rule tighter than
-the budget stopped such runs, and with the default budget none of the measured ordinary runs
-reaches it. The mixing may still fail where the plain iteration from the start would not: the
+1345 accepted points in a run of 1546 sweeps at n = 64, ``rho = 0.999``); a shorter window
+stopped such runs, and with the default budget no measured ordinary run lasts the two windows
+the first comparison needs. The mixing may still fail where the plain iteration from the start would not: the
 callers therefore solve a failed problem again by the plain iteration from the same start with
 the same budget (``causal_ot_attention``, ``causal_ot_fixed_point``; Remark 5 of
 ``proofs/operator_fast_paths.md``), so the accelerated operator fails only where the plain one
@@ -60,11 +61,9 @@ from ._validation import ConvergenceError
 _MAX_PAUSE = 32
 # a candidate is accepted when its residual is at most this factor times the best so far
 _ACCEPT = 10.0
-# a problem whose best residual has not improved for more than a quarter of the budget (and at least this many
-# accepted points times the memory; restarts included) goes on with plain steps from its best iterate, without
-# mixing, to its end. Mixing at rho >= 0.999 goes through long stretches without a new best residual and then
-# converges (measured: up to 1345 accepted points at n = 64, rho = 0.999, 1546 sweeps in all), so a stall rule
-# tighter than the budget would stop mixing that was about to succeed.
+# the stall rule's window: a quarter of the budget, and at least this many sweeps times the memory (module
+# docstring; mixing at rho >= 0.999 goes through long stretches without a new best residual and then converges,
+# measured up to 1345 sweeps at n = 64, rho = 0.999, so a window shorter than the budget's would stop it)
 _STALL = 8
 _STALL_BUDGET = 4
 # halvings of a rejected candidate towards the plain step before it is discarded (``backtrack``)
@@ -223,9 +222,9 @@ def _anderson_solve(
 
     rate : float, optional
         Contraction factor of ``G`` in the chosen seminorm (Theorem 1: ``rho``). Enables the stall
-        rule (module docstring): a problem switches to plain steps from its best iterate only where
-        ``rate`` guarantees that they reach the threshold within the sweeps left. ``None``: no
-        stall rule (the mixing goes on to the end of the budget).
+        rule (module docstring): a problem whose mixing goes no faster than ``rate`` per sweep over a
+        window switches to plain steps from its best iterate, only where ``rate`` guarantees that they
+        reach the threshold within the sweeps left. ``None``: no stall rule.
 
     Returns
     -------
@@ -271,7 +270,7 @@ def _anderson_solve(
     best_rn = np.full(batch, np.inf)
     best_img = np.zeros((batch, width))
     stale = np.zeros(batch, dtype=int)
-    since = np.zeros(batch, dtype=int)  # accepted points since the last new best (not reset by restarts)
+    mark_rn = np.full(batch, np.inf)  # best residual at the last checkpoint of the stall rule
     plain = np.zeros(batch, dtype=bool)  # stalled: plain steps only, from the best iterate on
     stalled_total = np.zeros(batch, dtype=bool)
     pause = np.zeros(batch, dtype=int)
@@ -433,13 +432,11 @@ def _anderson_solve(
             best_img = img
             best_rn = rn
             stale = np.zeros(b, dtype=int)
-            since = np.zeros(b, dtype=int)
         else:
             if improved.any():
                 best_img = np.where(improved[:, None], img, best_img)
             best_rn = np.where(improved, rn, best_rn)
             stale = np.where(improved, 0, np.where(go, stale + 1, stale))
-            since = np.where(improved, 0, np.where(go, since + 1, since))
         stall = None
         if accelerate:
             # a problem whose best residual has not improved for 2 m accepted points restarts
@@ -451,15 +448,18 @@ def _anderson_solve(
                 stale = np.where(reject, 0, stale)
             # a problem whose best residual has not improved for _STALL m accepted points, restarts
             # included, stops mixing: plain steps from its best iterate (the first is the best image)
-            stall = go & ~plain & (since > stall_after)
-            if rate is None:
-                stall[:] = False
-            elif stall.any():
-                # only where the plain iteration from the best iterate reaches the threshold within the sweeps
-                # left, by Theorem 1 (the residual contracts by ``rate`` per plain step), with 8 sweeps to spare
-                with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if rate is not None and k % stall_after == 0:
+                # a checkpoint: the best residual has shrunk by less than rate ** stall_after since the last
+                # one (no faster than the plain iteration is guaranteed to go), and plain steps from the best
+                # iterate reach the threshold within the sweeps left, with 8 to spare (Theorem 1: the residual
+                # contracts by ``rate`` per plain step)
+                with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+                    slow = best_rn > rate**stall_after * mark_rn
                     need = np.log(best_rn / np.maximum(thresholds, 1e-300)) / -np.log(rate) if rate > 0 else 1.0
-                stall &= need + 8 <= max_iter - k
+                stall = go & ~plain & slow & (need + 8 <= max_iter - k)
+                mark_rn = best_rn.copy()
+            else:
+                stall = np.zeros(b, dtype=bool)
             if stall.any():
                 plain = plain | stall
                 stalled_total[rows[stall]] = True
@@ -539,7 +539,7 @@ def _anderson_solve(
             prev_img, prev_res = _drop(prev_img, holes, movers, b_new), _drop(prev_res, holes, movers, b_new)
             best_img, best_rn = _drop(best_img, holes, movers, b_new), _drop(best_rn, holes, movers, b_new)
             stale, pause, rejections = (_drop(a, holes, movers, b_new) for a in (stale, pause, rejections))
-            since, plain = _drop(since, holes, movers, b_new), _drop(plain, holes, movers, b_new)
+            mark_rn, plain = _drop(mark_rn, holes, movers, b_new), _drop(plain, holes, movers, b_new)
             depth = _drop(depth, holes, movers, b_new)
             if accelerate:
                 d_res, d_img = _drop(d_res, holes, movers, b_new), _drop(d_img, holes, movers, b_new)

@@ -206,3 +206,23 @@ def test_errors_say_both_routes_failed_and_which_condition():
     assert err.value.failures["tolerance"].size and err.value.partial is not None
     with pytest.raises(ConvergenceError, match=r"the accelerated route failed and so did the plain route"):
         causal_ot_fixed_point(S, 0.9, max_iter=3, accelerate=True)
+
+
+def test_mixing_slower_than_the_plain_iteration_switches_to_plain_steps(monkeypatch):
+    # a linear 0.9-contraction with fixed point (30, -20, 10); the mixing's coefficients are replaced by a constant
+    # 0.5, so every candidate is accepted but shrinks the residual more slowly than the plain step would: with the
+    # contraction factor given, the stall rule hands the problem to plain steps from its best iterate, which finish
+    # within the budget (543 sweeps); without it the budget runs out (837 sweeps needed)
+    import otprior._anderson as anderson
+
+    monkeypatch.setattr(anderson, "_gamma", lambda gram, rhs, ns: 0.5 * (np.arange(rhs.shape[1]) < ns[:, None]))
+    fixed = np.array([30.0, -20.0, 10.0])
+
+    def G(x, rows):
+        return 0.9 * x + 0.1 * fixed
+
+    out, info = anderson.anderson_solve(G, np.zeros((1, 3)), 1e-12, max_iter=800, memory=4, rate=0.9)
+    assert info["stalled"][0]
+    np.testing.assert_allclose(out[0], fixed, rtol=0, atol=1e-12 / (1 - 0.9))
+    with pytest.raises(ConvergenceError, match="did not reach the tolerance"):
+        anderson.anderson_solve(G, np.zeros((1, 3)), 1e-12, max_iter=800, memory=4)
