@@ -249,9 +249,10 @@ def causal_ot_attention(scores, rho, *, dual_tol=1e-12, max_iter=10_000, variant
     entries that underflow there as exact log-sum-exps on sparse supports (see
     ``_log_block``), with the same number of sweeps. Anderson mixing is safeguarded
     (``otprior/_anderson.py``): a candidate outside the kernel's safe range, or whose
-    residual exceeds 10 times the best, is replaced by the plain step, and a problem that
-    stalls for a quarter of the budget goes on with plain steps from its best iterate; a
-    block that still fails is solved by the plain route (above), so the accelerated
+    residual exceeds 10 times the best, is replaced by the plain step, and a problem whose
+    mixing went no faster than ``rho`` per sweep over a quarter of the budget goes on with
+    plain steps from its best iterate where Theorem 1 guarantees they finish; a block that
+    still fails is solved by the plain route (above), so the accelerated
     operator converges wherever the plain iteration does. The result does not depend on
     the memory layout of ``scores`` (the shifted scores are C-ordered). For ``rho > 0.999`` a
     rejected candidate is first halved towards the plain step (Remark 6 there): with the default
