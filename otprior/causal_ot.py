@@ -33,6 +33,10 @@ _EPS = MACHINE_EPSILON
 # dual scalings far from overflow; beyond that the exact log-domain path is used.
 _KERNEL_SPREAD = 200.0
 _KERNEL_DUAL = 600.0
+# beyond this rho a rejected Anderson candidate is halved towards the plain step before it is discarded
+# (``backtrack`` of ``anderson_solve``): the default budget was out of reach at rho = 0.9999 without it; at and
+# below this rho the mixing is as before (the answers there are unchanged bit for bit)
+_BACKTRACK_RHO = 0.999
 # Prefixes solved together in one block (each block cold, from g = 0).
 _BLOCK = 128
 
@@ -121,7 +125,11 @@ def causal_ot_fixed_point(scores, rho, *, dual_tol=1e-12, max_iter=100_000, acce
         Accuracy of ``g`` in the oscillation seminorm (see ``FixedPoint.error_bound``).
     max_iter : int
     accelerate : bool
-        Anderson mixing (``False``: the plain alternating iteration).
+        Anderson mixing (``False``: the plain alternating iteration). Where the mixing fails
+        within ``max_iter``, the plain iteration is run from the same start with the same budget,
+        so the accelerated call fails only where ``accelerate=False`` does, and returns its answer
+        bit for bit there (Remark 5, ``proofs/operator_fast_paths.md``); at most ``2 max_iter``
+        sweeps in all.
 
     Returns
     -------
@@ -143,20 +151,37 @@ def causal_ot_fixed_point(scores, rho, *, dual_tol=1e-12, max_iter=100_000, acce
     if s.ndim != 2:
         raise DomainError("scores", f"array of shape {s.shape}", "a single (n, n) matrix")
     n = s.shape[0]
+    s = np.ascontiguousarray(s)  # the result does not depend on the layout of the input
     tri = np.tril(np.ones((n, n), dtype=bool))
     sm = np.where(tri, s - s.max(axis=1, where=tri, initial=-np.inf)[:, None], -np.inf)
     G = _log_map(sm, rho)
-    g, info = anderson_solve(
-        G,
-        np.zeros((1, n)),
-        _threshold(dual_tol, rho),
-        max_iter=max_iter,
-        accelerate=accelerate,
-        memory=anderson_memory(rho),
-        history=True,
-        seminorm="osc",
-        floor=lambda amax: _floor(n) * (1.0 + amax),
-    )
+
+    def solve(mixing):
+        return anderson_solve(
+            G,
+            np.zeros((1, n)),
+            _threshold(dual_tol, rho),
+            max_iter=max_iter,
+            accelerate=mixing,
+            memory=anderson_memory(rho),
+            history=True,
+            seminorm="osc",
+            floor=lambda amax: _floor(n) * (1.0 + amax),
+            backtrack=rho > _BACKTRACK_RHO,
+            rate=rho,
+        )
+
+    try:
+        g, info = solve(accelerate)
+    except ConvergenceError:
+        if not accelerate:
+            raise
+        # the plain iteration from the same start with the same budget: the answer of accelerate=False,
+        # bit for bit, wherever the mixing fails (Remark 5, proofs/operator_fast_paths.md)
+        try:
+            g, info = solve(False)
+        except ConvergenceError as err:
+            raise _both_failed(err, np.array([n - 1, n - 1])) from None
     g = g[0]
     f = -_logsumexp(sm + g[None, :], axis=1)
     f = f - s.max(axis=1, where=tri, initial=-np.inf)
@@ -197,7 +222,11 @@ def causal_ot_attention(scores, rho, *, dual_tol=1e-12, max_iter=10_000, variant
         show the difference (``proofs/prefix_consistency.md``).
     accelerate : bool
         Anderson mixing of the dual iteration, memory chosen by ``rho`` (the answer
-        does not depend on it).
+        does not depend on it beyond the certified accuracy). A block of prefixes on which the
+        mixing fails is solved again by exactly the route of ``accelerate=False`` (same start,
+        same budget), so the accelerated operator raises only where the plain one does and
+        there returns the plain rows bit for bit (Remark 5, ``proofs/operator_fast_paths.md``).
+        Its cost is then at most the failed accelerated solve plus the plain one.
 
     Returns
     -------
@@ -220,8 +249,17 @@ def causal_ot_attention(scores, rho, *, dual_tol=1e-12, max_iter=10_000, variant
     entries that underflow there as exact log-sum-exps on sparse supports (see
     ``_log_block``), with the same number of sweeps. Anderson mixing is safeguarded
     (``otprior/_anderson.py``): a candidate outside the kernel's safe range, or whose
-    residual exceeds 10 times the best, is replaced by the plain step, so the
-    accelerated operator converges wherever the plain iteration does; its memory is
+    residual exceeds 10 times the best, is replaced by the plain step, and a problem whose
+    mixing went no faster than ``rho`` per sweep over a quarter of the budget goes on with
+    plain steps from its best iterate where Theorem 1 guarantees they finish; a block that
+    still fails is solved by the plain route (above), so the accelerated
+    operator converges wherever the plain iteration does. The result does not depend on
+    the memory layout of ``scores`` (the shifted scores are C-ordered). For ``rho > 0.999`` a
+    rejected candidate is first halved towards the plain step (Remark 6 there): with the default
+    settings at ``rho = 0.9999`` (scores N(0, 1) x 1, 10, 100, n = 2..64, 3 seeds) 46 of 54 inputs
+    then converge within the 10000 sweeps; the others, all at spread x 10 or x 100 and n >= 16, raise
+    :class:`~otprior.ConvergenceError` (the plain iteration needs more than 10000 sweeps there too),
+    and a larger ``max_iter`` is the remedy. The mixing's memory is
     chosen by ``rho`` (its differences are stored in float32: they only choose the points
     evaluated). With acceleration, on the kernel path, the first sweep of every block from
     ``g = 0`` is a closed form shared by all blocks (one cumulative sum, Lemma 1 of
@@ -257,9 +295,12 @@ def causal_ot_attention(scores, rho, *, dual_tol=1e-12, max_iter=10_000, variant
 def _attention_one(s, rho, dual_tol, max_iter, variant, accelerate, block=_BLOCK):
     n = s.shape[0]
     tri = np.tril(np.ones((n, n), dtype=bool))
-    # shift every row by its maximum: f absorbs it exactly (Definition 1)
+    # shift every row by its maximum: f absorbs it exactly (Definition 1); the shifted scores are
+    # C-ordered whatever the layout of the input (a Fortran-ordered or transposed view would give a
+    # Fortran-ordered kernel, whose products BLAS sums in another order: the result would depend on
+    # the layout by rounding)
     top = np.max(s, axis=1, where=tri, initial=-np.inf)
-    sm = s - top[:, None]
+    sm = np.subtract(s, top[:, None], order="C")
     spread = float(-np.min(sm, where=tri, initial=0.0))
     np.copyto(sm, -np.inf, where=~tri)
     prefixes = np.arange(n) if variant == "prefix" else np.array([n - 1])
@@ -270,38 +311,66 @@ def _attention_one(s, rho, dual_tol, max_iter, variant, accelerate, block=_BLOCK
     workspace = {}
     for start in reversed(range(0, prefixes.size, block)):
         P = prefixes[start : start + block]
-        rows = None
-        if spread <= _KERNEL_SPREAD:
-            if kernels is None:
-                # the kernel of every block is a leading square of one kernel; its transpose is a view
-                # (the products pass it to BLAS as a transposed operand, as fast as a contiguous copy)
-                with np.errstate(under="ignore"):
-                    K = np.exp(sm)  # exactly zero above the diagonal
-                kernels = (K, K.T)
-                if accelerate and variant == "prefix":
-                    # the first sweep of every prefix from g = 0, for all blocks at once (_first_sweep),
-                    # kept in the output: rows P of it are read before the rows P of the output are
-                    # written, and its entries beyond the diagonal are zero, as the output's are
-                    first = np.divide(K, K.sum(axis=1)[:, None], out=out)
-                    for i in range(1, n):  # the cumulative sum down the columns, row by row (np.cumsum
-                        # along axis 0 is 10x slower here); entries right of the diagonal stay zero
-                        np.add(first[i, :i], first[i - 1, :i], out=first[i, :i])
-                if accelerate and spread <= _F32_SPREAD and n >= _F32_WIDTH:
-                    # single-precision copies for the warm-up sweeps (_warm_map)
-                    K32 = K.astype(np.float32)
-                    kernels += (K32, K32.T)
+        if spread <= _KERNEL_SPREAD and kernels is None:
+            # the kernel of every block is a leading square of one kernel; its transpose is a view
+            # (the products pass it to BLAS as a transposed operand, as fast as a contiguous copy)
+            with np.errstate(under="ignore"):
+                K = np.exp(sm)  # exactly zero above the diagonal
+            kernels = (K, K.T)
+            if accelerate and variant == "prefix":
+                # the first sweep of every prefix from g = 0, for all blocks at once (_first_sweep),
+                # kept in the output: rows P of it are read before the rows P of the output are
+                # written, and its entries beyond the diagonal are zero, as the output's are
+                first = np.divide(K, K.sum(axis=1)[:, None], out=out)
+                for i in range(1, n):  # the cumulative sum down the columns, row by row (np.cumsum
+                    # along axis 0 is 10x slower here); entries right of the diagonal stay zero
+                    np.add(first[i, :i], first[i - 1, :i], out=first[i, :i])
+            if accelerate and spread <= _F32_SPREAD and n >= _F32_WIDTH:
+                # single-precision copies for the warm-up sweeps (_warm_map)
+                K32 = K.astype(np.float32)
+                kernels += (K32, K32.T)
+        full = variant == "full"
+        try:
+            rows = _block(sm, P, rho, dual_tol, max_iter, accelerate, full, spread, kernels, workspace, first)
+        except ConvergenceError:
+            if not accelerate:
+                raise
+            # The accelerated route failed on this block: the block is solved again by exactly the
+            # plain route (accelerate=False) from the same start (g = 0) with the same budget, so its
+            # rows are bit for bit those of accelerate=False and fail only where the plain ones do
+            # (Remark 5, proofs/operator_fast_paths.md). The plain route reads only the float64
+            # kernel, which is the same array in both routes, and no mixing memory.
             try:
-                rows = _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, variant == "full", kernels,
-                                     workspace, first)
-            except _KernelRange:
-                rows = None
-        if rows is None:
-            rows = _log_block(sm, P, rho, dual_tol, max_iter, accelerate, variant == "full", workspace)
-        if variant == "full":
+                rows = _block(sm, P, rho, dual_tol, max_iter, False, full, spread, kernels and kernels[:2], workspace)
+            except ConvergenceError as err:
+                raise _both_failed(err, P) from None
+        if full:
             return rows
         w = int(P[-1]) + 1
         out[P, :w] = rows
     return out
+
+
+def _both_failed(err, P):
+    """The plain route's error on the prefixes ``P``, saying that the accelerated route failed first."""
+    new = ConvergenceError(
+        f"prefixes {int(P[0])}..{int(P[-1])}: the accelerated route failed and so did the plain route "
+        f"(accelerate=False) from the same start with the same budget: {err}",
+        partial=err.partial,
+    )
+    new.failures = getattr(err, "failures", {})
+    return new
+
+
+def _block(sm, P, rho, dual_tol, max_iter, accelerate, full, spread, kernels, workspace, first=None):
+    """The rows of the prefixes ``P``: the kernel path where the spread allows it, the log-domain
+    path where it does not or where a kernel step overflows or leaves the safe range."""
+    if spread <= _KERNEL_SPREAD:
+        try:
+            return _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full, kernels, workspace, first)
+        except _KernelRange:
+            pass
+    return _log_block(sm, P, rho, dual_tol, max_iter, accelerate, full, workspace)
 
 
 class _KernelRange(Exception):
@@ -536,6 +605,8 @@ def _solve(G, x0, rho, dual_tol, max_iter, accelerate, width, bound=None, worksp
         images_last=_IMAGES_LAST,
         history32=_HISTORY32,
         first_image=first_image,
+        backtrack=rho > _BACKTRACK_RHO,
+        rate=rho,
     )
 
 

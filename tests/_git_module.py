@@ -23,8 +23,8 @@ def module_at(commit, path, name, package):
     spec = importlib.util.spec_from_loader(name, loader=None)
     mod = importlib.util.module_from_spec(spec)
     mod.__package__ = package
+    sys.modules.setdefault(name, mod)  # before it runs: a dataclass looks its module up while it is defined
     exec(compile(src, f"{commit[:8]}:{path}", "exec"), mod.__dict__)
-    sys.modules.setdefault(name, mod)
     return mod
 
 
