@@ -89,13 +89,14 @@ def point(rho, W, n, ref, before):
         "rho": rho, "W": W, "n": n, "float": f, "route": route, "lo": e.lo, "hi": e.hi, "route_cert": croute,
         "ref": ref_f, "one_minus_ref": float(1 - ref), "contains": bool(e.lo <= ref <= e.hi), "error": err,
         "bound": bound, "units": err / bound if bound > 0 else (0.0 if err == 0 else math.inf),
-        "rel_error_one_minus": float(abs(f - ref) / (1 - ref)) if ref < 1 else 0.0, "cpu_float_ms": 1e3 * t_f,
+        # relative to 1 - m where 1 - m is above the doubles' spacing near 1 (else the rounding to 1.0 is all there is)
+        "rel_error_one_minus": float(abs(f - ref) / (1 - ref)) if 1 - ref >= EPS else None, "cpu_float_ms": 1e3 * t_f,
         "cpu_cert_ms": 1e3 * t_c,
     }
     if before is not None:
         fb = before.ot_window_mass(W, n, rho)
         row.update(before=fb, before_error=abs(fb - ref_f),
-                   before_rel_error_one_minus=float(abs(fb - ref) / (1 - ref)) if ref < 1 else 0.0)
+                   before_rel_error_one_minus=float(abs(fb - ref) / (1 - ref)) if 1 - ref >= EPS else None)
     return row
 
 
@@ -123,6 +124,10 @@ def run(quick, before_commit):
     return rows, jumps
 
 
+def _e(x):
+    return "—" if x is None else f"{x:.2e}"
+
+
 def markdown(rows, jumps, load_before, load_after, before_commit):
     lines = [
         "# The OT window mass across its route switch near rho = 1 (bench/bench_ot_crossover.py)",
@@ -140,8 +145,8 @@ def markdown(rows, jumps, load_before, load_after, before_commit):
         lines.append(
             f"| {r['rho']:.6g} | {r['W']} | {r['n']} | {r['route']}/{r['route_cert']} | {r['float']!r} | "
             f"{r.get('before', float('nan'))!r} | {r['ref']!r} | [{r['lo']:.6g}, {r['hi']:.6g}] | {r['contains']} | "
-            f"{r['error']:.2e} | {r['bound']:.2e} | {r['units']:.3g} | {r['rel_error_one_minus']:.2e} "
-            f"({r.get('before_rel_error_one_minus', float('nan')):.2e}) |"
+            f"{r['error']:.2e} | {r['bound']:.2e} | {r['units']:.3g} | {_e(r['rel_error_one_minus'])} "
+            f"({_e(r.get('before_rel_error_one_minus'))}) |"
         )
     lines += ["", "| rho | W | n0 -> n0 + 1 | jump | jump before | true change | excess | excess / bound |",
               "|---|---|---|---|---|---|---|---|"]
