@@ -10,11 +10,12 @@ worst float error (in units of its documented bound where the family documents o
 reference), and every point over a target (n >= 1e6: float <= 1 ms, certified <= 50 ms; every reference inside its
 enclosure; no refusal).
 
-Run: ``python bench/summarise_any_length.py`` (after the sweeps).
+Run: ``python bench/summarise_any_length.py`` (after the sweeps; exits 1 where a point is over target).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -37,12 +38,16 @@ def _big(label):
     return label == "1e300" or int(label[2:]) >= 6
 
 
-def _load(name):
-    path = os.path.join(RESULTS, name)
+def _load(name, results=RESULTS):
+    path = os.path.join(results, name)
     if not os.path.exists(path):
         return None
     with open(path) as fh:
         return json.load(fh)
+
+
+def _at(where):
+    return f" {where}" if where else ""
 
 
 def _fmt(x, spec, none="—"):
@@ -74,14 +79,14 @@ class Family:
                 continue
             setattr(self, key, max(getattr(self, key) or 0.0, value))
             if value > target:
-                self.over.append(f"{self.name} {where} n={label}: {key.split('_')[0]} {value:.2f} ms")
+                self.over.append(f"{self.name}{_at(where)} n={label}: {key.split('_')[0]} {value:.2f} ms")
         if width is not None and math.isfinite(width):
             self.width = max(self.width or 0.0, width)
         if ref_in is not None:
             self.refs += 1
             self.refs_in += bool(ref_in)
             if not ref_in:
-                self.over.append(f"{self.name} {where} n={label}: reference outside the enclosure")
+                self.over.append(f"{self.name}{_at(where)} n={label}: reference outside the enclosure")
         if units is not None:
             self.units = max(self.units or 0.0, units)
         if ulps is not None:
@@ -90,7 +95,7 @@ class Family:
     def refuse(self, label, why, where=""):
         self.points += 1
         self.lengths.add(label)
-        self.over.append(f"{self.name} {where} n={label}: refused ({why[:80]})")
+        self.over.append(f"{self.name}{_at(where)} n={label}: refused ({why[:80]})")
 
     def row(self):
         if self.expected is None:
@@ -123,7 +128,7 @@ def ot_families(sweep):
         fam = fams.setdefault((p["rho"], kind), Family(f"OT rho={p['rho']:.6g} {kind}", expected))
         fam.add(label, float_ms=p["cpu_float_ms"], cert_ms=p["cpu_cert_ms"], dil_ms=p["cpu_dilution_ms"],
                 width=p["rel_width"], route=f"{p['route_float']}/{p['route_cert']}", ref_in=p["contains"],
-                units=p["float_error_units"], where=f"W={p['W']}")
+                units=p["float_error_units"], where="" if p["W"] == 64 else f"W={p['W']}")
     return [fams[k] for k in sorted(fams, key=lambda k: (k[1] != "W=64", k[1], k[0]))]
 
 
@@ -140,7 +145,7 @@ def encoding_families(any_length):
                 continue
             fam.add(label, float_ms=1e3 * r["float_s"], cert_ms=None if r.get("cert_s") is None else 1e3 * r["cert_s"],
                     width=r.get("width"), route=_route_tag(r.get("route", "")), ref_in=r.get("ref_in"),
-                    units=r.get("units"), ulps=r.get("float_ulps"), where="W=64")
+                    units=r.get("units"), ulps=r.get("float_ulps"))
     return list(fams.values())
 
 
@@ -180,9 +185,13 @@ def ot_matrix(sweep):
     return md
 
 
-def main():
-    sweep, any_length = _load("ot_sweep.json"), _load("any_length.json")
-    bias_rows, crossover = _load("bias_any_length.json"), _load("ot_crossover.json")
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", default=RESULTS, help="the folder of the sweeps' JSON (default: bench/results)")
+    ap.add_argument("--out", default=None, help="the markdown written (default: RESULTS/any_length_summary.md)")
+    args = ap.parse_args(argv)
+    sweep, any_length = _load("ot_sweep.json", args.results), _load("any_length.json", args.results)
+    bias_rows, crossover = _load("bias_any_length.json", args.results), _load("ot_crossover.json", args.results)
     if sweep is None or any_length is None:
         raise SystemExit("summarise_any_length: run bench_ot_sweep.py and bench_any_length.py first")
     lines = ["# Any length: the summary (bench/summarise_any_length.py, from the sweeps' JSON)", ""]
@@ -217,10 +226,10 @@ def main():
               "b bounds)", ""] + ot_matrix(sweep)
     lines += ["", f"## Points over target ({len(over)})", ""] + ([f"- {o}" for o in over] or ["none"])
     text = "\n".join(lines) + "\n"
-    with open(os.path.join(RESULTS, "any_length_summary.md"), "w") as fh:
+    with open(args.out or os.path.join(args.results, "any_length_summary.md"), "w") as fh:
         fh.write(text)
     print(text)
-    return 0
+    return 1 if over else 0
 
 
 if __name__ == "__main__":
