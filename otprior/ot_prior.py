@@ -2447,9 +2447,13 @@ def _near_one_root_float(n, rho):
     K = min(_NEAR_ONE_K, n // 8)
     if K < 8:
         return None
+    log_n = math.log(n)
+    if log_n - 0.5 * math.log(2.0 * math.pi / q) < _NEAR_ONE_MIN_LC - 2.0:
+        # the count's leading order, log n = lc + log(2 pi / q) / 2, leaves no bulk: not worth the solve (0.5 ms at
+        # 1 - rho = 2^-53, n = 8193, for the same answer of Lemma 4.3's estimate)
+        return None
     lz = _log_zq_plus(q)
     target = math.log(n - K)
-    log_n = math.log(n)
     t_a = math.log(q * log_n)  # c = n (Theorem 4(iii)): the count is below n
     t_b = math.log(math.log1p(math.expm1(q * log_n) / q)) + 1e-12  # Lemma 4.1: c^q <= 1 + expm1(q log n) / q
     r = q * (log_n - 0.5 * math.log(2.0 * math.pi / q) + 1.0)

@@ -99,3 +99,21 @@ def test_route_switch_against_mpmath(rho):
             bound = (e.hi - e.lo) + (W + max(64, min(512, n // 8)) + math.log(n) / (1 - rho)) * eps * f
             assert abs(f - ref[W]) <= bound
             assert abs(f - ref[W]) <= 2e-3 * (1 - ref[W]) + 2 * eps
+
+
+def test_no_solve_where_the_count_has_no_bulk(monkeypatch):
+    # 1 - rho = 2^-53, n = 8193: log n - log(2 pi / (1 - rho)) / 2 = -10, far below a bulk; the solve cost 0.5 ms for
+    # Lemma 4.3's answer. It is not started (the count replaced by one that fails if called); at n = 1e6,
+    # 1 - rho = 1e-9 it is
+    import importlib
+
+    ot = importlib.import_module("otprior.ot_prior")
+    before = otprior.ot_window_mass(1, 8193, 1 - 2**-53)
+
+    def boom(*args, **kwargs):
+        raise AssertionError("Lemma 4.9's count was evaluated")
+
+    monkeypatch.setattr(ot, "_near_one_log_count", boom)
+    assert otprior.ot_window_mass(1, 8193, 1 - 2**-53) == before
+    with pytest.raises(AssertionError, match="count was evaluated"):
+        otprior.ot_window_mass(1, 10**6, 1 - 1e-9)
