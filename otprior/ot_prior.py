@@ -2283,7 +2283,7 @@ def _bulk_mass_float(W, n, rho):
         # near rho = 1 the D steps below lose log(c / Phi_D) digits (e^-40 and beyond), and Lemma 4.3's count
         # from them put m_n(1) 1.5 % low at n = 8193, 1 - rho = 1e-6 (the exact route gave 0.99789 at n = 8192);
         # Lemma 4.9's steps in (M, x) do not cancel and its count keeps the trapezoid terms (proofs/ot_asymptotics.md).
-        # For 1e-2 >= 1 - rho >= 5e-4 it is used up to n = 2^17: the relative error of 1 - m_n(1) against an mpmath
+        # For 1e-2 >= 1 - rho >= 1.5e-3 it is used up to n = 2^17: the relative error of 1 - m_n(1) against an mpmath
         # reference was 5.1e-3 -> 3.7e-4 (rho = 0.99) and 8e-2 -> 1.2e-3 (0.999) at n = 257, 4.8e-4 -> 1.6e-5 and
         # 1.7e-2 -> 3.1e-5 at n = 3000; at n = 1e300, rho = 0.99 Lemma 4.3's estimate is the closer (7e-11 off)
         v = _near_one_mass_float(W, n, rho)
@@ -2540,6 +2540,7 @@ def _near_one_mass_float(W, n, rho):
     # the count continued past the trajectory's lifetime (windows next to n): the proved bounds answer, as they
     # did after Lemma 4.3's estimate failed the same way (solving that one too cost 0.3 ms for nothing)
     return _NO_ESTIMATE if v is None else v
+
 
 def _mass_lower(W, n):
     """Lemma 4.2(c)'s lower end ``W/n`` as a double (correctly rounded below ``n = 2^1000``)."""
