@@ -86,7 +86,7 @@ def test_near_one_float_against_lemma_4_6_at_1e4():
 def test_route_switch_against_mpmath(rho):
     # bench/bench_ot_crossover.py's points: the last exact length n0 and n0 + 1, W = 1 and 64, against the mpmath
     # reference (30 digits): the float within its documented bound (width + rounding), the enclosure holding the
-    # reference, and 1 - m within 2e-3 relative on the bounds route (measured at most 1.7e-3, at 1 - rho = 1e-6)
+    # reference, and 1 - m within 2e-3 relative on the bounds route at W = 1 (measured at most 1.7e-3, at 1 - rho = 1e-6)
     n0 = 256 if rho < 1 - 5e-4 else 8192
     eps = 2.0**-52
     for n in (n0, n0 + 1):
@@ -98,7 +98,9 @@ def test_route_switch_against_mpmath(rho):
             assert e.lo <= ref[W] <= e.hi
             bound = (e.hi - e.lo) + (W + max(64, min(512, n // 8)) + math.log(n) / (1 - rho)) * eps * f
             assert abs(f - ref[W]) <= bound
-            assert abs(f - ref[W]) <= 2e-3 * (1 - ref[W]) + 2 * eps
+            # 1 - m_n(64) carries up to 64 times the relative error of 1 - m_n(1) (measured 1.1e-2 at rho = 0.99,
+            # n = 257; Lemma 4.3's estimate: 1.6e-1)
+            assert abs(f - ref[W]) <= (2e-3 if W == 1 else 5e-2) * (1 - ref[W]) + 2 * eps
 
 
 def test_no_solve_where_the_count_has_no_bulk(monkeypatch):
