@@ -119,3 +119,18 @@ def test_no_solve_where_the_count_has_no_bulk(monkeypatch):
     assert otprior.ot_window_mass(1, 8193, 1 - 2**-53) == before
     with pytest.raises(AssertionError, match="count was evaluated"):
         otprior.ot_window_mass(1, 10**6, 1 - 1e-9)
+
+
+@pytest.mark.parametrize("n", [10**10, 10**12])
+def test_windows_next_to_n_near_one_need_no_proved_bounds(monkeypatch, n):
+    # W = n - 1e6 at rho = 0.999: the count from the query side runs past the lifetime there; the float fell through
+    # to the proved bounds (20-30 ms) for the value 1.0, which Corollary 4.8(d) at the estimate gives at once
+    import importlib
+
+    ot = importlib.import_module("otprior.ot_prior")
+
+    def boom(*args, **kwargs):
+        raise AssertionError("the proved bounds were computed for a float")
+
+    monkeypatch.setattr(ot, "_bounds_mass_arb", boom)
+    assert otprior.ot_window_mass(n - 10**6, n, 0.999) == 1.0
