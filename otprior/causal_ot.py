@@ -181,7 +181,7 @@ def causal_ot_fixed_point(scores, rho, *, dual_tol=1e-12, max_iter=100_000, acce
         try:
             g, info = solve(False)
         except ConvergenceError as err:
-            raise _both_failed(err, np.array([n - 1, n - 1])) from None
+            raise _both_failed(err) from None
     g = g[0]
     f = -_logsumexp(sm + g[None, :], axis=1)
     f = f - s.max(axis=1, where=tri, initial=-np.inf)
@@ -343,7 +343,7 @@ def _attention_one(s, rho, dual_tol, max_iter, variant, accelerate, block=_BLOCK
             try:
                 rows = _block(sm, P, rho, dual_tol, max_iter, False, full, spread, kernels and kernels[:2], workspace)
             except ConvergenceError as err:
-                raise _both_failed(err, P) from None
+                raise _both_failed(err, None if full else P) from None
         if full:
             return rows
         w = int(P[-1]) + 1
@@ -351,10 +351,12 @@ def _attention_one(s, rho, dual_tol, max_iter, variant, accelerate, block=_BLOCK
     return out
 
 
-def _both_failed(err, P):
-    """The plain route's error on the prefixes ``P``, saying that the accelerated route failed first."""
+def _both_failed(err, P=None):
+    """The plain route's error on the prefixes ``P`` (``None``: the one problem of the full square),
+    saying that the accelerated route failed first."""
+    where = "the full problem" if P is None else f"prefixes {int(P[0])}..{int(P[-1])}"
     new = ConvergenceError(
-        f"prefixes {int(P[0])}..{int(P[-1])}: the accelerated route failed and so did the plain route "
+        f"{where}: the accelerated route failed and so did the plain route "
         f"(accelerate=False) from the same start with the same budget: {err}",
         partial=err.partial,
     )

@@ -205,8 +205,11 @@ def test_errors_say_both_routes_failed_and_which_condition():
                        r"route .* did not reach the tolerance .* after max_iter=3 sweeps \(residual reached") as err:
         causal_ot_attention(S, 0.9, max_iter=3)
     assert err.value.failures["tolerance"].size and err.value.partial is not None
-    with pytest.raises(ConvergenceError, match=r"the accelerated route failed and so did the plain route"):
+    # one problem, not prefixes: the message says so (it said "prefixes 15..15")
+    with pytest.raises(ConvergenceError, match=r"^the full problem: the accelerated route failed and so did the plain"):
         causal_ot_fixed_point(S, 0.9, max_iter=3, accelerate=True)
+    with pytest.raises(ConvergenceError, match=r"^the full problem: the accelerated route failed and so did the plain"):
+        causal_ot_attention(S, 0.9, max_iter=3, variant="full")
 
 
 def test_mixing_slower_than_the_plain_iteration_switches_to_plain_steps(monkeypatch):
