@@ -1375,6 +1375,9 @@ def _exp_box(lo, hi, eta, cs=None):
     return flint.acb(flint.arb(re_lo).union(flint.arb(e_hi.upper())), flint.arb(-im_hi).union(flint.arb(im_hi)))
 
 
+_SHAPES = {}  # proved_error_log's box shapes: Arb constants of (longest piece, rho cap, precision) alone
+
+
 def proved_error_log(tree, edges, log_budget):
     """An upper bound (a double, rounded up) of the log of the absolute error of the composite 16-point
     Gauss-Legendre rule on the pieces ``edges`` of ``u = log x`` for ``int e^{b(e^u) + u} du`` plus the
@@ -1397,10 +1400,12 @@ def proved_error_log(tree, edges, log_budget):
         return None
     half_pi = flint.arb.pi() / 2
     lens = np.diff(edges)
-    shapes = {}  # (longest piece, rho cap) -> the box's shape: most groups share one (unit pieces)
+    shapes = _SHAPES  # (longest piece, rho cap, precision) -> the box's shape: most groups share one (unit pieces)
+    if len(shapes) > 4096:
+        shapes.clear()
 
     def shape(lmax_f, r):
-        key = (lmax_f, r)
+        key = (lmax_f, r, flint.ctx.prec)
         if key not in shapes:
             # rho at most r, and small enough that eta = l (rho - 1/rho)/4 <= 1.4 < pi/2: Re e^z > 0 on the box, where
             # exp(-d/1000) stays bounded (with eta = 1.97 it grew like e^(d/1000) and every group failed)
@@ -1588,22 +1593,40 @@ def _long_range_log(fns, a, c, ref_log, tree):
         return None
     # Theorem 15i: the proved error (quadrature, remainder, dropped tail) at most 2^-40 of max(sum, e^ref_log), the sum
     # taken 2^-30 low (its rounding is far below that)
-    from .._balls import arb_precision
-
     budget = max(out, ref_log) - 2.0**-30 + math.log(PROVED_ACCEPT)
     top_b = float(np.max(np.abs(lb[np.isfinite(lb)]))) if np.any(np.isfinite(lb)) else 0.0
     prec = 80 + int(math.log2(2.0 + top_b + abs(lu1)))
+    key = (tree, K, c, edges.tobytes(), budget, prec)
+    proved = _PROOFS.get(key)
+    if proved is None:
+        proved = _proved(tree, edges, K, c, budget, prec)
+        if len(_PROOFS) >= _PROOFS_MAX:
+            _PROOFS.clear()
+        _PROOFS[key] = proved
+    return out if proved else None
+
+
+# Theorem 15i's verdict on a range, memoised: a pure function of the compiled tree (the expression), the pieces (their
+# doubles), the integers K, c, the budget (a double) and the precision, so that a repeated call (window_mass, then
+# distant_mass, at the same W and n) does not prove the same bound again; bounded (cleared when full)
+_PROOFS = {}
+_PROOFS_MAX = 1024
+
+
+def _proved(tree, edges, K, c, budget, prec):
+    """Whether Theorem 15i's proved error (the dropped tail beyond ``K``, Theorem 15d; the quadrature and the
+    Euler-Maclaurin remainder on ``edges``) stays within ``e^(budget - 1)`` (``budget`` already holds ``2^-40``)."""
+    from .._balls import arb_precision
+
     try:
         with arb_precision(prec):
             tail = _dead_tail_log(tree, K + 1, c, budget - 1.0) if K < c else -math.inf
             if tail is None or tail > budget - 1.0:
-                return None
+                return False
             quad = proved_error_log(tree, edges, budget - 1.0)
     except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
-        return None
-    if quad is None:
-        return None
-    return out
+        return False
+    return quad is not None
 
 
 def range_sum_arb(tree, lo, hi, N, prec, why=None):

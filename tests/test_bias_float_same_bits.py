@@ -1,0 +1,73 @@
+"""The float routes of a user's Bias after their speed-ups return the same bits as before them: Theorem 15's float
+(``float_tail_log``, with Theorem 15i's proof now memoised per compiled expression and exact arguments) against the
+module as it was at the commit before the speed-ups (loaded from git), end to end through ``window_mass`` and
+``distant_mass`` (Theorem 15 and Theorem 15f's twisted sums), cold (memo cleared) and warm (memo filled)."""
+
+import math
+
+import pytest
+
+import otprior.encodings._bias_tail as tail
+import otprior.encodings.bias as bias_mod
+from otprior.encodings import Bias
+from tests._git_module import module_at
+
+BASE = "159daef543ab7f925d7f84ab95ed75b29c93bb81"  # the float routes before the speed-ups
+BIG = int(1e300)
+
+# (bias, W, n): Theorem 15 with a dropped tail (the first, at 1e300), a far window (W = n/10 at 1e300), Theorem 15f's
+# twisted sums on both sides, a range short against its start (n - 1e5) and a length near 2^53
+POINTS = [
+    ("-0.7*log(1+d) - 0.01*sqrt(d)", 64, BIG),
+    ("-0.7*log(1+d) - 0.01*sqrt(d)", 10**5, 10**6),
+    ("-1.1*log(1+d)", BIG // 10, BIG),
+    ("-1.1*log(1+d)", 64, 10**18),
+    ("-1.1*log(1+d)", 10**18 - 10**5, 10**18),
+    ("-1.2*log(1+d) + 0.5*sin(d)", 10**5, 10**6),
+    ("-1.2*log(1+d) + 0.5*sin(d)", BIG // 10, BIG),
+    ("-2*log(1+d) + 0.3*cos(2*d + 1)", 5000, 2**53 + 3),
+]
+
+
+@pytest.fixture(scope="module")
+def base_tail():
+    return module_at(BASE, "otprior/encodings/_bias_tail.py", "otprior.encodings._bias_tail_base", "otprior.encodings")
+
+
+def _bits(x):
+    return None if x is None else float(x).hex()
+
+
+def _masses(B, W, n):
+    return _bits(B.window_mass(W, n)), _bits(B.distant_mass(W, n))
+
+
+def test_same_bits_as_before(base_tail, monkeypatch):
+    before = {}
+    with monkeypatch.context() as m:  # the old Theorem 15 float wherever the routes reach it
+        m.setattr(tail, "float_tail_log", base_tail.float_tail_log)
+        m.setattr(bias_mod, "float_tail_log", base_tail.float_tail_log)
+        for text, W, n in POINTS:
+            before[text, W, n] = _masses(Bias(text), W, n)
+    for text, W, n in POINTS:
+        tail._PROOFS.clear()
+        cold = _masses(Bias(text), W, n)
+        warm = _masses(Bias(text), W, n)
+        assert cold == before[text, W, n] == warm, (text, W, n, before[text, W, n], cold, warm)
+        assert all(v is not None and math.isfinite(float.fromhex(v)) for v in cold)
+
+
+def test_float_tail_log_same_bits(base_tail):
+    """The function itself on ranges where its proof holds and where it declines (a growing bias: ``None``)."""
+    for text, a, c, ref in [
+        ("-0.7*log(1+d) - 0.01*sqrt(d)", 64, BIG - 1, -math.inf),
+        ("-1.1*log(1+d)", 4096, 10**12, 3.0),
+        ("-1.1*log(1+d)", BIG // 2, BIG - 1, -math.inf),
+        ("sqrt(d)", 4096, 10**6, -math.inf),
+    ]:
+        d, b = Bias(text)._sym
+        fns, tree, d3 = bias_mod._numpy_fns(b, d), bias_mod._compiled(b, d), bias_mod._derivative_trees(b, d, 3)
+        old = base_tail.float_tail_log(fns, a, c, ref, d3, tree)
+        tail._PROOFS.clear()
+        new = [tail.float_tail_log(fns, a, c, ref, d3, tree) for _ in range(2)]
+        assert [_bits(old)] * 2 == [_bits(v) for v in new], (text, a, c)
