@@ -1,6 +1,6 @@
 """The float routes of a user's Bias after their speed-ups return the same bits as before them: Theorem 15's float
-(``float_tail_log``, with Theorem 15i's proof now memoised per compiled expression and exact arguments) against the
-module as it was at the commit before the speed-ups (loaded from git), end to end through ``window_mass`` and
+(``float_tail_log``, with Theorem 15i's proof now memoised per compiled expression and exact arguments) and Theorem
+15f's sums (``mixed_log_sum``) against the modules as they were at the commit before the speed-ups (loaded from git), end to end through ``window_mass`` and
 ``distant_mass`` (Theorem 15 and Theorem 15f's twisted sums), cold (memo cleared) and warm (memo filled)."""
 
 import math
@@ -34,6 +34,11 @@ def base_tail():
     return module_at(BASE, "otprior/encodings/_bias_tail.py", "otprior.encodings._bias_tail_base", "otprior.encodings")
 
 
+@pytest.fixture(scope="module")
+def base_float():
+    return module_at(BASE, "otprior/encodings/_bias_float.py", "otprior.encodings._bias_float_base", "otprior.encodings")
+
+
 def _bits(x):
     return None if x is None else float(x).hex()
 
@@ -42,11 +47,12 @@ def _masses(B, W, n):
     return _bits(B.window_mass(W, n)), _bits(B.distant_mass(W, n))
 
 
-def test_same_bits_as_before(base_tail, monkeypatch):
+def test_same_bits_as_before(base_tail, base_float, monkeypatch):
     before = {}
-    with monkeypatch.context() as m:  # the old Theorem 15 float wherever the routes reach it
+    with monkeypatch.context() as m:  # the old Theorem 15 float and Theorem 15f sums wherever the routes reach them
         m.setattr(tail, "float_tail_log", base_tail.float_tail_log)
         m.setattr(bias_mod, "float_tail_log", base_tail.float_tail_log)
+        m.setattr(bias_mod, "mixed_log_sum", base_float.mixed_log_sum)
         for text, W, n in POINTS:
             before[text, W, n] = _masses(Bias(text), W, n)
     for text, W, n in POINTS:

@@ -859,6 +859,7 @@ def log_sum_bounds(tree, a, c, lower=True, upper=True):
 # -- the float route -----------------------------------------------------------------------
 _GL16 = np.polynomial.legendre.leggauss(16)
 _GL8 = np.polynomial.legendre.leggauss(8)
+_LOG_WEIGHTS = {id(_GL16): np.log(_GL16[1]), id(_GL8): np.log(_GL8[1])}  # the rules' log weights, formed once
 
 
 def _logsumexp(v):
@@ -896,13 +897,23 @@ def _pieces(bfun, lu0, lu1):
     return np.concatenate(out)
 
 
-def _gl_log(bfun, edges, rule):
-    """``log int e^{b(e^u) + u} du`` over ``edges`` by Gauss–Legendre on each piece."""
-    x, w = rule
+def _gl_geometry(edges):
+    """The pieces' midpoints, half-lengths and the logs of these (shared by the rules of :func:`_gl_log`)."""
     half = 0.5 * np.diff(edges)
-    u = (0.5 * (edges[:-1] + edges[1:]))[:, None] + half[:, None] * x[None, :]
     with np.errstate(all="ignore"):
-        val = bfun(np.exp(u)) + u + np.log(w)[None, :] + np.log(half)[:, None]
+        return (0.5 * (edges[:-1] + edges[1:]))[:, None], half[:, None], np.log(half)[:, None]
+
+
+def _gl_log(bfun, edges, rule, geometry=None):
+    """``log int e^{b(e^u) + u} du`` over ``edges`` by Gauss–Legendre on each piece (``geometry``: :func:`_gl_geometry`
+    of ``edges`` if formed already)."""
+    x, w = rule
+    logw = _LOG_WEIGHTS.get(id(rule))
+    logw = np.log(w) if logw is None else logw
+    mid, half, loghalf = _gl_geometry(edges) if geometry is None else geometry
+    u = mid + half * x[None, :]
+    with np.errstate(all="ignore"):
+        val = bfun(np.exp(u)) + u + logw[None, :] + loghalf
     return _logsumexp(np.asarray(val, dtype=float).ravel())
 
 
@@ -1554,8 +1565,9 @@ def _long_range_log(fns, a, c, ref_log, tree):
         edges[-1] = math.log(K)
         if not edges[-1] > edges[-2]:
             edges = np.delete(edges, -2)
-    i16 = _gl_log(b0, edges, _GL16)
-    i8 = _gl_log(b0, edges, _GL8)  # a cheap filter only (a growing bias declines here at once); Theorem 15i proves
+    geometry = _gl_geometry(edges)
+    i16 = _gl_log(b0, edges, _GL16, geometry)
+    i8 = _gl_log(b0, edges, _GL8, geometry)  # a cheap filter only (a growing bias declines here at once); Theorem 15i proves
     if math.isnan(i16) or math.isnan(i8) or i16 == math.inf or i8 == math.inf:
         return None
     top = max(i16, i8, ref_log)
@@ -1569,6 +1581,8 @@ def _long_range_log(fns, a, c, ref_log, tree):
         d3 = np.asarray(b3(ends), dtype=float) * np.ones(2)
     if np.any(np.isnan(lb)) or np.any(lb == np.inf) or not np.all(np.isfinite(d1 + d2 + d3) | (lb == -np.inf)):
         return None
+    finite_lb = np.isfinite(lb)
+    top_b = float(np.max(np.abs(lb[finite_lb]))) if np.any(finite_lb) else 0.0  # max |b| at the ends (0: none finite)
     scale = max(i16, float(np.max(lb)))
     if scale == -math.inf:
         return None
@@ -1589,12 +1603,11 @@ def _long_range_log(fns, a, c, ref_log, tree):
     with np.errstate(all="ignore"):
         slope = float(np.max(np.abs(ends * d1)[np.isfinite(d1)])) if np.any(np.isfinite(d1)) else 0.0
     ends_rel = (abs(lu1) + 1) * 4 * _EPS * float(np.min(ends * fe)) / total
-    if not (float(np.max(np.abs(lb[np.isfinite(lb)]), initial=0.0)) + slope * (abs(float(edges[-1])) + 1) + 64) * 2 * _EPS + ends_rel <= 2.0**-39:
+    if not (top_b + slope * (abs(float(edges[-1])) + 1) + 64) * 2 * _EPS + ends_rel <= 2.0**-39:
         return None
     # Theorem 15i: the proved error (quadrature, remainder, dropped tail) at most 2^-40 of max(sum, e^ref_log), the sum
     # taken 2^-30 low (its rounding is far below that)
     budget = max(out, ref_log) - 2.0**-30 + math.log(PROVED_ACCEPT)
-    top_b = float(np.max(np.abs(lb[np.isfinite(lb)]))) if np.any(np.isfinite(lb)) else 0.0
     prec = 80 + int(math.log2(2.0 + top_b + abs(lu1)))
     key = (tree, K, c, edges.tobytes(), budget, prec)
     proved = _PROOFS.get(key)
