@@ -1548,7 +1548,8 @@ def float_tail_log(fns, a, c, ref_log=-math.inf, third=None, tree=None, taylor=T
 
 
 def _long_range_log(fns, a, c, ref_log, tree):
-    """:func:`float_tail_log` on a range taken in ``u = log x`` (Theorem 15 with ``p = 2``, Theorem 15i's proof)."""
+    """:func:`float_tail_log` on a range taken in ``u = log x`` (Theorem 15 with ``p = 2``, Theorem 15i's proof, whose
+    verdict is memoised per expression and exact arguments: ``_PROOFS``)."""
     b0, b1, b2, b3 = fns
     lu0, lu1 = math.log(a), math.log(c)
     if tree is None:  # Theorem 15i needs the tree: no proved bound, no answer
@@ -1623,7 +1624,7 @@ def _long_range_log(fns, a, c, ref_log, tree):
 # doubles), the integers K, c, the budget (a double) and the precision, so that a repeated call (window_mass, then
 # distant_mass, at the same W and n) does not prove the same bound again; bounded (cleared when full)
 _PROOFS = {}
-_PROOFS_MAX = 1024
+_PROOFS_MAX = 256  # keys hold the pieces (at most ~9 kB each): a few MB at most
 
 
 def _proved(tree, edges, K, c, budget, prec):
