@@ -27,6 +27,7 @@ POINTS = [
     ("-1.2*log(1+d) + 0.5*sin(d)", BIG // 10, BIG),
     ("-2*log(1+d) + 0.3*cos(2*d + 1)", 5000, 2**53 + 3),
     ("-1.1*log(d+1) + exp(-exp(d/1000))", 10**5, 10**6),  # Theorem 15k's reduced tail (memoised per exact range)
+    ("sqrt(d)", 10**5, 10**6),  # the certified enclosure's midpoint (Theorem 15 in Arb, Theorem 15d's intervals)
 ]
 
 
@@ -78,3 +79,19 @@ def test_float_tail_log_same_bits(base_tail):
         tail._PROOFS.clear()
         new = [tail.float_tail_log(fns, a, c, ref, d3, tree) for _ in range(2)]
         assert [_bits(old)] * 2 == [_bits(v) for v in new], (text, a, c)
+
+
+def test_interval_bounds_same_points(base_tail):
+    """Theorem 15d's interval bounds (products of intervals included) are the same exact points as before."""
+    import flint
+
+    from otprior._balls import arb_precision
+
+    for text in ["-0.7*log(1+d) - 0.01*sqrt(d)", "sqrt(d)", "-1.2*log(1+d)*(2 + sin(d)) - d/(d + 3)"]:
+        d, b = Bias(text)._sym
+        tree = bias_mod._compiled(b, d)
+        for a, c in [(0, 3), (64, 10**6), (10**5, 10**18), (BIG // 2, BIG)]:
+            with arb_precision(96 + c.bit_length()):
+                old, new = base_tail._interval(tree, a, c), tail._interval(tree, a, c)
+            for x, y in zip(old, new, strict=True):
+                assert (x is None and y is None) or (isinstance(y, flint.arb) and x == y), (text, a, c, old, new)

@@ -634,6 +634,14 @@ def _interval(n, x0, x1):
     return (flint.arb(-1) if lo is None or lo < -1 else lo), (flint.arb(1) if hi is None or hi > 1 else hi)
 
 
+def _lower(v):
+    return v.lower()
+
+
+def _upper(v):
+    return v.upper()
+
+
 def _imul(a, b):
     (la, ua), (lb, ub) = a, b
     for lo, hi in (a, b):  # an exact zero factor: 0 at every point where the other is a real number (0^0 = 1 in d^d)
@@ -641,9 +649,9 @@ def _imul(a, b):
             return flint.arb(0), flint.arb(0)
     if None not in (la, ua, lb, ub):
         ps = [la * lb, la * ub, ua * lb, ua * ub]
-        lo = min(ps, key=lambda p: p.lower()) if all(p.is_finite() for p in ps) else None
-        hi = max(ps, key=lambda p: p.upper()) if all(p.is_finite() for p in ps) else None
-        return _lo(lo), _hi(hi)
+        if not all(p.is_finite() for p in ps):
+            return None, None
+        return _lo(min(ps, key=_lower)), _hi(max(ps, key=_upper))
     for (lc, uc), (lo, hi) in ((a, b), (b, a)):  # a constant (or positive interval) times an unbounded one
         if lc is not None and uc is not None and lc >= 0:
             L = None if lo is None else (_lo(lo * (uc if lo < 0 else lc)))
