@@ -342,8 +342,8 @@ def _twisted(plan, a, c):
     cols = []
     for h in columns:
         Y = [1.0]
-        for j in range(p):
-            Y.append(sum([_COMB[j][i] * h[i + 1] * Y[j - i] for i in range(j + 1)]))
+        for j in range(p):  # i = 0..j: C(j, i) h^(i+1) Y_{j-i}, summed in that order
+            Y.append(sum([ci * hi * yi for ci, hi, yi in zip(_COMB[j], h[1:j + 2], reversed(Y), strict=True)]))
         cols.append(Y)
     with np.errstate(all="ignore"):
         G = np.exp(hd[0] - ls0)[None, :] * np.array(cols).T  # (p + 1, 2)

@@ -634,6 +634,14 @@ def _interval(n, x0, x1):
     return (flint.arb(-1) if lo is None or lo < -1 else lo), (flint.arb(1) if hi is None or hi > 1 else hi)
 
 
+def _lower(v):
+    return v.lower()
+
+
+def _upper(v):
+    return v.upper()
+
+
 def _imul(a, b):
     (la, ua), (lb, ub) = a, b
     for lo, hi in (a, b):  # an exact zero factor: 0 at every point where the other is a real number (0^0 = 1 in d^d)
@@ -641,9 +649,9 @@ def _imul(a, b):
             return flint.arb(0), flint.arb(0)
     if None not in (la, ua, lb, ub):
         ps = [la * lb, la * ub, ua * lb, ua * ub]
-        lo = min(ps, key=lambda p: p.lower()) if all(p.is_finite() for p in ps) else None
-        hi = max(ps, key=lambda p: p.upper()) if all(p.is_finite() for p in ps) else None
-        return _lo(lo), _hi(hi)
+        if not all(p.is_finite() for p in ps):
+            return None, None
+        return _lo(min(ps, key=_lower)), _hi(max(ps, key=_upper))
     for (lc, uc), (lo, hi) in ((a, b), (b, a)):  # a constant (or positive interval) times an unbounded one
         if lc is not None and uc is not None and lc >= 0:
             L = None if lo is None else (_lo(lo * (uc if lo < 0 else lc)))
@@ -859,6 +867,7 @@ def log_sum_bounds(tree, a, c, lower=True, upper=True):
 # -- the float route -----------------------------------------------------------------------
 _GL16 = np.polynomial.legendre.leggauss(16)
 _GL8 = np.polynomial.legendre.leggauss(8)
+_LOG_WEIGHTS = {id(_GL16): np.log(_GL16[1]), id(_GL8): np.log(_GL8[1])}  # the rules' log weights, formed once
 
 
 def _logsumexp(v):
@@ -896,13 +905,23 @@ def _pieces(bfun, lu0, lu1):
     return np.concatenate(out)
 
 
-def _gl_log(bfun, edges, rule):
-    """``log int e^{b(e^u) + u} du`` over ``edges`` by Gauss–Legendre on each piece."""
-    x, w = rule
+def _gl_geometry(edges):
+    """The pieces' midpoints, half-lengths and the logs of these (shared by the rules of :func:`_gl_log`)."""
     half = 0.5 * np.diff(edges)
-    u = (0.5 * (edges[:-1] + edges[1:]))[:, None] + half[:, None] * x[None, :]
     with np.errstate(all="ignore"):
-        val = bfun(np.exp(u)) + u + np.log(w)[None, :] + np.log(half)[:, None]
+        return (0.5 * (edges[:-1] + edges[1:]))[:, None], half[:, None], np.log(half)[:, None]
+
+
+def _gl_log(bfun, edges, rule, geometry=None):
+    """``log int e^{b(e^u) + u} du`` over ``edges`` by Gauss–Legendre on each piece (``geometry``: :func:`_gl_geometry`
+    of ``edges`` if formed already)."""
+    x, w = rule
+    logw = _LOG_WEIGHTS.get(id(rule))
+    logw = np.log(w) if logw is None else logw
+    mid, half, loghalf = _gl_geometry(edges) if geometry is None else geometry
+    u = mid + half * x[None, :]
+    with np.errstate(all="ignore"):
+        val = bfun(np.exp(u)) + u + logw[None, :] + loghalf
     return _logsumexp(np.asarray(val, dtype=float).ravel())
 
 
@@ -1375,6 +1394,9 @@ def _exp_box(lo, hi, eta, cs=None):
     return flint.acb(flint.arb(re_lo).union(flint.arb(e_hi.upper())), flint.arb(-im_hi).union(flint.arb(im_hi)))
 
 
+_SHAPES = {}  # proved_error_log's box shapes: Arb constants of (longest piece, rho cap, precision) alone
+
+
 def proved_error_log(tree, edges, log_budget):
     """An upper bound (a double, rounded up) of the log of the absolute error of the composite 16-point
     Gauss-Legendre rule on the pieces ``edges`` of ``u = log x`` for ``int e^{b(e^u) + u} du`` plus the
@@ -1397,10 +1419,12 @@ def proved_error_log(tree, edges, log_budget):
         return None
     half_pi = flint.arb.pi() / 2
     lens = np.diff(edges)
-    shapes = {}  # (longest piece, rho cap) -> the box's shape: most groups share one (unit pieces)
+    shapes = _SHAPES  # (longest piece, rho cap, precision) -> the box's shape: most groups share one (unit pieces)
+    if len(shapes) > 4096:
+        shapes.clear()
 
     def shape(lmax_f, r):
-        key = (lmax_f, r)
+        key = (lmax_f, r, flint.ctx.prec)
         if key not in shapes:
             # rho at most r, and small enough that eta = l (rho - 1/rho)/4 <= 1.4 < pi/2: Re e^z > 0 on the box, where
             # exp(-d/1000) stays bounded (with eta = 1.97 it grew like e^(d/1000) and every group failed)
@@ -1532,7 +1556,8 @@ def float_tail_log(fns, a, c, ref_log=-math.inf, third=None, tree=None, taylor=T
 
 
 def _long_range_log(fns, a, c, ref_log, tree):
-    """:func:`float_tail_log` on a range taken in ``u = log x`` (Theorem 15 with ``p = 2``, Theorem 15i's proof)."""
+    """:func:`float_tail_log` on a range taken in ``u = log x`` (Theorem 15 with ``p = 2``, Theorem 15i's proof, whose
+    verdict is memoised per expression and exact arguments: ``_PROOFS``)."""
     b0, b1, b2, b3 = fns
     lu0, lu1 = math.log(a), math.log(c)
     if tree is None:  # Theorem 15i needs the tree: no proved bound, no answer
@@ -1549,8 +1574,9 @@ def _long_range_log(fns, a, c, ref_log, tree):
         edges[-1] = math.log(K)
         if not edges[-1] > edges[-2]:
             edges = np.delete(edges, -2)
-    i16 = _gl_log(b0, edges, _GL16)
-    i8 = _gl_log(b0, edges, _GL8)  # a cheap filter only (a growing bias declines here at once); Theorem 15i proves
+    geometry = _gl_geometry(edges)
+    i16 = _gl_log(b0, edges, _GL16, geometry)
+    i8 = _gl_log(b0, edges, _GL8, geometry)  # a cheap filter only (a growing bias declines here at once); Theorem 15i proves
     if math.isnan(i16) or math.isnan(i8) or i16 == math.inf or i8 == math.inf:
         return None
     top = max(i16, i8, ref_log)
@@ -1564,6 +1590,8 @@ def _long_range_log(fns, a, c, ref_log, tree):
         d3 = np.asarray(b3(ends), dtype=float) * np.ones(2)
     if np.any(np.isnan(lb)) or np.any(lb == np.inf) or not np.all(np.isfinite(d1 + d2 + d3) | (lb == -np.inf)):
         return None
+    finite_lb = np.isfinite(lb)
+    top_b = float(np.max(np.abs(lb[finite_lb]))) if np.any(finite_lb) else 0.0  # max |b| at the ends (0: none finite)
     scale = max(i16, float(np.max(lb)))
     if scale == -math.inf:
         return None
@@ -1584,26 +1612,43 @@ def _long_range_log(fns, a, c, ref_log, tree):
     with np.errstate(all="ignore"):
         slope = float(np.max(np.abs(ends * d1)[np.isfinite(d1)])) if np.any(np.isfinite(d1)) else 0.0
     ends_rel = (abs(lu1) + 1) * 4 * _EPS * float(np.min(ends * fe)) / total
-    if not (float(np.max(np.abs(lb[np.isfinite(lb)]), initial=0.0)) + slope * (abs(float(edges[-1])) + 1) + 64) * 2 * _EPS + ends_rel <= 2.0**-39:
+    if not (top_b + slope * (abs(float(edges[-1])) + 1) + 64) * 2 * _EPS + ends_rel <= 2.0**-39:
         return None
     # Theorem 15i: the proved error (quadrature, remainder, dropped tail) at most 2^-40 of max(sum, e^ref_log), the sum
     # taken 2^-30 low (its rounding is far below that)
+    budget = max(out, ref_log) - 2.0**-30 + math.log(PROVED_ACCEPT)
+    prec = 80 + int(math.log2(2.0 + top_b + abs(lu1)))
+    key = (tree, K, c, edges.tobytes(), budget, prec)
+    proved = _PROOFS.get(key)
+    if proved is None:
+        proved = _proved(tree, edges, K, c, budget, prec)
+        if len(_PROOFS) >= _PROOFS_MAX:
+            _PROOFS.clear()
+        _PROOFS[key] = proved
+    return out if proved else None
+
+
+# Theorem 15i's verdict on a range, memoised: a pure function of the compiled tree (the expression), the pieces (their
+# doubles), the integers K, c, the budget (a double) and the precision, so that a repeated call (window_mass, then
+# distant_mass, at the same W and n) does not prove the same bound again; bounded (cleared when full)
+_PROOFS = {}
+_PROOFS_MAX = 256  # keys hold the pieces (at most ~9 kB each): a few MB at most
+
+
+def _proved(tree, edges, K, c, budget, prec):
+    """Whether Theorem 15i's proved error (the dropped tail beyond ``K``, Theorem 15d; the quadrature and the
+    Euler-Maclaurin remainder on ``edges``) stays within ``e^(budget - 1)`` (``budget`` already holds ``2^-40``)."""
     from .._balls import arb_precision
 
-    budget = max(out, ref_log) - 2.0**-30 + math.log(PROVED_ACCEPT)
-    top_b = float(np.max(np.abs(lb[np.isfinite(lb)]))) if np.any(np.isfinite(lb)) else 0.0
-    prec = 80 + int(math.log2(2.0 + top_b + abs(lu1)))
     try:
         with arb_precision(prec):
             tail = _dead_tail_log(tree, K + 1, c, budget - 1.0) if K < c else -math.inf
             if tail is None or tail > budget - 1.0:
-                return None
+                return False
             quad = proved_error_log(tree, edges, budget - 1.0)
     except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
-        return None
-    if quad is None:
-        return None
-    return out
+        return False
+    return quad is not None
 
 
 def range_sum_arb(tree, lo, hi, N, prec, why=None):

@@ -229,6 +229,7 @@ def _steep_at_window(b, d, window):
 _NEGLIGIBLE = 2.0**-60  # Theorem 15k: an additive term within [-2^-60, 2^-60] on a range is left out of its sum
 
 
+@functools.lru_cache(maxsize=256)  # a pure function of the expression and the exact range (sympy and Arb work per call)
 def _without_negligible_terms(b, d, a, c):
     """``b`` less its top-level additive terms ``p`` whose interval bound on ``[a, c]`` (Theorem 15d(i), Arb, outward
     rounded) lies within ``[-2^-60, 2^-60]``, or ``None`` where there is none (Theorem 15k, ``proofs/closed_form_tails.md``:
