@@ -11,7 +11,9 @@ short against its start, Theorem 15h) and n - 1.
 Each point records the process CPU time of the float call (``window_mass``, median of ``reps``) and of the
 certified one (``mass_enclosures``), both also as ratios to a baseline timed interleaved with them in this
 process (a 4096-term numpy log-sum-exp, the cost of one short direct mass), so that a loaded machine's
-seconds can be read against it; the enclosure's relative width; the route; and, where an independent
+seconds can be read against it. Every timed call starts with the memos of a range forgotten (Theorem 15i's
+verdicts and Theorem 15k's reductions, kept per exact range): the times are those of a first call at that
+``(W, n)``, with the expression already compiled; the enclosure's relative width; the route; and, where an independent
 reference exists (mpmath in a private context: Hurwitz zeta for ``-1.1*log(1+d)``, sums of whole periods for
 the period-6 bias, mpmath's own bounds for the dominance points), whether the enclosure contains it and the
 float's error in units of the double spacing.
@@ -31,7 +33,8 @@ from pathlib import Path
 import mpmath
 import numpy as np
 
-from otprior.encodings import Bias
+from otprior.encodings import Bias, _bias_tail
+from otprior.encodings import bias as _bias_module
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' shared timing
 from _timing import interleaved  # noqa: E402
@@ -104,6 +107,17 @@ def reference(text, W, n, ctx):
     return None
 
 
+def first_call(f):
+    """``f`` timed as a first call at its range: the per-range memos are cleared before it runs."""
+
+    def call():
+        _bias_tail._PROOFS.clear()
+        _bias_module._without_negligible_terms.cache_clear()
+        return f()
+
+    return call
+
+
 def run(quick, reps):
     ctx = mpmath.MPContext()
     ctx.dps = 40
@@ -124,8 +138,8 @@ def run(quick, reps):
                 if W >= n:
                     continue
                 funcs = {"baseline": baseline}
-                funcs["float"] = lambda B=B, W=W, n=n: B.window_mass(W, n)
-                funcs["cert"] = lambda B=B, W=W, n=n: B.mass_enclosures(W, n)
+                funcs["float"] = first_call(lambda B=B, W=W, n=n: B.window_mass(W, n))
+                funcs["cert"] = first_call(lambda B=B, W=W, n=n: B.mass_enclosures(W, n))
                 try:
                     times, out = interleaved(funcs, reps)
                 except ValueError as exc:  # a refusal (DomainError), recorded with its first words
