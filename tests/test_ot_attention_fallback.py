@@ -296,3 +296,26 @@ def test_adjoint_pairs_against_autograd():
         torch.testing.assert_close(u.sum(-1), torch.zeros_like(u.sum(-1)), atol=1e-12, rtol=0)  # P^T u = u
         JTu = torch.autograd.functional.vjp(unnormalised, x, mod._project(u, P))[1]
         torch.testing.assert_close(JTu * maskf, dFa[:, :, i], atol=1e-12, rtol=0)
+
+
+def test_both_failing_do_not_advise_the_solver_that_just_failed(monkeypatch):
+    # the plain iteration's sweep-cap error advises solver='anderson'; after the accelerated solver failed on the
+    # block that advice is wrong, and the message says both failed instead
+    monkeypatch.setattr(mod, "_MAX_SWEEPS", 3)
+    S = torch.randn(1, 6, 6, generator=torch.Generator().manual_seed(6), dtype=torch.float64) * 150
+    with pytest.raises(ConvergenceError, match="^the accelerated solver failed on this block and so did the plain") as info:
+        causal_ot_attention(S, 0.9999, solver="anderson")
+    assert "solver='anderson'" not in str(info.value) and "contracts by" in str(info.value)
+
+
+@pytest.mark.parametrize("rho, solver", [(0.9, "plain"), (0.5, "auto"), (0.9, "auto")])
+def test_a_second_derivative_is_refused_not_wrong(rho, solver):
+    # the backward pass solves the adjoint system without recording a graph: differentiating the gradient again gave
+    # silently wrong values (plain, auto at 0.5) or an internal error (auto at 0.9); it is refused by name
+    S = torch.randn(1, 6, 6, generator=torch.Generator().manual_seed(3), dtype=torch.float64, requires_grad=True)
+    A = causal_ot_attention(S, rho, solver=solver)
+    (g,) = torch.autograd.grad((A * A).sum(), S, create_graph=True)
+    (g0,) = torch.autograd.grad((causal_ot_attention(S, rho, solver=solver) ** 2).sum(), S)
+    assert torch.equal(g.detach(), g0)  # the first derivative is the same with create_graph
+    with pytest.raises(RuntimeError, match="supports first derivatives only"):
+        torch.autograd.grad(g[0, 3, 1], S)

@@ -265,6 +265,9 @@ def _non_finite(what, k):
     return err
 
 
+_TRY_ACCELERATED = "; the accelerated solver (solver='anderson', the default from rho = 0.6 on) or a larger tol reaches it"
+
+
 def _out_of_sweeps(what, max_iter, rn, threshold, rn_half, span):
     """The plain iteration's ``ConvergenceError`` at its sweep cap, naming the condition.
 
@@ -283,8 +286,7 @@ def _out_of_sweeps(what, max_iter, rn, threshold, rn_half, span):
         if 0.0 < rate < 1.0:
             more = math.ceil(math.log(worst) / -math.log(rate))
             msg += (f": the plain iteration contracts by {rate:.6f} per sweep here and needs about {more} more "
-                    "sweeps than max_iter allows (its rate tends to rho as the score spread grows); the accelerated "
-                    "solver (solver='anderson', the default from rho = 0.6 on) or a larger tol reaches it")
+                    "sweeps than max_iter allows (its rate tends to rho as the score spread grows)" + _TRY_ACCELERATED)
         elif rate >= 1.0:
             msg += ": the residual stopped decreasing (rounding of the working precision)"
     err = ConvergenceError(msg)
@@ -323,7 +325,11 @@ def _fixed_point(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=
     try:
         return _iterate(step, x, thr, max_iter=max_iter, memory=0, norm=norm, what=what, aux=aux)
     except ConvergenceError as err:
-        raise err from accelerated
+        # the plain iteration's advice to try the accelerated solver does not apply here: it has just failed
+        both = ConvergenceError("the accelerated solver failed on this block and so did the plain iteration from the "
+                                "same start: " + str(err).replace(_TRY_ACCELERATED, ""))
+        both.kind = getattr(err, "kind", None)
+        raise both from accelerated
 
 
 def _iterate(step, x, thr, *, max_iter, memory, norm, what, aux=False, lean=False, narrow=None, pinned=None,
@@ -1158,6 +1164,20 @@ def _backward_log(grad, A, gstar, rho, tol, s, solver="auto"):
     return ds
 
 
+class _NoSecondDerivative(torch.autograd.Function):
+    """The identity on a gradient of :func:`causal_ot_attention`, tied to the incoming gradient (so that a second
+    derivative reaches it) and refusing to be differentiated."""
+
+    @staticmethod
+    def forward(ctx, value, anchor):
+        return value.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("causal_ot_attention supports first derivatives only: its backward pass solves the adjoint "
+                           "system without recording a graph, so a second derivative (double backward) is refused")
+
+
 class _CausalOT(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda", cast_inputs=None)
@@ -1208,6 +1228,17 @@ class _CausalOT(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, grad):
+        if torch.is_grad_enabled():
+            # create_graph=True: the adjoint solve records no usable graph (differentiating the gradient again gave
+            # silently wrong values), so it runs without one and its result carries a node that refuses a second
+            # derivative by name; a first derivative is unchanged
+            with torch.no_grad():
+                out = _CausalOT._adjoint(ctx, grad)
+            return (_NoSecondDerivative.apply(out[0], grad),) + tuple(out[1:])
+        return _CausalOT._adjoint(ctx, grad)
+
+    @staticmethod
+    def _adjoint(ctx, grad):
         A, gstar, K, *saved = ctx.saved_tensors
         T = ctx.shape[-1]
         g = grad.reshape(-1, T, T).to(A.dtype)
