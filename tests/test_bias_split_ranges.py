@@ -47,6 +47,7 @@ def no_direct_sum(monkeypatch):
         ("0.01*sqrt(d) + 1.0*exp(-((d-50000)/2)**2)", 100000, 200000),  # bump on the window side
         ("-1.1*log(d+1) + 3*exp(-((d-150000)/2)**2)", 100000, 200000),  # decaying bias
         ("-0.5*log(d+1) + 2*exp(-((d-150000)/5)**2)", 100000, 200000),
+        ("-1.1*log(d+1) + 3*exp(-((d-23456)/2)**2) + 2*exp(-((d-154321)/2)**2)", 5000, 200000),  # two bumps, one side
         ("0.3*sqrt(d) + 1.0*exp(-((d-899969)/2)**2)", 899990, 10**6),  # bump 21 below W: Theorem 15j's sides split
         pytest.param("sqrt(d) + 1.0*exp(-((d-899969)/2)**2)", 999999, 10**6, marks=pytest.mark.slow),
     ],

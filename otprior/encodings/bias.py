@@ -472,7 +472,7 @@ def _float_head(b, d):
     return logw
 
 
-_SPLIT_CALLS = 24  # Theorem 15l: at most this many ranges handed to the float tail (bounded work)
+_SPLIT_CALLS = 48  # Theorem 15l: at most this many ranges handed to the float tail (bounded work)
 
 
 def _split_log(part, leaf, a, c, accept):
@@ -483,7 +483,8 @@ def _split_log(part, leaf, a, c, accept):
     ``part(x, y)`` or halved again, down to ranges of at most ``_FLOAT_HEAD`` integers taken by ``leaf(x, y)`` (term by
     term). Each part within a relative ``rel_i`` of its positive sum ``S_i`` puts the total within the ``S``-weighted
     mean of the ``rel_i`` (a leaf's estimate is diluted by the rest of the range as in the float head's test); the
-    log-sum-exp of the parts' logs adds its rounding; ``None`` where the total exceeds ``accept``. At most ``_SPLIT_CALLS`` ranges are handed to ``part`` (else
+    log-sum-exp of the parts' logs adds its rounding; ``None`` where the total exceeds ``accept``. At most
+    ``_SPLIT_CALLS`` ranges are handed to ``part`` (else
     ``None``): halving isolates one bump in ``log2((c - a)/4096)`` levels of at most two declined ranges each
     (``sqrt(d) + e^{-((d - 899969)/2)^2}`` on ``[900000, 10^6)``)."""
     if c - a + 1 <= _FLOAT_HEAD:
