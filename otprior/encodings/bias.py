@@ -498,6 +498,8 @@ def _split_log(part, leaf, a, c, accept):
         if calls[0] > _SPLIT_CALLS:
             return None
         got = part(x, y)
+        if got is None and x >= 1 << 53:
+            return None  # its leaves would lie beyond 2^53, where no term is read term by term: no halving can answer
         return got if got is not None else halves(x, y)
 
     def halves(x, y):
