@@ -1102,6 +1102,10 @@ def _taylor_sum_log(b0, b1, a, N, H, M3u, g_max=2.0**-20):
         S3 = float((M3u * Hp * Hp * Hp / 6).upper())
         Sq = float((M3u * flint.arb(reach) * Hp * Hp / 2).upper()) if Hp else 0.0
     G2 = (gHmax + Sq) * (1 + 2.0**-50)
+    # declined before the exponentials can overflow: expm1(x) >= x and G2 2^-30 > 2^-38 for G2 > 2^-8, so past these the
+    # truncation alone exceeds TAYLOR_ACCEPT (1e-20 sin(d) at 1e300: M3 reach Hp^2/2 ~ 1e266, an unnamed OverflowError)
+    if not (S3 + Sq <= TAYLOR_ACCEPT and G2 <= 2.0**-8):
+        return None
     trunc = (math.expm1(S3 + Sq) + 0.5 * G2 * G2 * math.exp(G2) + G2 * 2.0**-30) * (1 + 2.0**-18)
     # rounding (an estimate): b(fm) in double (4 (|b| + 1) eps, as for the head), the offset through b'
     # (M2 delta^2/2 with M2 <= 2 |gamma| + M3 Hp), beta and the counts in double (9 |beta| eps over |t| <= Hp), gamma's

@@ -35,6 +35,7 @@ from ._bias_float import (
     weights_error_ok_lengths,
 )
 from ._bias_tail import (
+    TAYLOR_ACCEPT,
     Unsupported,
     _eval,
     _interval,
@@ -227,19 +228,22 @@ def _steep_at_window(b, d, window):
 
 
 _NEGLIGIBLE = 2.0**-60  # Theorem 15k: an additive term within [-2^-60, 2^-60] on a range is left out of its sum
+_NEGLIGIBLE_WIDE = 2.0**-58  # Theorem 15k, the certified route's second try: the ball e^{+-2^-58} (1/8 of its 2^-55)
+_NEGLIGIBLE_FLOAT = 2.0**-48  # Theorem 15k, the float route's second try: e^{2^-48} - 1 (1/1024 of its 2^-38)
 
 
 @functools.lru_cache(maxsize=256)  # a pure function of the expression and the exact range (sympy and Arb work per call)
-def _without_negligible_terms(b, d, a, c):
+def _without_negligible_terms(b, d, a, c, limit=_NEGLIGIBLE):
     """``b`` less its top-level additive terms ``p`` whose interval bound on ``[a, c]`` (Theorem 15d(i), Arb, outward
-    rounded) lies within ``[-2^-60, 2^-60]``, or ``None`` where there is none (Theorem 15k, ``proofs/closed_form_tails.md``:
-    ``sum e^{h + p} = (1 + theta) sum e^h``, ``|theta| <= e^{2^-60} - 1``). A double pre-test at ``a`` and ``c`` skips the
+    rounded) lies within ``[-limit, limit]`` (``2^-60`` by default), or ``None`` where there is none (Theorem 15k,
+    ``proofs/closed_form_tails.md``: ``sum e^{h + p} = (1 + theta) sum e^h``, ``|theta| <= e^{limit} - 1``; each term's
+    bounds are added, rounded up, so that the dropped terms together lie within ``[-limit, limit]``). A double pre-test at ``a`` and ``c`` skips the
     terms that are plainly not small. ``exp(-exp(d/1000))`` beside ``-1.1 log(d + 1)`` beyond ``d = 4096``
     (``<= e^{-60}``): its complex boxes (Theorem 15i) and wide Taylor balls (Theorem 15) are unbounded where the term
     itself is below every double."""
     if not b.is_Add:
         return None
-    drop = []
+    drop, used = [], 0.0
     for term in b.args:
         if not term.has(d):
             continue
@@ -258,8 +262,12 @@ def _without_negligible_terms(b, d, a, c):
                 lo, hi = _interval(tree, a, c)
             except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
                 continue
-        if lo is not None and hi is not None and lo >= -_NEGLIGIBLE and hi <= _NEGLIGIBLE:
-            drop.append(term)
+        if lo is not None and hi is not None and lo >= -limit and hi <= limit:
+            # |p| <= sum of the dropped terms' bounds (each rounded up, the sum's rounding up once more)
+            bound = max(float((-lo).upper()), float(hi.upper()), 0.0)
+            if (used + bound) * (1 + 2.0**-50) <= limit:
+                used = (used + bound) * (1 + 2.0**-50)
+                drop.append(term)
     if not drop or len(drop) == len([t for t in b.args if t.has(d)]):
         return None
     return b - sum(drop)
@@ -292,10 +300,10 @@ def _anchored_float(b, d, tree, window, n):
     where ``rel_S + rel_T`` and the rounding of ``Delta`` and of the masses stay within ``2^-38``."""
     bits = 96 + n.bit_length()
     fns, third = _numpy_fns(b, d), _derivative_trees(b, d, 3)
-    S = anchored_log_sum(tree, 0, window - 1, bits, fns, third)
+    S = _anchored_side(b, d, tree, 0, window - 1, bits, fns, third)
     if S is None:
         return None
-    T = anchored_log_sum(tree, window, n - 1, bits, fns, third)
+    T = _anchored_side(b, d, tree, window, n - 1, bits, fns, third)
     if T is None:
         return None
     try:
@@ -313,6 +321,54 @@ def _anchored_float(b, d, tree, window, n):
     if not (math.isfinite(lr) and rel <= ACCEPT):
         return None
     return float(np.exp(-np.logaddexp(0.0, lr))), float(np.exp(-np.logaddexp(0.0, -lr)))
+
+
+def _anchored_side(b, d, tree, a, c, bits, fns, third):
+    """:func:`anchored_log_sum` on ``[a, c]`` (``(phi, rel)``, ``phi = log sum_{k=a}^{c} e^{b(k) - b(c)}``), or where it
+    declines, Theorem 15l (:func:`_split_log`): halves ``[x, y]`` by :func:`anchored_log_sum` moved by
+    ``b(y) - b(c)`` (an Arb ball at ``bits`` bits: no large ``b`` in double), or, where Theorem 15d's interval bound
+    puts the half below ``2^-45`` of the last term ``e^{b(c)}``, by half that bound within itself; ranges of at most ``_FLOAT_HEAD``
+    integers below ``2^53`` term by term less ``b(c)`` (:func:`_direct_log`); or ``None``."""
+    got = anchored_log_sum(tree, a, c, bits, fns, third)
+    if got is not None or c - a + 1 <= _FLOAT_HEAD:
+        return got
+    try:
+        with arb_precision(bits):
+            bc = _eval(tree, flint.arb(c), flint.arb)
+    except (ValueError, ZeroDivisionError, ArithmeticError):
+        return None
+    if not bc.is_finite():
+        return None
+
+    def part(x, y):
+        got = anchored_log_sum(tree, x, y, bits, fns, third)
+        if got is None:
+            # Theorem 15d's bound U >= sum_{x..y} e^{b(k) - b(c)}: below 2^-45 of the whole sum (at least its last
+            # term, e^0) it is carried as U/2 within U/2 (rel 1, weighted by at most 2^-45 in the total)
+            try:
+                with arb_precision(bits):
+                    up = _interval(tree, x, y)[1]
+                    dead = None if up is None else float((up - bc + flint.arb(y - x + 1).log()).upper())
+            except (ValueError, ZeroDivisionError, ArithmeticError):
+                dead = None
+            if dead is not None and dead <= -45 * math.log(2.0):
+                return dead - math.log(2.0), 1.0
+            return None
+        try:
+            with arb_precision(bits):
+                delta = _eval(tree, flint.arb(y), flint.arb) - bc
+        except (ValueError, ZeroDivisionError, ArithmeticError):
+            return None
+        if not delta.is_finite():
+            return None
+        dm = float(delta.mid())
+        return got[0] + dm, got[1] + float(delta.rad()) + (abs(got[0]) + abs(dm) + 2) * 2 * 2.0**-53
+
+    def leaf(x, y):  # b(c) as a double: its distance from the ball's midpoint and the midpoint's rounding
+        shift = float(bc.mid())
+        return _direct_log(b, d, x, y, shift, float(bc.rad()) + abs(shift) * 2.0**-53)
+
+    return _split_log(part, leaf, a, c, ACCEPT)
 
 
 def _anchored_balls(b, d, tree, window, n):
@@ -407,11 +463,85 @@ def _float_head(b, d):
     if got is None:
         return None
     err = np.asarray(got[1], dtype=float) * np.ones(_FLOAT_HEAD)
-    live = logw > np.max(logw) - 745.0
+    # the gap is formed before the comparison: np.max(logw) - 745 rounds back to the maximum itself once it exceeds
+    # 2^62, which left no term live (1e300 log(d + 1): an unnamed numpy ValueError on the empty selection)
+    live = logw - np.max(logw) > -745.0
     if not float(np.max(err[live])) <= 2.0**-41:
         return None
     logw.flags.writeable = False
     return logw
+
+
+_SPLIT_CALLS = 48  # Theorem 15l: at most this many ranges handed to the float tail (bounded work)
+
+
+def _split_log(part, leaf, a, c, accept):
+    """``(log S, rel)`` for ``S = sum_{k=a}^{c} e^{b(k)}`` (in the frame of ``part`` and ``leaf``: both give logs
+    against the same anchor) by Theorem 15l (``proofs/closed_form_tails.md``), or ``None``: where a route declines the
+    whole range (a narrow bump anywhere in it widens the interval bounds of the third derivative, of Theorem 15i's
+    boxes or of Theorem 15j's Cauchy estimate on the whole range), the range is halved, each half taken by
+    ``part(x, y)`` or halved again, down to ranges of at most ``_FLOAT_HEAD`` integers taken by ``leaf(x, y)`` (term by
+    term). Each part within a relative ``rel_i`` of its positive sum ``S_i`` puts the total within the ``S``-weighted
+    mean of the ``rel_i`` (a leaf's estimate is diluted by the rest of the range as in the float head's test); the
+    log-sum-exp of the parts' logs adds its rounding; ``None`` where the total exceeds ``accept``. At most
+    ``_SPLIT_CALLS`` ranges are handed to ``part`` (else
+    ``None``): halving isolates one bump in ``log2((c - a)/4096)`` levels of at most two declined ranges each
+    (``sqrt(d) + e^{-((d - 899969)/2)^2}`` on ``[900000, 10^6)``)."""
+    if c - a + 1 <= _FLOAT_HEAD:
+        return None  # a range this short is the callers' own term-by-term case: nothing to split
+    calls = [0]
+
+    def one(x, y):
+        if y - x + 1 <= _FLOAT_HEAD:
+            return leaf(x, y)
+        calls[0] += 1
+        if calls[0] > _SPLIT_CALLS:
+            return None
+        got = part(x, y)
+        if got is None and x >= 1 << 53:
+            return None  # its leaves would lie beyond 2^53, where no term is read term by term: no halving can answer
+        return got if got is not None else halves(x, y)
+
+    def halves(x, y):
+        m = x + (y - x) // 2
+        lo = one(x, m)
+        hi = None if lo is None else one(m + 1, y)
+        if hi is None:
+            return None
+        out = float(np.logaddexp(lo[0], hi[0]))
+        # each part's absolute error is at most rel_i S_i: the total's relative error is their S-weighted mean
+        rel = lo[1] * math.exp(lo[0] - out) + hi[1] * math.exp(hi[0] - out)
+        # logaddexp: lo - hi and the final sum rounded, each within 2 ulps of its largest operand
+        return out, rel * (1 + 2.0**-50) + (abs(out) + max(abs(lo[0]), abs(hi[0])) + 2) * 2 * 2.0**-53
+
+    got = halves(a, c)
+    return got if got is not None and got[1] <= accept else None
+
+
+def _direct_log(b, d, a, c, shift=0.0, shift_err=0.0):
+    """``(log sum_{k=a}^{c} e^{b(k) - shift}, rel)`` term by term in double (``c < 2^53``, at most ``_FLOAT_HEAD``
+    terms), or ``None``: ``rel`` is Theorem 15g(vii)'s estimate of ``b``'s error (the ``e^b``-weighted mean over the
+    range), plus ``shift_err`` (an absolute bound of the error of ``shift``) and the rounding of ``b(k) - shift`` and of
+    the log-sum-exp; ``None`` where a value is not a number or ``+inf``."""
+    if c >= 1 << 53 or c - a + 1 > _FLOAT_HEAD:
+        return None
+    got = running_error(b, d, np.arange(a, c + 1, dtype=float))
+    if got is None:
+        return None
+    with np.errstate(all="ignore"):
+        v, e = (np.asarray(x, dtype=float) * np.ones(c - a + 1) for x in got)
+        if np.any(np.isnan(v)) or np.any(v == np.inf):
+            return None
+        v = v - shift
+        top = float(np.max(v))
+        if not math.isfinite(top):
+            return None
+        w = np.exp(v - top)
+        total = float(np.sum(w))
+        rel = float(np.dot(w, np.where(w > 0, e, 0.0))) / total + shift_err
+        out = top + math.log(total)
+        rel += (float(np.max(np.abs(v[w > 0]))) + abs(out) + 2) * 2 * 2.0**-53
+    return (out, rel) if math.isfinite(rel) else None
 
 
 @functools.lru_cache(maxsize=128)
@@ -1040,7 +1170,7 @@ class Bias(Encoding):
                 v = float(np.asarray(fns[0](np.array([float(k)])), dtype=float).ravel()[0])
             return v if not math.isnan(v) and v != math.inf else None
 
-        def tail_log(a, c, ref=-math.inf):
+        def tail_log(a, c, ref=-math.inf, split=True):
             dying = _has_dying_term(b, d)  # a term that falls below every double far out: Theorem 15k first
             out = None if dying else float_tail_log(fns, a, c, ref, d3, tree)
             if out is None:  # Theorem 15k: without the additive terms proved below 2^-60 on [a, c], if any
@@ -1050,6 +1180,18 @@ class Bias(Encoding):
                                          _compiled(reduced, d))
                 if out is None and dying:
                     out = float_tail_log(fns, a, c, ref, d3, tree)
+            if out is None:  # Theorem 15k with 2^-48: a relative e^{2^-48} - 1, 1/1024 of the float's acceptance 2^-38
+                reduced = _without_negligible_terms(b, d, a, c, _NEGLIGIBLE_FLOAT)
+                if reduced is not None:
+                    out = float_tail_log(_numpy_fns(reduced, d), a, c, ref, _derivative_trees(reduced, d, 3),
+                                         _compiled(reduced, d))
+            if out is None and split:  # Theorem 15l: a feature (a narrow bump) spoils the bounds on the whole range only
+                def part(x, y):
+                    got = tail_log(x, y, split=False)
+                    return None if got is None else (got, TAYLOR_ACCEPT)  # the float tail's largest acceptance
+
+                got = _split_log(part, lambda x, y: _direct_log(b, d, x, y), a, c, TAYLOR_ACCEPT)
+                out = None if got is None else got[0]
             return out
 
         if window > N:
@@ -1181,13 +1323,24 @@ class Bias(Encoding):
                 break
             K *= 2
         tree_h = None if reduced is None else _compiled(reduced, d)
-        if tree_h is None:
-            return None
-        first = range_sum_arb(_compiled(b, d), lo, K - 1, N, prec, why) if K > lo else flint.arb(0)
-        rest = range_sum_arb(tree_h, K, hi, K, prec, why)
-        if first is None or rest is None:
-            return None
+        first = rest = None
+        if tree_h is not None:
+            first = range_sum_arb(_compiled(b, d), lo, K - 1, N, prec, why) if K > lo else flint.arb(0)
+            rest = None if first is None else range_sum_arb(tree_h, K, hi, K, prec, why)
         small = flint.arb(_NEGLIGIBLE)
+        if rest is None:
+            # the terms within 2^-58 on the whole side (2^-59 e^{-((d - x0)/10)^2}: a bump below the float's accuracy
+            # but above 2^-60), carried as the ball e^{[-2^-58, 2^-58]}, 1/8 of the 2^-55 asked (Theorem 15k)
+            K = max(lo, N)
+            reduced = _without_negligible_terms(b, d, K, hi, _NEGLIGIBLE_WIDE)
+            tree_h = None if reduced is None else _compiled(reduced, d)
+            if tree_h is None:
+                return None
+            first = range_sum_arb(_compiled(b, d), lo, K - 1, N, prec, why) if K > lo else flint.arb(0)
+            rest = None if first is None else range_sum_arb(tree_h, K, hi, K, prec, why)
+            if rest is None:
+                return None
+            small = flint.arb(_NEGLIGIBLE_WIDE)
         return first + rest * (-small).exp().union(small.exp())
 
     def mass_enclosures(self, window, n) -> BiasMasses:
