@@ -2343,7 +2343,6 @@ _NEAR_ONE_FLOAT_N = 1 << 17
 _NEAR_ONE_K = 64  # exact steps in (M, x) before the continuum count
 _NEAR_ONE_FLOAT_EXACT_N = 4096  # from this n and at or below this 1 - rho the float skips the exact route (Lemma 4.9 answers)
 _NEAR_ONE_FLOAT_EXACT_Q = 1e-8
-_NEAR_ONE_MIN_LC = math.log(2.0)  # the bulk's log(M + 1/2) at x = 1 below which the estimate is not used
 
 
 def _expm1_minus(y):
@@ -2469,7 +2468,7 @@ def _near_one_log_count(la, q, K, lz, keep=False):
     inv = math.log1p(M) + M * h + _expm1_minus(lx) / q + 0.5 * math.expm1(lx) * h
     lc = inv - 1.0  # the bulk: log(M + 1/2) = I - 1 - u(x)
     if lc < _NEAR_ONE_QUAD_LC:
-        # little or no bulk (M stays near or below 1: 1 - rho <= 1e-9 and n (1 - rho)^(1/2) below about 5): the bulk
+        # little or no bulk (M stays near or below 1: 1 - rho <= 1e-8 and n (1 - rho)^(1/2) below about 5): the bulk
         # form log(1 + 1/M) ~ 1/(M + 1/2) fails there, the count's integral does not (proofs/ot_asymptotics.md)
         cnt = _near_one_quad_count(M, lx, inv, q)
         return (math.log(cnt) if cnt > 0.0 else -math.inf), logs, lc
@@ -2498,11 +2497,12 @@ def _near_one_log_count(la, q, K, lz, keep=False):
 def _near_one_root_float(n, rho):
     """``(log a, logs, L_K)``: Lemma 4.9's estimate of ``a = c_n^{-(1-rho)} = m_n(1)`` (``K`` exact steps and
     the count of :func:`_near_one_log_count` equal to ``n``), with ``log(Phi_{n-k} / c)`` for ``k <= K``
-    and ``L_K = log(Psi_{n-K+1} c)`` there; ``None`` where no root is found or the trajectory has no bulk (``lc < log 2``).
+    and ``L_K = log(Psi_{n-K+1} c)`` there; ``None`` where no root is found.
 
     A safeguarded secant on ``t = log(-log a)``: the root lies in ``[log((1-rho) log n), log log(1 +
     expm1((1-rho) log n)/(1-rho))]`` (``c_n >= n``, Theorem 4(iii); ``c_n^{1-rho} <= H_n^{(rho)}``, Lemma 4.1);
-    first guess from the count's leading order, ``a - 1 - log a = (1-rho)(log n - log(2 pi/(1-rho))/2 + 1)``,
+    first guess from the count's leading order, ``a - 1 - log a = (1-rho)(log n - log(2 pi/(1-rho))/2 + 1)`` (where
+    that is below 1, from the small-``I`` form ``n (1-rho)^(1/2) ~ (2 I)^(1/2) G(I)``, proofs/ot_asymptotics.md),
     and its slope ``d log(count)/dt = (-log a)(1 - a)/(1-rho)``."""
     q = 1.0 - rho
     K = min(_NEAR_ONE_K, n // 8)
@@ -3106,11 +3106,15 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     (``1 - rho < 1.5e-3``, and ``1 - rho <= 0.01`` up to ``n = 2^17``) the float instead takes ``c_n`` from
     Lemma 4.9 (``proofs/ot_asymptotics.md``): Theorem 2's recurrence in ``M = Phi Psi`` and
     ``x = Psi^{1-rho}``, which does not cancel, 64 exact steps and a continuum count with its trapezoid
-    terms; ``m_n(1) = c_n^{-(1-rho)}`` and ``1 - m_n(W) = M_W e^{-L_W}`` from the steps. An estimate: its
-    relative error in ``1 - m_n(1)`` was measured at most ``1.7e-3`` (``n = 8193``, ``1 - rho = 1e-6``,
-    against mpmath), ``3e-5`` at ``1 - rho = 1e-4``, and falls as ``n`` grows; where the exact route
-    ends (``n = 8192``, and ``n = 256`` for ``rho`` in ``(0.9, 0.9995]``) the float moves by that error, not
-    by the 1.5 % of Lemma 4.3's estimate (``bench/bench_ot_crossover.py``).
+    terms (in its bulk form where the trajectory's ``M`` grows large, else its integral by Gauss-Legendre,
+    where ``M`` stays near or below 1: ``1 - rho <= 1e-8`` and ``n (1 - rho)^(1/2)`` below about 5);
+    ``m_n(1) = c_n^{-(1-rho)}`` and ``1 - m_n(W) = M_W e^{-L_W}`` from the steps. For the float (not the
+    certified route) it also replaces the exact route at ``1 - rho <= 1e-8`` from ``n = 4096``. An estimate: its
+    relative error in ``1 - m_n(1)`` was measured at most ``1.1e-4`` over ``1 - rho`` from ``2^-53`` to
+    ``1e-8`` and ``n`` from 4096 to ``1e5``, ``1.3e-5`` at ``1 - rho = 1e-6``, ``n = 8193`` (against Theorem 2's
+    recurrence solved in mpmath and in doubles), and falls as ``n`` grows; where the exact route ends
+    (``n = 8192``, and ``n = 256`` for ``rho`` in ``(0.9, 0.9995]``) the float moves by that error, not by the
+    1.5 % of Lemma 4.3's estimate (``bench/bench_ot_crossover.py``).
 
     Windows next to ``n`` (Corollary 4.8, ``proofs/ot_asymptotics.md``): ``W/n < m < 1``, so where
     ``(n - W) 2^53 <= n`` the enclosure ``[1 - 2^-53, 1]`` (the narrowest by doubles) and, where
