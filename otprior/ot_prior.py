@@ -2404,7 +2404,8 @@ def _gamma_inverse(g):
     (``Gamma(M) >= 1 + log M``) for ``g >= 1.5``, else ``g / (1 + log(1/g) + ...)`` from ``Gamma(M) <= M (1 + log((1+M)/M))``."""
     small = g < 1.5
     gs = np.where(small, g, 1.0)
-    m0 = gs / np.log1p(1.0 / gs)  # Gamma(M) >= M log1p(1/M) >= ... : M0 above the root where g is small
+    m0 = gs / np.log1p(1.0 / gs)  # Gamma(M) >= M log1p(1/M): M0 above the root where g is small ...
+    m0 = gs / (1.0 + np.log1p(1.0 / m0))  # ... and one step of M = g / (1 + log(1/M) + ...) from it
     m0 = np.where(small, np.maximum(m0, gs * 0.5), np.exp(np.minimum(g, 700.0) - 1.0))
     y = np.log(m0)
     for _ in range(8):
@@ -2441,10 +2442,9 @@ def _near_one_quad_count(M, lx, inv, q):
     em1 = np.expm1(w)
     emm = np.where(w < 0.1, w * w * (0.5 + w * (1 / 6 + w * (1 / 24 + w * (1 / 120 + w * (1 / 720 + w * (1 / 5040 + w
                                                                                                             / 40320)))))), em1 - w)
-    g = np.maximum((np.expm1(le - w) * em1 + emm) / q, 0.0)
-    Mq = _gamma_inverse(g)
-    with np.errstate(divide="ignore"):
-        h = np.log1p(1.0 / Mq)
+    g = np.maximum((np.expm1(le - w) * em1 + emm) / q, 1e-300)  # at the end's rounding, M tiny and its node ~0
+    Mq = np.maximum(_gamma_inverse(g), 1e-300)
+    h = np.log1p(1.0 / Mq)
     f = p * span * v ** (p - 1) / (q * h)
     return float(np.dot(wv, f))
 
