@@ -2341,7 +2341,8 @@ _NEAR_ONE_FLOAT_Q = 1.5e-3  # below this 1 - rho the float on the bounds route t
 _NEAR_ONE_FLOAT_Q_SHORT = 0.0101  # ... and up to this one (rho = 0.99 included) up to n = 2^17 (measured: 14-500x closer to the truth there)
 _NEAR_ONE_FLOAT_N = 1 << 17
 _NEAR_ONE_K = 64  # exact steps in (M, x) before the continuum count
-_NEAR_ONE_MIN_LC = math.log(2.0)  # the bulk's log(M + 1/2) at x = 1 below which the estimate is not used
+_NEAR_ONE_FLOAT_EXACT_N = 4096  # from this n and at or below this 1 - rho the float skips the exact route (Lemma 4.9 answers)
+_NEAR_ONE_FLOAT_EXACT_Q = 1e-8
 
 
 def _expm1_minus(y):
@@ -2391,6 +2392,63 @@ def _near_one_steps(la, q, K, keep=False):
     return M, L, None
 
 
+_NEAR_ONE_QUAD_LC = 6.0  # below this bulk constant lc the count is Lemma 4.9's integral by quadrature, not its bulk form
+_NEAR_ONE_QUAD_P = 2  # the substitution w = (lx_end - lx_K) v^p at the count's end, where M -> 0
+_near_one_gl = []  # Gauss-Legendre nodes and weights on [0, 1] (computed once)
+
+
+def _gamma_inverse(g):
+    """``M >= 0`` with ``Gamma(M) = log1p(M) + M log1p(1/M) = g`` for an array ``g >= 0`` (Lemma 4.9's invariant):
+    Newton on ``y = log M`` (``f(y) = Gamma(e^y) - g`` is increasing and convex in ``y``: from the start above the
+    root, which ``M0`` is, Newton's steps stay above it and converge monotonically), 8 steps from ``M0``: ``e^{g-1}``
+    (``Gamma(M) >= 1 + log M``) for ``g >= 1.5``, else ``g / (1 + log(1/g) + ...)`` from ``Gamma(M) <= M (1 + log((1+M)/M))``."""
+    small = g < 1.5
+    gs = np.where(small, g, 1.0)
+    m0 = gs / np.log1p(1.0 / gs)  # Gamma(M) >= M log1p(1/M): M0 above the root where g is small ...
+    m0 = gs / (1.0 + np.log1p(1.0 / m0))  # ... and one step of M = g / (1 + log(1/M) + ...) from it
+    m0 = np.where(small, np.maximum(m0, gs * 0.5), np.exp(np.minimum(g, 700.0) - 1.0))
+    y = np.log(m0)
+    for _ in range(8):
+        M = np.exp(y)
+        hM = np.log1p(1.0 / M)
+        y = y - (np.log1p(M) + M * hM - g) / (M * hM)
+    return np.exp(y)
+
+
+def _near_one_quad_count(M, lx, inv, q):
+    """Lemma 4.9's count of the steps after ``(M_K, lx_K)`` without its bulk approximation: ``int dlx / (q
+    log1p(1/M(lx)))`` from ``lx_K`` to ``lx_end`` (``u(lx_end) = inv``, where ``M = 0``), ``M(lx)`` from the invariant
+    ``Gamma(M) = inv - u(lx)``; ``0`` where the trajectory has no room (``inv <= u(lx_K)``). Gauss-Legendre (32 nodes)
+    after ``lx = lx_end - (lx_end - lx_K) v^2``, which smooths the end's ``1 / log(1 / (lx_end - lx))``."""
+    lam = q * inv  # e^l - 1 - l = q inv, l = lx_end > 0 (Newton, convex increasing)
+    if not lam > 0.0:
+        return 0.0
+    le = math.sqrt(2.0 * lam) if lam < 1.0 else math.log(lam) + 1.0
+    for _ in range(60):
+        step = (_expm1_minus(le) - lam) / math.expm1(le)
+        le -= step
+        if abs(step) <= 1e-15 * le:
+            break
+    span = le - lx
+    if not span > 0.0:
+        return 0.0
+    if not _near_one_gl:
+        xg, wg = np.polynomial.legendre.leggauss(32)
+        _near_one_gl.extend(((xg + 1.0) / 2.0, wg / 2.0))
+    v, wv = _near_one_gl
+    p = _NEAR_ONE_QUAD_P
+    w = span * v**p
+    # inv - u(le - w) = u(le) - u(le - w) = (expm1(le - w) expm1(w) + e^w - 1 - w) / q: no cancellation as w -> 0
+    em1 = np.expm1(w)
+    emm = np.where(w < 0.1, w * w * (0.5 + w * (1 / 6 + w * (1 / 24 + w * (1 / 120 + w * (1 / 720 + w * (1 / 5040 + w
+                                                                                                            / 40320)))))), em1 - w)
+    g = np.maximum((np.expm1(le - w) * em1 + emm) / q, 1e-300)  # at the end's rounding, M tiny and its node ~0
+    Mq = np.maximum(_gamma_inverse(g), 1e-300)
+    h = np.log1p(1.0 / Mq)
+    f = p * span * v ** (p - 1) / (q * h)
+    return float(np.dot(wv, f))
+
+
 def _near_one_log_count(la, q, K, lz, keep=False):
     """``log`` of Lemma 4.9's estimate of the steps after the ``K`` exact ones, the steps' ``(logs, L_K)`` (with
     ``keep``, else ``None``) and the
@@ -2409,6 +2467,11 @@ def _near_one_log_count(la, q, K, lz, keep=False):
     # the near-invariant I = Gamma(M) + u(x) - (1 - x) h(M) / 2, Gamma(M) = log1p(M) + M h(M), u = (x - 1 - log x)/q
     inv = math.log1p(M) + M * h + _expm1_minus(lx) / q + 0.5 * math.expm1(lx) * h
     lc = inv - 1.0  # the bulk: log(M + 1/2) = I - 1 - u(x)
+    if lc < _NEAR_ONE_QUAD_LC:
+        # little or no bulk (M stays near or below 1: 1 - rho <= 1e-8 and n (1 - rho)^(1/2) below about 5): the bulk
+        # form log(1 + 1/M) ~ 1/(M + 1/2) fails there, the count's integral does not (proofs/ot_asymptotics.md)
+        cnt = _near_one_quad_count(M, lx, inv, q)
+        return (math.log(cnt) if cnt > 0.0 else -math.inf), logs, lc
     tail = float(gammaincc(1.0 / q, math.exp(lx) / q))
     if not tail > 0.0:
         return -math.inf, logs, lc
@@ -2434,21 +2497,18 @@ def _near_one_log_count(la, q, K, lz, keep=False):
 def _near_one_root_float(n, rho):
     """``(log a, logs, L_K)``: Lemma 4.9's estimate of ``a = c_n^{-(1-rho)} = m_n(1)`` (``K`` exact steps and
     the count of :func:`_near_one_log_count` equal to ``n``), with ``log(Phi_{n-k} / c)`` for ``k <= K``
-    and ``L_K = log(Psi_{n-K+1} c)`` there; ``None`` where no root is found or the trajectory has no bulk (``lc < log 2``).
+    and ``L_K = log(Psi_{n-K+1} c)`` there; ``None`` where no root is found.
 
     A safeguarded secant on ``t = log(-log a)``: the root lies in ``[log((1-rho) log n), log log(1 +
     expm1((1-rho) log n)/(1-rho))]`` (``c_n >= n``, Theorem 4(iii); ``c_n^{1-rho} <= H_n^{(rho)}``, Lemma 4.1);
-    first guess from the count's leading order, ``a - 1 - log a = (1-rho)(log n - log(2 pi/(1-rho))/2 + 1)``,
+    first guess from the count's leading order, ``a - 1 - log a = (1-rho)(log n - log(2 pi/(1-rho))/2 + 1)`` (where
+    that is below 1, from the small-``I`` form ``n (1-rho)^(1/2) ~ (2 I)^(1/2) G(I)``, proofs/ot_asymptotics.md),
     and its slope ``d log(count)/dt = (-log a)(1 - a)/(1-rho)``."""
     q = 1.0 - rho
     K = min(_NEAR_ONE_K, n // 8)
     if K < 8:
         return None
     log_n = math.log(n)
-    if log_n - 0.5 * math.log(2.0 * math.pi / q) < _NEAR_ONE_MIN_LC - 2.0:
-        # the count's leading order, log n = lc + log(2 pi / q) / 2, leaves no bulk: not worth the solve (0.5 ms at
-        # 1 - rho = 2^-53, n = 8193, for the same answer of Lemma 4.3's estimate)
-        return None
     lz = _log_zq_plus(q)
     target = math.log(n - K)
     t_a = math.log(q * log_n)  # c = n (Theorem 4(iii)): the count is below n
@@ -2464,6 +2524,16 @@ def _near_one_root_float(n, rho):
         t = math.log(-y) if y < 0.0 else 0.5 * (t_a + t_b)
     else:
         t = 0.5 * (t_a + t_b)
+    lead = log_n - 0.5 * math.log(2.0 * math.pi / q)
+    if lead < 1.0:
+        # little bulk: the first guess from the count's small-I form (proofs/ot_asymptotics.md, Lemma 4.9), n sqrt(q)
+        # ~ sqrt(2 I) G(I), G(I) ~ 2 / (1 + log(1 / M_top)), M_top = I / log1p(1 / I), and la ~ -sqrt(2 q I)
+        s = (n - K) * math.sqrt(q) / (2.0 * math.sqrt(2.0))
+        big_i = min(s * s, 1.0)
+        for _ in range(6):
+            m_top = big_i / math.log1p(1.0 / big_i)
+            big_i = min((s * (1.0 + math.log1p(1.0 / m_top))) ** 2, 4.0)
+        t = 0.5 * math.log(2.0 * q * big_i)
     t = min(max(t, t_a), t_b)
     la = -math.exp(t)
     slope = max(-la * -math.expm1(la) / q, 1.0)
@@ -2474,10 +2544,12 @@ def _near_one_root_float(n, rho):
         gt = val - target
         if gt >= 0.0:
             t_b = t
-            if best is None or gt < best[1]:
-                best = (t, gt)
         else:
             t_a = t
+        if math.isfinite(gt) and (best is None or abs(gt) < best[1]):
+            # the iterate nearest the root from either side (only those from above were kept: the secant converging
+            # from below left 1 - m_n(1) 2e-3 off at n = 2e4, 1 - rho = 1e-12, for a count 3e-15 off)
+            best = (t, abs(gt))
         if abs(gt) <= 1e-12 or t_b - t_a <= 4e-16 * abs(t_b):
             break
         tn = None
@@ -2494,9 +2566,7 @@ def _near_one_root_float(n, rho):
         return None
     t = best[0]
     val, kept, lc = _near_one_log_count(-math.exp(t), q, K, lz, keep=True)
-    if kept is None or not lc >= _NEAR_ONE_MIN_LC:
-        # M stays below about 1.5 over the whole trajectory (1 - rho = 1e-9, n <= 1e5): the continuum count has
-        # no bulk to stand on (m_n(1) came out 0.9999996 for 0.9999833 at n = 8193); Lemma 4.3's estimate answers
+    if kept is None:
         return None
     return -math.exp(t), kept[0], kept[1]
 
@@ -2934,6 +3004,11 @@ def _pinned_next_to_n(W, n, certified):
 
 def _exact_affordable(n, rho, certified):
     """The rule, decided before any work, of when the exact O(n) route is used (see Notes of ``ot_window_mass``)."""
+    if not certified and n >= _NEAR_ONE_FLOAT_EXACT_N and 1.0 - rho <= _NEAR_ONE_FLOAT_EXACT_Q:
+        # the float at 1 - rho <= 1e-8 from n = 4096: Lemma 4.9's estimate (1 - m_n(1) within 1.1e-4 relative of mpmath
+        # at n = 4096..8193, 1 - rho = 1e-9..2^-53) in about a millisecond, not Lemma 4.6's certified prior (1-2 s at
+        # 1 - rho = 1e-12, n = 4096..8192); the certified route keeps the exact route
+        return False
     if n <= _EXACT_NEWTON_MAX and _certified_first(n, rho) and _newton_applies(n, rho):
         # near rho = 1 Lemma 4.6 gives the whole prior, certified, in O(n) per pass (measured 0.3 - 0.6 s at
         # n = 5000, 1 - rho = 1e-6 and 1e-9, where the bounds route's float was 1.5 % off at W = 1): Lemma 4.3's
@@ -3031,11 +3106,15 @@ def ot_window_mass(window, n, rho, *, certified=False, return_route=False, metho
     (``1 - rho < 1.5e-3``, and ``1 - rho <= 0.01`` up to ``n = 2^17``) the float instead takes ``c_n`` from
     Lemma 4.9 (``proofs/ot_asymptotics.md``): Theorem 2's recurrence in ``M = Phi Psi`` and
     ``x = Psi^{1-rho}``, which does not cancel, 64 exact steps and a continuum count with its trapezoid
-    terms; ``m_n(1) = c_n^{-(1-rho)}`` and ``1 - m_n(W) = M_W e^{-L_W}`` from the steps. An estimate: its
-    relative error in ``1 - m_n(1)`` was measured at most ``1.7e-3`` (``n = 8193``, ``1 - rho = 1e-6``,
-    against mpmath), ``3e-5`` at ``1 - rho = 1e-4``, and falls as ``n`` grows; where the exact route
-    ends (``n = 8192``, and ``n = 256`` for ``rho`` in ``(0.9, 0.9995]``) the float moves by that error, not
-    by the 1.5 % of Lemma 4.3's estimate (``bench/bench_ot_crossover.py``).
+    terms (in its bulk form where the trajectory's ``M`` grows large, else its integral by Gauss-Legendre,
+    where ``M`` stays near or below 1: ``1 - rho <= 1e-8`` and ``n (1 - rho)^(1/2)`` below about 5);
+    ``m_n(1) = c_n^{-(1-rho)}`` and ``1 - m_n(W) = M_W e^{-L_W}`` from the steps. For the float (not the
+    certified route) it also replaces the exact route at ``1 - rho <= 1e-8`` from ``n = 4096``. An estimate: its
+    relative error in ``1 - m_n(1)`` was measured at most ``1.1e-4`` over ``1 - rho`` from ``2^-53`` to
+    ``1e-8`` and ``n`` from 4096 to ``1e5``, ``1.3e-5`` at ``1 - rho = 1e-6``, ``n = 8193`` (against Theorem 2's
+    recurrence solved in mpmath and in doubles), and falls as ``n`` grows; where the exact route ends
+    (``n = 8192``, and ``n = 256`` for ``rho`` in ``(0.9, 0.9995]``) the float moves by that error, not by the
+    1.5 % of Lemma 4.3's estimate (``bench/bench_ot_crossover.py``).
 
     Windows next to ``n`` (Corollary 4.8, ``proofs/ot_asymptotics.md``): ``W/n < m < 1``, so where
     ``(n - W) 2^53 <= n`` the enclosure ``[1 - 2^-53, 1]`` (the narrowest by doubles) and, where

@@ -103,24 +103,6 @@ def test_route_switch_against_mpmath(rho):
             assert abs(f - ref[W]) <= (2e-3 if W == 1 else 5e-2) * (1 - ref[W]) + 2 * eps
 
 
-def test_no_solve_where_the_count_has_no_bulk(monkeypatch):
-    # 1 - rho = 2^-53, n = 8193: log n - log(2 pi / (1 - rho)) / 2 = -10, far below a bulk; the solve cost 0.5 ms for
-    # Lemma 4.3's answer. It is not started (the count replaced by one that fails if called); at n = 1e6,
-    # 1 - rho = 1e-9 it is
-    import importlib
-
-    ot = importlib.import_module("otprior.ot_prior")
-    before = otprior.ot_window_mass(1, 8193, 1 - 2**-53)
-
-    def boom(*args, **kwargs):
-        raise AssertionError("Lemma 4.9's count was evaluated")
-
-    monkeypatch.setattr(ot, "_near_one_log_count", boom)
-    assert otprior.ot_window_mass(1, 8193, 1 - 2**-53) == before
-    with pytest.raises(AssertionError, match="count was evaluated"):
-        otprior.ot_window_mass(1, 10**6, 1 - 1e-9)
-
-
 @pytest.mark.parametrize("n", [10**10, 10**12])
 def test_windows_next_to_n_near_one_need_no_proved_bounds(monkeypatch, n):
     # W = n - 1e6 at rho = 0.999: the count from the query side runs past the lifetime there; the float fell through
