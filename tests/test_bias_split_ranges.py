@@ -126,3 +126,30 @@ def test_dropped_terms_are_bounded_together():
     reduced = _without_negligible_terms(b, d, 4096, 10**6)
     assert reduced is not None
     assert len([t for t in reduced.args if t.has(d)]) == 2  # -1.1 log(1 + d) and one of the two small terms
+
+
+def test_a_cancellation_inside_b_is_counted_by_the_anchored_route():
+    # 5*exp(-((d - 999995)/5)**2) is evaluated as d/5 - 199999: b in double is 1e-10 off where |b| eps is 1e-15. The
+    # anchored route (Theorem 15j, Theorem 15h on b itself) answered 1.9721336262175727e-05, 7.2e-11 from the truth
+    # (Hurwitz zeta and an mpmath sum over the bump, 200 bits), claiming 1.6e-14; it must stay within its 2^-38 or
+    # decline (here: a refusal by name, as before Theorem 15l)
+    from mpmath import MPContext
+
+    from otprior import DomainError
+
+    mp = MPContext()
+    mp.prec = 200
+    x0, W, n = 999995, 999990, 10**6
+    s = mp.mpf("1.1")
+    tot = mp.zeta(s, 1) - mp.zeta(s, n + 1)
+    far = mp.zeta(s, W + 1) - mp.zeta(s, n + 1)
+    for k in range(x0 - 400, n):
+        extra = mp.power(k + 1, -s) * (mp.exp(5 * mp.exp(-((mp.mpf(k) - x0) / 5) ** 2)) - 1)
+        tot += extra
+        far += extra if k >= W else 0
+    B = Bias(f"-1.1*log(d+1) + 5*exp(-((d-{x0})/5)**2)")
+    try:
+        got = B.distant_mass(W, n)
+    except DomainError:
+        return
+    assert abs(got - far / tot) <= 2.0**-38 * far / tot

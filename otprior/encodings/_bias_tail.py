@@ -1277,7 +1277,7 @@ def anchored_sum_arb(tree, a, c, bits):
     return out if out.is_finite() else None
 
 
-def anchored_log_sum(tree, a, c, bits, fns=None, third=None):
+def anchored_log_sum(tree, a, c, bits, fns=None, third=None, b_err=None):
     """``(phi, rel)`` with ``phi = log sum_{k=a}^{c} e^{b(k) - b(c)}`` (the sum relative to its last term) in double
     precision by Theorem 15j (``proofs/closed_form_tails.md``), or ``None``.
 
@@ -1289,7 +1289,9 @@ def anchored_log_sum(tree, a, c, bits, fns=None, third=None):
     ``e^P`` over the kept range from the exact bounds of ``|P''|`` and ``|P'''|`` (``|gamma| H^2 <= 2^-24`` where 4096
     pieces allow it, else ``2^-20``). Where no polynomial of
     degree below 20 is close enough and ``c < 2^53``, Theorem 15h on ``b`` itself (``fns``, ``third``: numpy functions and
-    the trees of ``b``, ``b'''``) less ``b(c)`` in double answers instead. The kept range reaches where ``b'(c) t`` is
+    the trees of ``b``, ``b'''``) less ``b(c)`` in double answers instead, its reading of ``b`` counted by
+    ``b_err(K, c)`` (the largest running error of ``b``, Theorem 15g(vii), at points of the kept range; without
+    ``b_err`` that route declines). The kept range reaches where ``b'(c) t`` is
     ``log(c - a + 1) + 32`` (four times that once, for a bias whose slope grows towards ``c``); the terms before it
     (the head ``[a, K - 1]``) are bounded by ``(K - a) e^{sup b - b(c)}`` (Theorem 15d's interval bound at ``bits``
     bits) and must be below ``2^-42`` of the kept sum. ``rel`` is the proved part (the polynomial's distance, the head,
@@ -1319,8 +1321,12 @@ def anchored_log_sum(tree, a, c, bits, fns=None, third=None):
                 got = taylor_pieces_log(fns, third, K, c)
                 with np.errstate(all="ignore"):
                     bc = float(np.asarray(fns[0](np.array([float(c)])), dtype=float).ravel()[0])
-                if got is not None and math.isfinite(bc):
-                    kept = got[0] - bc, got[1] + (abs(got[0]) + abs(bc) + 1) * 2 * _EPS
+                # b read in double: Theorem 15g(vii)'s running error of b on the kept range (b_err), which sees a
+                # cancellation inside b (5*exp(-((d - 999995)/5)**2) is evaluated as d/5 - 199999: 1e-10 where
+                # |b| eps is 1e-15), for b(k) and b(c) both
+                err_b = math.inf if b_err is None else b_err(K, c)
+                if got is not None and math.isfinite(bc) and math.isfinite(err_b):
+                    kept = got[0] - bc, got[1] + (abs(got[0]) + abs(bc) + 1) * 2 * _EPS + 2 * err_b
             if kept is None:
                 return None
             phi, rel = kept

@@ -323,13 +323,27 @@ def _anchored_float(b, d, tree, window, n):
     return float(np.exp(-np.logaddexp(0.0, lr))), float(np.exp(-np.logaddexp(0.0, -lr)))
 
 
+def _rounding_of_b(b, d, x, y):
+    """The largest running error of ``b`` read in double (Theorem 15g(vii), an estimate) at 33 points of ``[x, y]``
+    (both ends among them), or ``inf``: the part of a float route's error that comes from evaluating ``b``, including a
+    cancellation inside it, which ``|b| eps`` does not see."""
+    pts = np.unique(np.round(np.linspace(float(x), float(y), 33)))
+    got = running_error(b, d, pts)
+    if got is None:
+        return math.inf
+    with np.errstate(all="ignore"):
+        e = np.abs(np.asarray(got[1], dtype=float) * np.ones(pts.size))
+    return float(np.max(e)) if np.all(np.isfinite(e)) else math.inf
+
+
 def _anchored_side(b, d, tree, a, c, bits, fns, third):
     """:func:`anchored_log_sum` on ``[a, c]`` (``(phi, rel)``, ``phi = log sum_{k=a}^{c} e^{b(k) - b(c)}``), or where it
     declines, Theorem 15l (:func:`_split_log`): halves ``[x, y]`` by :func:`anchored_log_sum` moved by
     ``b(y) - b(c)`` (an Arb ball at ``bits`` bits: no large ``b`` in double), or, where Theorem 15d's interval bound
     puts the half below ``2^-45`` of the last term ``e^{b(c)}``, by half that bound within itself; ranges of at most ``_FLOAT_HEAD``
     integers below ``2^53`` term by term less ``b(c)`` (:func:`_direct_log`); or ``None``."""
-    got = anchored_log_sum(tree, a, c, bits, fns, third)
+    b_err = functools.partial(_rounding_of_b, b, d)
+    got = anchored_log_sum(tree, a, c, bits, fns, third, b_err)
     if got is not None or c - a + 1 <= _FLOAT_HEAD:
         return got
     try:
@@ -341,7 +355,7 @@ def _anchored_side(b, d, tree, a, c, bits, fns, third):
         return None
 
     def part(x, y):
-        got = anchored_log_sum(tree, x, y, bits, fns, third)
+        got = anchored_log_sum(tree, x, y, bits, fns, third, b_err)
         if got is None:
             # Theorem 15d's bound U >= sum_{x..y} e^{b(k) - b(c)}: below 2^-45 of the whole sum (at least its last
             # term, e^0) it is carried as U/2 within U/2 (rel 1, weighted by at most 2^-45 in the total)
