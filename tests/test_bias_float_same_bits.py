@@ -49,6 +49,7 @@ def _masses(B, W, n):
     return _bits(B.window_mass(W, n)), _bits(B.distant_mass(W, n))
 
 
+@pytest.mark.slow  # 2 s; the bench re-run checks the same values at 260 points
 def test_same_bits_as_before(base_tail, base_float, monkeypatch):
     before = {}
     with monkeypatch.context() as m:  # the old Theorem 15 float and Theorem 15f sums wherever the routes reach them

@@ -61,6 +61,7 @@ def test_a_bump_is_isolated_and_the_masses_match_a_direct_sum(no_direct_sum, tex
     assert abs(D - rD) <= 2.0**-38 * rD + 1e-13 * rD
 
 
+@pytest.mark.slow  # 0.9 s (default-run budget); the other bump tests keep the route in the default run
 def test_a_bump_on_a_steep_bias_answers_without_the_direct_sum(no_direct_sum):
     # the case: D = 1 - m with m about 5e-23 (the direct sum took 4.5 s)
     text = "sqrt(d) + 1.0*exp(-((d-899969)/2)**2)"

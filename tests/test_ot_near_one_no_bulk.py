@@ -39,7 +39,7 @@ def _assert_brackets(n, q, tol):
     assert not _lives(n, q, g * (1 - tol)), (n, q, f)  # a above the root: dies before n
 
 
-@pytest.mark.parametrize("n, q", [(8193, 1e-9), (8193, 2.0**-53)])
+@pytest.mark.parametrize("n, q", [(8193, 1e-9), pytest.param(8193, 2.0**-53, marks=pytest.mark.slow)])
 def test_no_bulk_float_brackets_the_root(n, q):
     # before: 0.98296 at (8193, 1e-9), 0.98945 at (8193, 2^-53); 1 - m_n(1) is 1.67e-5 and 4.5e-12 there
     # measured now: 3.8e-5 and 5.4e-5 relative (against the doubles' recurrence, 1e-14)
@@ -62,6 +62,7 @@ def test_no_jump_where_the_bulk_form_took_over(n, q):
         assert abs(f1 - f0) <= tol * (1 - f0) + 2.0**-53
 
 
+@pytest.mark.slow  # 0.9 s (default-run budget)
 def test_float_takes_lemma_4_9_at_4096_the_certified_route_stays_exact():
     # 1 - rho <= 1e-8, 4096 <= n <= 8192: the float from Lemma 4.9 (it took Lemma 4.6's certified prior, 1-2 s at
     # 1 - rho = 1e-12); certified=True keeps the exact route (route names only: no certified work here)
