@@ -446,8 +446,7 @@ def _anderson_solve(
                 any_reject = True
             if any_reject:
                 stale = np.where(reject, 0, stale)
-            # a problem whose best residual has not improved for _STALL m accepted points, restarts
-            # included, stops mixing: plain steps from its best iterate (the first is the best image)
+            # the stall rule (module docstring): plain steps from the best iterate (the first is the best image)
             if rate is not None and k % stall_after == 0:
                 # a checkpoint: the best residual has shrunk by less than rate ** stall_after since the last
                 # one (no faster than the plain iteration is guaranteed to go), and plain steps from the best
@@ -458,15 +457,13 @@ def _anderson_solve(
                     need = np.log(best_rn / np.maximum(thresholds, 1e-300)) / -np.log(rate) if rate > 0 else 1.0
                 stall = go & ~plain & slow & (need + 8 <= max_iter - k)
                 mark_rn = best_rn.copy()
-            else:
-                stall = np.zeros(b, dtype=bool)
-            if stall.any():
-                plain = plain | stall
-                stalled_total[rows[stall]] = True
-                reject = reject & ~stall
-                any_reject = bool(reject.any())
-            else:
-                stall = None
+                if stall.any():
+                    plain = plain | stall
+                    stalled_total[rows[stall]] = True
+                    reject = reject & ~stall
+                    any_reject = bool(reject.any())
+                else:
+                    stall = None
         # --- rejections: resume with the plain step of the last accepted point (for a
         # restart, the current one): the plain trajectory goes on, as it would without mixing
         x_next = img

@@ -2346,7 +2346,15 @@ _NEAR_ONE_FLOAT_EXACT_Q = 1e-8
 
 
 def _expm1_minus(y):
-    """``e^y - 1 - y`` without cancellation (its Taylor series for ``|y| < 0.1``, 12 terms)."""
+    """``e^y - 1 - y`` without cancellation (its Taylor series for ``|y| < 0.1``, 12 terms); elementwise for an array."""
+    if np.ndim(y):
+        y = np.asarray(y, dtype=float)
+        with np.errstate(over="ignore", invalid="ignore"):
+            term, total = y.copy(), np.zeros_like(y)
+            for k in range(2, 14):
+                term = term * y / k
+                total = total + term
+            return np.where(np.abs(y) < 0.1, total, np.expm1(y) - y)
     if abs(y) >= 0.1:
         return math.expm1(y) - y
     term, total = y, 0.0
@@ -2440,8 +2448,7 @@ def _near_one_quad_count(M, lx, inv, q):
     w = span * v**p
     # inv - u(le - w) = u(le) - u(le - w) = (expm1(le - w) expm1(w) + e^w - 1 - w) / q: no cancellation as w -> 0
     em1 = np.expm1(w)
-    emm = np.where(w < 0.1, w * w * (0.5 + w * (1 / 6 + w * (1 / 24 + w * (1 / 120 + w * (1 / 720 + w * (1 / 5040 + w
-                                                                                                            / 40320)))))), em1 - w)
+    emm = _expm1_minus(w)
     g = np.maximum((np.expm1(le - w) * em1 + emm) / q, 1e-300)  # at the end's rounding, M tiny and its node ~0
     Mq = np.maximum(_gamma_inverse(g), 1e-300)
     h = np.log1p(1.0 / Mq)

@@ -154,3 +154,15 @@ def test_a_cancellation_inside_b_is_counted_by_the_anchored_route():
     except DomainError:
         return
     assert abs(got - far / tot) <= 2.0**-38 * far / tot
+
+
+def test_a_term_by_term_range_does_not_read_an_overflow_as_a_zero_weight():
+    # -(d/10000)**80 is written -d**80/1e320: d**80 overflows from d ~ 7100 and b reads -inf there, where the true b is
+    # about -1e-8 (weight 1). Theorem 15l's term-by-term ranges summed those as zero weights (log 131 for log 1001, with
+    # an error estimate of 1.5e-15); they decline instead, as the direct sums do
+    from otprior.encodings.bias import _direct_log
+
+    d, b = Bias("-(d/10000)**80")._sym
+    got = _direct_log(b, d, 7000, 8000)
+    truth = math.log(math.fsum(math.exp(-((k / 1e4) ** 80)) for k in range(7000, 8001)))
+    assert got is None or abs(got[0] - truth) <= 2.0**-38 * abs(truth) + got[1]

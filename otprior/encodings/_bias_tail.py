@@ -1462,7 +1462,8 @@ def proved_error_log(tree, edges, log_budget):
         lo, hi = u0 - ext, u1 + ext
         z = flint.acb(((lo + hi) / 2).union(lo).union(hi), flint.arb(0).union(eta).union(-eta))
         try:
-            v = _eval_u(tree, z, _exp_box(lo, hi, eta, cs), True)
+            ez = _exp_box(lo, hi, eta, cs)  # e^z on the box, shared by b(e^z) and its rest below
+            v = _eval_u(tree, z, ez, True)
         except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
             return None
         if not v.is_finite():
@@ -1473,7 +1474,7 @@ def proved_error_log(tree, edges, log_budget):
             # Theorem 15i(iv): b(e^z) + z = (kappa + 1) z + rest(z), so Re(b(e^z) + z) <= max((kappa + 1) Re z) + sup Re rest
             # (-1.1 log(1 + e^z) + z: e^{-0.1 u_i} where the two copies of z in ball arithmetic gave e^{-1.1 u_i + u_j})
             try:
-                rest = _eval_u_rest(tree, z, _exp_box(lo, hi, eta, cs), True)
+                rest = _eval_u_rest(tree, z, ez, True)
             except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
                 rest = None
             if rest is not None and rest.is_finite():

@@ -1231,7 +1231,8 @@ class _CausalOT(torch.autograd.Function):
         if torch.is_grad_enabled():
             # create_graph=True: the adjoint solve records no usable graph (differentiating the gradient again gave
             # silently wrong values), so it runs without one and its result carries a node that refuses a second
-            # derivative by name; a first derivative is unchanged
+            # derivative by name; a first derivative is unchanged. Not torch's once_differentiable: its error node
+            # is not linked to the scores, so grad(g, scores) reports them unused (and allow_unused=True gives None)
             with torch.no_grad():
                 out = _CausalOT._adjoint(ctx, grad)
             return (_NoSecondDerivative.apply(out[0], grad),) + tuple(out[1:])
