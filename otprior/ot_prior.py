@@ -2794,16 +2794,25 @@ def _clip_mass(v, W, n, rho):
 _OLD_END_K = 64  # exact steps from the oldest key in the old-end estimate (proofs/ot_asymptotics.md)
 
 
-def _old_end_run(log_s, rho, K):
+def _old_end_run(log_s, rho, K, keep=True):
     """``K`` steps of Theorem 2's recurrence run forward from the oldest key, in doubles, scaled by ``S = Psi_1``.
 
     With ``phi_k = Phi_k S^rho`` and ``psi_k = Psi_k / S``: ``Phi_0 = 0``, ``v_k = Psi_k^{-rho}``,
     ``Phi_k = Phi_{k-1} + v_k``, ``Psi_{k+1} = Psi_k - 1/Phi_k``, i.e. ``phi_k = phi_{k-1} + psi_k^{-rho}``,
     ``psi_{k+1} = psi_k - S^{-q} / phi_k``. Returns the list of ``phi_k`` and ``psi_{K+1}``, or ``None`` where
-    some ``psi`` is not positive (``S`` too small for ``K`` keys)."""
+    some ``psi`` is not positive (``S`` too small for ``K`` keys). Without ``keep``: ``phi_K`` in place of the
+    list (the same doubles; the secant of :func:`_old_end_mass_float` needs the end alone)."""
     q = 1.0 - rho
     eps_ = math.exp(-q * log_s)  # S^{-q}
     phi, psi, out = 0.0, 1.0, []
+    if not keep:
+        mr = -rho
+        for _ in range(K):
+            phi += psi**mr
+            psi -= eps_ / phi
+            if not psi > 0.0:
+                return None
+        return phi, psi
     for _ in range(K):
         phi += psi ** (-rho)
         out.append(phi)
@@ -2815,17 +2824,17 @@ def _old_end_run(log_s, rho, K):
 
 def _old_end_gap(log_s, rho, K, target):
     """``J + (y/2 - rho d/12)`` at the state ``(Phi_K, Psi_{K+1})`` reached from ``Psi_1 = e^{log_s}``, minus ``target``;
-    with the ``phi_k`` of :func:`_old_end_run` (``None`` where the run dies)."""
-    run = _old_end_run(log_s, rho, K)
+    with the scaled ``phi_K`` and ``psi_{K+1}`` of :func:`_old_end_run` (``None`` where the run dies)."""
+    run = _old_end_run(log_s, rho, K, keep=False)
     if run is None:
         return None
-    phis, psi = run
+    phi_k, psi = run
     q = 1.0 - rho
-    log_phi = math.log(phis[-1]) - rho * log_s  # log Phi_K
+    log_phi = math.log(phi_k) - rho * log_s  # log Phi_K
     log_psi = math.log(psi) + log_s  # log Psi_{K+1}
     y = math.exp(-rho * log_psi - log_phi)
     d = math.exp(-(1.0 + rho) * log_psi - 2.0 * log_phi)
-    return log_phi + math.exp(q * log_psi) / q + 0.5 * y - rho * d / 12.0 - target, phis
+    return log_phi + math.exp(q * log_psi) / q + 0.5 * y - rho * d / 12.0 - target, phi_k, psi
 
 
 def _old_end_mass_float(k, log_c, rho, state):
@@ -2850,12 +2859,15 @@ def _old_end_mass_float(k, log_c, rho, state):
     target = log_p + math.exp(q * log_sd) / q + 0.5 * y_d - rho * d_d / 12.0
     K = _OLD_END_K
     # first guess from the continuum: Phi_K ~ K Psi^{-rho}, J ~ log Phi_K + Psi^q / q, i.e. the larger root u of
-    # h(u) = u - (rho/q) log(q u) - (target - log K), h convex with its minimum at u = rho/q: Newton from the
-    # right (monotone); the fixed-point iteration of the same equation diverged for rho/q > 1 (rho = 0.95, n = 513)
+    # h(u) = u - (rho/q) log(q u) - (target - log K + H_K), h convex with its minimum at u = rho/q: Newton from the
+    # right (monotone); the fixed-point iteration of the same equation diverged for rho/q > 1 (rho = 0.95, n = 513).
+    # H_K: Psi falls by 1/Phi_k ~ S^rho / k a step, so Psi_{K+1}^q / q ~ S^q / q - H_K (without it the guess was
+    # 4.7 = H_64 below the root in J, and the secant took 3 more runs to get there)
     a_ = rho / q
-    u = 10.0 * max(target, a_, 1.0)
+    rhs = target - math.log(K) + (0.5772156649015329 + math.log(K) + 0.5 / K - 1.0 / (12.0 * K * K))
+    u = 10.0 * max(rhs, a_, 1.0)
     for _ in range(60):
-        h = u - a_ * math.log(q * u) - (target - math.log(K))
+        h = u - a_ * math.log(q * u) - rhs
         slope = 1.0 - a_ / u
         if not (h > 0.0 and slope > 0.0):
             break
@@ -2872,7 +2884,12 @@ def _old_end_mass_float(k, log_c, rho, state):
         g0 = _old_end_gap(x0, rho, K, target)
     if g0 is None:
         return None
-    x1 = x0 + 1e-4 * max(1.0, abs(x0))
+    # the second point: Newton with the guess's slope d(gap)/d(log S) ~ S^q - rho (the probe x0 + 1e-4 |x0| where it
+    # is not positive); then the secant
+    slope0 = math.exp(q * x0) - rho
+    x1 = x0 - g0[0] / slope0 if slope0 > 0.0 and abs(g0[0]) < slope0 else x0 + 1e-4 * max(1.0, abs(x0))
+    if x1 == x0:
+        x1 = x0 + 1e-4 * max(1.0, abs(x0))
     g1 = _old_end_gap(x1, rho, K, target)
     if g1 is None:
         return None
@@ -2889,10 +2906,10 @@ def _old_end_mass_float(k, log_c, rho, state):
         x0, g0, x1, g1 = x1, g1, x2, g2
     if not abs(g1[0]) <= 1e-9:
         return None
-    phis = g1[1]
     if k <= K:
+        phis = _old_end_run(x1, rho, K)[0]  # the same steps at x1, keeping every phi_k
         return math.exp(math.log(phis[k - 1]) - rho * x1 - log_c)
-    return _old_end_continued(k, K, x1, phis[-1], _old_end_run(x1, rho, K)[1], rho, log_c, target)
+    return _old_end_continued(k, K, x1, g1[1], g1[2], rho, log_c, target)
 
 
 def _old_end_continued(k, K, log_s, phi_k, psi_k1, rho, log_c, j_mid):
