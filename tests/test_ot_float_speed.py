@@ -95,18 +95,19 @@ def _mp_count_root(n, rho, D, x0, ctx):
 
 @pytest.mark.parametrize(
     ("rho", "n"),
-    [(0.5, 10**9), (0.9, 10**18), (0.1, 10**12), (0.9, 10**6), (0.99, 10**18), (0.5, int(1e300))],
+    [(0.5, 10**9), (0.9, 10**18), (0.1, 10**12), (0.1, 10**14), (0.5, 10**13), (0.9, 10**6), (0.99, 10**18),
+     (0.5, int(1e300))],
 )
 def test_seeded_solve_is_the_root_of_the_same_count(rho, n):
-    """Lemma 4.10's seed and the stopping rule on either side: log c within the stopping distance of the count's
-    root computed in mpmath, and the float window mass within the rounding part of its documented bound,
+    """Lemma 4.10's seed and the stopping rule on either side: log c within the stopping distance (8 tau) of the
+    count's root computed in mpmath, and the float window mass within the rounding part of its documented bound,
     (W + D + ln c) eps m, of f_W at that root run in mpmath (it fails if the solve stops early or on a wrong root)."""
     D = ot._bulk_steps(n)
     x = ot._bulk_solve_float(n, rho, D, 64, fast=True)
     ctx = mpmath.MPContext()
     ctx.dps = 30
     root = _mp_count_root(n, rho, D, x, ctx)
-    assert abs(x - root) <= 4 * 4e-16 * abs(x), (rho, n, x, float(root))
+    assert abs(x - root) <= 10 * 4e-16 * abs(x), (rho, n, x, float(root))  # the rule's 8 tau, and slack
     W = 64
     c = ctx.exp(root)
     P, S, tot = c, ctx.mpf(0), ctx.mpf(0)
