@@ -2403,7 +2403,8 @@ def _bulk_upper_root(n, rho, D, W, x0):
 def _bulk_mass_float(W, n, rho):
     """The float value on the bounds route: ``f_W(c)`` at the estimate of Lemma 4.3's count.
 
-    ``log c`` solves ``D + e^{J_D} F(Psi_D) = n`` in doubles (:func:`_bulk_solve_float`) and
+    ``log c`` solves ``D + e^{J_D} F(Psi_D) = n`` in doubles (:func:`_bulk_solve_float` with ``fast``: Lemma
+    4.10's seed, the stopping rule on either side, proofs/ot_asymptotics.md) and
     ``f_W`` comes from the same ``D`` exact steps; the value is clipped into
     ``[W/n, H_W n^{rho-1}]`` (Lemma 4.2(c)). ``None`` where the estimate is not available
     (short prefixes, windows above 4096, or ``Phi_D / c < e^{-40}``, where the doubles
