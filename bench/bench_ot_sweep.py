@@ -29,9 +29,16 @@ recurrence loses; refusals are timed too (they are decided before any work).
 float window mass there against the code of commit 393fb4b (before the any-length work),
 loaded from git into a temporary package in this same process, interleaved.
 
+``--compare REV`` (alone: no sweep) times the float value ``ot_window_mass(W, n, rho)`` of this checkout against
+the code of git revision ``REV`` (loaded into a temporary package in this same process, interleaved, each call
+cold), at every n = 10^k (k = 6..18) and 1e300, rho in RHOS, W in {64, 4096, 1e5, n/2, n - 1e6, n - 1000, n - 10,
+n - 1}: the CPU-time ratio (now / REV) per class of W (median, worst), the largest difference of the values (absolute
+and relative) and the load; windows answered before any work (Corollary 4.8: ``(n - W) 2^54 <= n``) form their own
+class. Writes ``bench/results/ot_float_compare.json`` and ``.md``.
+
 Run: ``python bench/bench_ot_sweep.py --quick`` (seconds; a few points) or
 ``python bench/bench_ot_sweep.py [--baseline]`` (writes ``bench/results/ot_sweep.json`` and
-``bench/results/ot_sweep.md``).
+``bench/results/ot_sweep.md``), or ``python bench/bench_ot_sweep.py --compare cdeccc2 [--reps 7]``.
 """
 
 from __future__ import annotations
@@ -287,6 +294,109 @@ def baseline(reps):
     return rows
 
 
+def _revision_module(rev):
+    """The package ``otprior`` as of git revision ``rev``, as a temporary package in this process."""
+    tmp = tempfile.mkdtemp(prefix="otprior_rev_")
+    root = os.path.dirname(HERE)
+    archive = subprocess.run(["git", "-C", root, "archive", rev, "otprior"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+    name = "otprior_rev_" + "".join(ch for ch in rev if ch.isalnum())
+    os.rename(os.path.join(tmp, "otprior"), os.path.join(tmp, name))
+    sys.path.insert(0, tmp)
+    return importlib.import_module(name)
+
+
+COMPARE_WINDOWS = ("64", "4096", "1e5", "n/2", "n-1e6", "n-1000", "n-10", "n-1")
+
+
+def _compare_window(label, n):
+    return {"64": 64, "4096": 4096, "1e5": 10**5, "n/2": n // 2, "n-1e6": n - 10**6, "n-1000": n - 1000,
+            "n-10": n - 10, "n-1": n - 1}[label]
+
+
+def compare(rev, reps):
+    """The float value against revision ``rev``: ratios of CPU-time medians, interleaved in one process."""
+    old = _revision_module(rev)
+    old_mod = importlib.import_module(old.__name__ + ".ot_prior")
+    now_mod = importlib.import_module("otprior.ot_prior")
+
+    def cold(mod):
+        cached = getattr(mod, "_near_one_cached", None)
+        if cached is not None:
+            cached.cache_clear()
+
+    load_before = _load()
+    rows = []
+    for n in [10**k for k in range(6, 19)] + [int(1e300)]:
+        for rho in RHOS:
+            for label in COMPARE_WINDOWS:
+                W = _compare_window(label, n)
+                if not 0 < W < n:
+                    continue
+                calls = {"rev": (old_mod, lambda W=W, n=n, rho=rho: old.ot_window_mass(W, n, rho)),
+                         "now": (now_mod, lambda W=W, n=n, rho=rho: otprior.ot_window_mass(W, n, rho))}
+                vals = {k: f() for k, (_, f) in calls.items()}
+                cpu = {k: [] for k in calls}
+                for _ in range(reps):
+                    for k, (mod, f) in calls.items():
+                        cold(mod)
+                        c0 = time.process_time()
+                        f()
+                        cpu[k].append(time.process_time() - c0)
+                med = {k: statistics.median(v) for k, v in cpu.items()}
+                diff = abs(vals["now"] - vals["rev"])
+                rows.append({
+                    "W": label, "n": _fmt_n(n), "rho": rho,
+                    "class": "pinned" if (n - W) << 54 <= n else label,
+                    "cpu_rev_ms": med["rev"] * 1e3, "cpu_now_ms": med["now"] * 1e3,
+                    "ratio": med["now"] / med["rev"] if med["rev"] > 0 else float("nan"),
+                    "abs_diff": diff, "rel_diff": diff / abs(vals["rev"]) if vals["rev"] else diff,
+                    "same_bits": vals["now"] == vals["rev"],
+                })
+                print(json.dumps(rows[-1]), flush=True)
+    load_after = _load()
+    lines = [
+        f"# The OT float value against revision {rev} (bench/bench_ot_sweep.py --compare)",
+        "",
+        f"`ot_window_mass(W, n, rho)` (float), n = 1e6..1e18 and 1e300, rho in {list(RHOS)}; ratio = CPU-time median of "
+        f"this checkout / that of {rev}, interleaved in one process, {reps} cold calls each. Load average (1, 5, 15 min) "
+        f"before: {load_before}, after: {load_after}.",
+        "",
+        "| class of W | rho | points | ratio median | ratio worst | now ms (worst) | max abs diff | max rel diff | "
+        "same bits |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for cls in (*COMPARE_WINDOWS, "pinned"):
+        for rho in (*RHOS, None):
+            sel = [r for r in rows if r["class"] == cls and (rho is None or r["rho"] == rho)]
+            if not sel or (cls == "pinned" and rho is not None):
+                continue
+            ratios = [r["ratio"] for r in sel]
+            lines.append(
+                f"| {cls} | {'all' if rho is None else f'{rho:.6g}'} | {len(sel)} | {statistics.median(ratios):.2f} | "
+                f"{max(ratios):.2f} | {max(r['cpu_now_ms'] for r in sel):.3f} | {max(r['abs_diff'] for r in sel):.1e} | "
+                f"{max(r['rel_diff'] for r in sel):.1e} | {sum(r['same_bits'] for r in sel)}/{len(sel)} |"
+            )
+    work = [r for r in rows if r["class"] != "pinned"]
+    ratios = [r["ratio"] for r in work]
+    lines += [
+        "",
+        f"All {len(work)} points with work: ratio median {statistics.median(ratios):.2f}, worst {max(ratios):.2f}; "
+        f"{sum(x <= 0.6 for x in ratios)} at or below 0.6; worst float CPU now {max(r['cpu_now_ms'] for r in work):.3f} ms "
+        f"(before {max(r['cpu_rev_ms'] for r in work):.3f} ms); largest relative difference "
+        f"{max(r['rel_diff'] for r in rows):.1e}; same bits at {sum(r['same_bits'] for r in rows)} of {len(rows)} points.",
+    ]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    with open(os.path.join(HERE, "results", "ot_float_compare.json"), "w") as fh:
+        json.dump({"rev": rev, "reps": reps, "load_before": load_before, "load_after": load_after, "points": rows}, fh,
+                  indent=1)
+    with open(os.path.join(HERE, "results", "ot_float_compare.md"), "w") as fh:
+        fh.write(text)
+    return 0
+
+
 def _fmt_w(W, n):
     """``W`` as an int, or ``"n-k"`` / ``"n/2"`` for windows next to ``n`` (a 300-digit int says nothing)."""
     if W > 4096 and W == n // 2:
@@ -369,7 +479,10 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="a few points, one repetition (seconds)")
     ap.add_argument("--baseline", action="store_true", help="also time n = 1e6 against commit " + BASELINE_COMMIT)
     ap.add_argument("--reps", type=int, default=None)
+    ap.add_argument("--compare", metavar="REV", default=None, help="time the float value against git revision REV")
     args = ap.parse_args(argv)
+    if args.compare:
+        return compare(args.compare, args.reps or 5)
     load_before = _load()
     if args.quick:
         ns = [10**3, 10**6, 10**18, int(1e300)]
