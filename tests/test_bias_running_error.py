@@ -176,3 +176,38 @@ def test_the_arb_terms_enclose_the_bias():
     for k, vi, ei in zip(ks, v, e, strict=True):
         ref = -ctx.mpf("1.1") * ctx.log(k + 1) + 5 * ctx.exp(-((ctx.mpf(k) - 999995) / 3) ** 2)
         assert abs(vi - ref) <= ei and ei <= 4 * math.ulp(abs(vi))
+
+
+_CLASS = [
+    "-1.1*log(d+1) + 5*exp(-((d-99998)/5)**2)",  # a rational c/w, a product d/w with fl(1/5)
+    *(pytest.param(t, marks=pytest.mark.slow) for t in (
+        "-1.1*log(d+1) + 5*exp(-((d-999995)/3)**2) + 3*exp(-((d-999990)/7)**2)",  # two bumps, thirds and sevenths
+        "-0.7*log(d+1) + 4*exp(-((d-99998.5)/2.5)**2)",  # decimals whose doubles are exact, a quotient that is not
+        "-0.7*log(d+1) + 2*sin((d-99990)/3) * exp(-((d - 99995)/9)**2)",  # a phase that cancels
+        "1000*log(d+1) - 1000*log(d+2)",  # large cancelling terms
+        "-600*(d/30000)**(200/3)",  # an exponent that is not a double
+    )),
+]
+
+
+@pytest.mark.parametrize("text", _CLASS)
+def test_the_running_error_bounds_the_error_of_b_in_double(text):
+    """Theorem 15g(vii): at integers around the cancellation, ``|v_k - b(k)| <= e_k`` where ``b(k)`` is the bias with
+    its constants as written (sympy's Floats read as the decimals they print, as ``compile_bias`` reads them),
+    evaluated by sympy at 50 digits (an independent arbitrary-precision evaluator)."""
+    sp = import_sympy()
+    from otprior.encodings._bias_float import running_error
+
+    bias = Bias(text)
+    d, b = bias._sym
+    exact = b.xreplace({f: sp.Rational(str(f)) for f in b.atoms(sp.Float)})
+    ks = np.array([99980.0, 99990.0, 99993.0, 99995.0, 99996.0, 99997.0, 99998.0, 99999.0, 999993.0, 999995.0,
+                   999996.0, 999999.0, 30000.0, 29999.0])
+    v, e = running_error(b, d, ks)
+    worst = 0.0
+    for k, vk, ek in zip(ks, v, e, strict=True):
+        ref = exact.subs(d, int(k)).evalf(50)
+        assert abs(vk - float(ref)) <= max(ek, 1e-300) + abs(float(ref - sp.Float(float(ref), 60))), (k, vk, float(ref), ek)
+        worst = max(worst, abs(vk - float(ref)))
+    if "99998)/5" in text or "999995)/3" in text:
+        assert worst > 1e-12  # not vacuous: the cancellation is there
