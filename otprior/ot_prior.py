@@ -2333,14 +2333,51 @@ def _bulk_enclosure(n, rho, windows):
                 ends.append(found)
             if len(ends) == 2:
                 (c_hi, fw_hi), (c_lo, fw_lo) = ends
-                _outer_windows(outer, c_hi, fw_hi, r)
+                near = {W: _share_windows(n, W, D) for W in outer_lo if 2 * W > n}
+                extra = set().union(*near.values()) - set(outer) - set(fw_hi)
+                # the windows of Corollary 4.8(d) ride along in the same run (its balls are those of the one-step
+                # loop whatever windows it stops at, so the windows asked keep their values)
+                _outer_windows(tuple(sorted(set(outer) | extra)), c_hi, fw_hi, r)
                 _outer_windows(outer_lo, c_lo, fw_lo, r)
+                _next_to_n(n, near, fw_hi, extra)
                 return c_lo, c_hi, fw_hi, fw_lo
     res = _bulk_upper_root(n, rho, D, W, x)
     if res is not None:
         with arb_precision(128):
             _outer_windows(outer, res[1], res[2], arb_from_float(rho))
     return res
+
+
+def _share_windows(n, W, D):
+    """The windows ``W' = n - 2^j (n - W)`` with ``D < W' < W`` at which Corollary 4.8(d) is read for ``W``."""
+    k = n - W
+    return {n - (k << j) for j in range(1, 64) if D < n - (k << j) < W}
+
+
+def _next_to_n(n, near, fw_hi, extra):
+    """Corollary 4.8(d) for the windows next to ``n`` (``near``: ``W -> `` its windows ``W'``, :func:`_share_windows`),
+    whose ``f_W(c_hi)`` in ``fw_hi`` is a lower end of ``m_n(W)`` (Lemma 4.2(b)):
+    ``1 - m_n(W) <= (n - W)/(n - W') (1 - f_{W'}(c_hi))``. Near ``n`` the ``W`` steps from ``c_hi`` leave
+    ``Phi_{n-W}(c_hi)`` far above ``Phi_{n-W}(c_n)`` (the trajectory's end is where it is most sensitive to ``c``):
+    ``1 - m`` at ``W = n - 1``, ``n = 2000``, ``rho = 0.9`` was enclosed up to 36614 times its value, 512 times with
+    ``W' = n - 256``. Each bound reads the ``f_{W'}(c_hi)`` of the run before any is changed (a window's enclosure
+    depends on ``(W, n, rho)`` alone); ``fw_hi[W]`` becomes a ball whose lower end is the largest (only its lower end
+    is read); the windows of ``extra`` (not asked) are removed afterwards."""
+    import flint
+
+    base = dict(fw_hi)
+    for W, cands in near.items():
+        if W not in base:
+            continue
+        low = base[W].lower()
+        for Wp in cands:
+            if Wp in base:
+                # 1 - m_n(W) <= k/K (1 - m_n(W')) <= k/K (1 - f_{W'}(c_hi)), rounded outward by Arb
+                low = max(low, (1 - flint.arb(n - W) / (n - Wp) * (1 - base[Wp])).lower())
+        if low > base[W].lower():
+            fw_hi[W] = flint.arb(low).union(flint.arb(max(low, base[W].upper())))
+    for Wp in extra:
+        fw_hi.pop(Wp, None)
 
 
 def _outer_windows(windows, c, fw, r):

@@ -449,8 +449,10 @@ def running_error(expr, d, ks):
     sp = import_sympy()
 
     def ev(node):
+        # constants and d's error are scalars, broadcast by numpy (arrays of len(ks) per constant made a 2e6-term
+        # check three times dearer); a constant exponent stays a scalar (numpy's fast square and square root)
         if node == d:
-            return ks, np.zeros_like(ks)
+            return ks, 0.0
         if node.is_Number or node.is_NumberSymbol:
             v = float(node)
             if node.is_Rational or node.is_Float:
@@ -461,21 +463,23 @@ def running_error(expr, d, ks):
                 err = abs(float(exact - Fraction(v))) if math.isfinite(v) else math.inf
             else:
                 err = abs(v) * _U
-            return np.full_like(ks, v), np.full_like(ks, err)
+            return np.float64(v), err
         args = [ev(a) for a in node.args]
         if any(a is None for a in args):
             return None
         with np.errstate(all="ignore"):
             if node.is_Add:
-                v = sum(a[0] for a in args)
-                e = sum(a[1] for a in args) + (len(args) - 1) * _U * sum(np.abs(a[0]) for a in args)
+                v = functools.reduce(np.add, [a[0] for a in args])
+                e = sum(a[1] for a in args) + (len(args) - 1) * _U * functools.reduce(np.add, [np.abs(a[0]) for a in args])
                 return v, e
             if node.is_Mul:
                 vals = [a[0] for a in args]
                 v = functools.reduce(np.multiply, vals)
                 e = (len(args) - 1) * _U * np.abs(v)
                 for i, (_, ei) in enumerate(args):
-                    others = functools.reduce(np.multiply, [np.abs(x) for j, x in enumerate(vals) if j != i], np.ones_like(v))
+                    if np.ndim(ei) == 0 and ei == 0:
+                        continue  # an exact factor (d, an integer) adds nothing
+                    others = functools.reduce(np.multiply, [np.abs(x) for j, x in enumerate(vals) if j != i], 1.0)
                     e = e + others * ei
                 return v, e
             if node.is_Pow:
@@ -483,8 +487,10 @@ def running_error(expr, d, ks):
                 v = np.sqrt(a) if node.exp == sp.S.Half else np.power(a, c)  # as sympy's lambdify writes it
                 if node.exp.is_Number:  # an exact argument adds nothing (sqrt(d) at d = 0: no 0 * inf)
                     # the exponent's own rounding (200/3 as a double) moves a^p by |a^p log a| e_p
-                    ep = float(ec.flat[0]) if np.size(ec) else 0.0
+                    ep = float(ec)
                     grow_p = np.abs(v * np.log(np.abs(a))) * ep if ep > 0 else 0.0
+                    if np.ndim(ea) == 0 and ea == 0:
+                        return v, grow_p + 2 * _U * np.abs(v)
                     return v, np.where(ea > 0, np.abs(c * np.power(a, c - 1)) * ea, 0.0) + grow_p + 2 * _U * np.abs(v)
                 grow = np.where(ec > 0, np.abs(np.log(np.abs(a))) * ec, 0.0) + np.where(ea > 0, np.abs(c / a) * ea, 0.0)
                 # an exact base 0 with a positive exponent is 0 for any nearby exponent (d**(d**d) at d = 0: no 0 * inf)
@@ -508,7 +514,11 @@ def running_error(expr, d, ks):
                 return v, functools.reduce(np.maximum, [a[1] for a in args])
         return None
 
-    return ev(expr)
+    got = ev(expr)
+    if got is None:
+        return None
+    # arrays of ks's shape (a constant bias, or an exact one, has scalars here)
+    return tuple(np.broadcast_to(np.asarray(x, dtype=float), np.shape(ks)).copy() for x in got)
 
 
 def _overflows_negligible(expr, d, v, e):

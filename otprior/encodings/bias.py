@@ -35,6 +35,7 @@ from ._bias_float import (
     weights_error_ok_lengths,
 )
 from ._bias_tail import (
+    PROVED_ACCEPT,
     TAYLOR_ACCEPT,
     Unsupported,
     _eval,
@@ -55,6 +56,8 @@ from ._bias_tail import (
     periodic_sum_arb,
     point_interval,
     range_sum_arb,
+    short_range,
+    taylor_pieces_log,
 )
 
 __all__ = ["Bias", "BiasMasses"]
@@ -532,23 +535,71 @@ def _split_log(part, leaf, a, c, accept):
     return got if got is not None and got[1] <= accept else None
 
 
+_ARB_TERMS = 256  # Theorem 15g(vii): at most this many terms of a direct range re-read as Arb balls (bounded work)
+_ARB_REST = 2.0**-46  # Theorem 15g(vii): the terms re-read are the fewest whose running errors leave at most this
+
+
+def _arb_terms(b, d, ks):
+    """``(v, e)``: ``b(k)`` at the integers ``ks`` as doubles, each the midpoint of an Arb ball at ``96 + log2 k`` bits
+    (the tree of :func:`compile_bias`: constants as written, outward rounding), ``e`` the ball's radius plus the
+    midpoint's rounding (Theorem 15g(vii)); ``None`` where a ball is not finite or the tree is not in the grammar."""
+    tree = _compiled(b, d)
+    if tree is None:
+        return None
+    v, e = np.empty(len(ks)), np.empty(len(ks))
+    try:
+        with arb_precision(96 + max(int(max(ks)), 1).bit_length()):
+            for i, k in enumerate(ks):
+                ball = _eval(tree, flint.arb(int(k)), flint.arb)
+                if not ball.is_finite():
+                    return None
+                v[i] = float(ball.mid())
+                e[i] = float(ball.rad()) + abs(v[i]) * 2.0**-53 if math.isfinite(v[i]) else 0.0
+    except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
+        return None
+    if np.any(np.isnan(v)) or np.any(v == np.inf):
+        return None
+    return v, e
+
+
 def _direct_log(b, d, a, c, shift=0.0, shift_err=0.0):
     """``(log sum_{k=a}^{c} e^{b(k) - shift}, rel)`` term by term in double (``c < 2^53``, at most ``_FLOAT_HEAD``
     terms), or ``None``: ``rel`` is Theorem 15g(vii)'s estimate of ``b``'s error (the ``e^b``-weighted mean over the
     range), plus ``shift_err`` (an absolute bound of the error of ``shift``) and the rounding of ``b(k) - shift`` and of
-    the log-sum-exp; ``None`` where a value is not a number or ``+inf``, or ``-inf`` through an overflow."""
+    the log-sum-exp; ``None`` where a value is not a number or ``+inf``, or ``-inf`` through an overflow.
+
+    The terms whose running errors carry the weighted mean above ``2^-46`` (a cancellation inside ``b``:
+    ``d/3 - 999995/3`` near a narrow bump, 3e-10 of ``b``), at most ``_ARB_TERMS`` of them, the largest contributions
+    first, are read again as Arb balls (:func:`_arb_terms`): their error is then the ball's radius and the rounding of
+    its midpoint (Theorem 15g(vii)); with more, the estimate stands and the callers' acceptance decides."""
     if c >= 1 << 53 or c - a + 1 > _FLOAT_HEAD:
         return None
     got = running_error(b, d, np.arange(a, c + 1, dtype=float))
     if got is None:
         return None
     with np.errstate(all="ignore"):
-        v, e = (np.asarray(x, dtype=float) * np.ones(c - a + 1) for x in got)
+        v, e = (np.array(np.asarray(x, dtype=float) * np.ones(c - a + 1)) for x in got)
         if np.any(np.isnan(v)) or np.any(v == np.inf):
             return None
-        if np.any((v == -np.inf) & ~np.isfinite(e)):
-            # -inf through an intermediate overflow is not a zero weight (-d**80/1e320 at d = 8000 is -1.7e-8): the
-            # route declines, as the direct sums do unless an interval proves such terms negligible (Theorem 15g(vii))
+        # -inf through an intermediate overflow is not a zero weight (-d**80/1e320 at d = 8000 is -1.7e-8): read again
+        # in Arb below, as any term whose error matters, or the route declines (Theorem 15g(vii))
+        over = (v == -np.inf) & ~np.isfinite(e)
+        finite = np.isfinite(v)
+        top = float(np.max(v[finite])) if np.any(finite) else -math.inf
+        w = np.where(finite, np.exp(v - top), 0.0) if math.isfinite(top) else np.zeros(v.size)
+        contrib = np.where(w > 0, w * e, 0.0)
+        total = float(np.sum(w))
+        order = np.argsort(-contrib)
+        # the fewest largest contributions whose removal leaves the weighted mean within 2^-46
+        rest = np.cumsum(contrib[order][::-1])[::-1] / total if total > 0 else np.zeros(v.size)
+        k_bad = int(np.count_nonzero(~(rest <= _ARB_REST))) if total > 0 else 0
+        idx = np.union1d(order[:k_bad], np.flatnonzero(over))
+        if 0 < idx.size <= _ARB_TERMS:
+            redo = _arb_terms(b, d, idx + a)
+            if redo is None:
+                return None
+            v[idx], e[idx] = redo
+        elif np.any(over):
             return None
         v = v - shift
         top = float(np.max(v))
@@ -1183,34 +1234,58 @@ class Bias(Encoding):
         logsumexp = _logsumexp
         d3 = _derivative_trees(b, d, 3)  # Theorem 15h's bound of b''' on a range short against its start
 
-        def one(k):  # a range of a single term: b(k) itself (W = n - 1 fell back to the certified route, 60 ms)
-            with np.errstate(all="ignore"):
-                v = float(np.asarray(fns[0](np.array([float(k)])), dtype=float).ravel()[0])
-            return v if not math.isnan(v) and v != math.inf else None
+        def one(k):
+            # a range of a single term, (b(k), its error): b(k) as an Arb ball at 96 + log2 k bits, its midpoint within
+            # the ball's radius and the midpoint's rounding (Theorem 15g(viii); 20 us, a tenth of the running error's
+            # tree walk): b read in double carried the rounding of d/5 - 99998/5 into D unchecked (8.4e-12 at
+            # k = 99999 for 5 e^{-((d - 99998)/5)^2}), and float(k) is not k beyond 2^53
+            got = _arb_terms(b, d, [k])
+            return None if got is None else (float(got[0][0]), float(got[1][0]))
+
+        def range_log(expr, a, c, ref):
+            """``(log S, rel)`` of one range by the float tail of ``expr`` (``b`` or ``b`` less terms of Theorem 15k),
+            or ``None``. A short range of at most ``2^16`` integers below ``2^53`` that Theorem 15h declines (a bump in
+            it) is summed term by term with Theorem 15g(vii)'s running error of ``b`` (:func:`_direct_log`), where
+            :func:`float_tail_log` sums it in double unchecked (``5 e^{-((d - 99995)/3)^2}`` on ``[99997, 99999]``:
+            7.3e-12 off); ``rel`` is Theorem 15h's own bound, else the float tail's acceptance: ``2^-38`` on a short
+            range, ``2^-40 + 2^-39`` on a long one (Theorem 15i's proved part and Theorem 15g(v)'s rounding estimate)."""
+            f3, ftree = (d3, tree) if expr is b else (_derivative_trees(expr, d, 3), _compiled(expr, d))
+            efns = fns if expr is b else _numpy_fns(expr, d)
+            short = short_range(a, c)
+            if short and c < 1 << 53 and c - a < 1 << 16:
+                if f3 is not None and c - a >= 1024:
+                    got = taylor_pieces_log(efns, f3, a, c)
+                    if got is not None:
+                        return got
+                if c - a + 1 <= _FLOAT_HEAD:
+                    return _direct_log(expr, d, a, c)
+                return _split_log(lambda x, y: None, lambda x, y: _direct_log(expr, d, x, y), a, c, TAYLOR_ACCEPT)
+            out = float_tail_log(efns, a, c, ref, f3, ftree)
+            return None if out is None else (out, TAYLOR_ACCEPT if short else PROVED_ACCEPT + 2.0**-39)
 
         def tail_log(a, c, ref=-math.inf, split=True):
+            """``(log S, rel)`` for ``[a, c]``: the whole bias, else without terms proved negligible (Theorem 15k: their
+            ``e^{2^-60} - 1`` or ``e^{2^-48} - 1`` added to ``rel``), else by halves (Theorem 15l), or ``None``."""
             dying = _has_dying_term(b, d)  # a term that falls below every double far out: Theorem 15k first
-            out = None if dying else float_tail_log(fns, a, c, ref, d3, tree)
+            out = None if dying else range_log(b, a, c, ref)
             if out is None:  # Theorem 15k: without the additive terms proved below 2^-60 on [a, c], if any
                 reduced = _without_negligible_terms(b, d, a, c)
                 if reduced is not None:
-                    out = float_tail_log(_numpy_fns(reduced, d), a, c, ref, _derivative_trees(reduced, d, 3),
-                                         _compiled(reduced, d))
+                    out = range_log(reduced, a, c, ref)
+                    out = None if out is None else (out[0], out[1] + 2.0**-59)
                 if out is None and dying:
-                    out = float_tail_log(fns, a, c, ref, d3, tree)
+                    out = range_log(b, a, c, ref)
             if out is None:  # Theorem 15k with 2^-48: a relative e^{2^-48} - 1, 1/1024 of the float's acceptance 2^-38
                 reduced = _without_negligible_terms(b, d, a, c, _NEGLIGIBLE_FLOAT)
                 if reduced is not None:
-                    out = float_tail_log(_numpy_fns(reduced, d), a, c, ref, _derivative_trees(reduced, d, 3),
-                                         _compiled(reduced, d))
+                    out = range_log(reduced, a, c, ref)
+                    out = None if out is None else (out[0], out[1] + 2.0**-47)
             if out is None and split:  # Theorem 15l: a feature (a narrow bump) spoils the bounds on the whole range only
-                def part(x, y):
-                    got = tail_log(x, y, split=False)
-                    return None if got is None else (got, TAYLOR_ACCEPT)  # the float tail's largest acceptance
-
-                got = _split_log(part, lambda x, y: _direct_log(b, d, x, y), a, c, TAYLOR_ACCEPT)
-                out = None if got is None else got[0]
-            return out
+                # each part with its own bound (a part claimed 2^-38 whatever it was, so that halves of parts alone,
+                # with the log-sum-exp's rounding on top, never met 2^-38 and a multi-bump bias fell to an O(n) sum)
+                out = _split_log(lambda x, y: tail_log(x, y, split=False), lambda x, y: _direct_log(b, d, x, y), a, c,
+                                 TAYLOR_ACCEPT + 2.0**-47)
+            return out if out is not None and out[1] <= TAYLOR_ACCEPT + 2.0**-47 else None
 
         if window > N:
             # the distant side first: it declines more often (a growing bias), before the window side's proof is paid
@@ -1221,14 +1296,19 @@ class Bias(Encoding):
             tw = tail_log(N, window - 1, lh) if window - 1 > N else one(N)
             if tw is None:
                 return None
-            log_head = np.logaddexp(lh, tw)
-            log_tail = tn
+            log_head = np.logaddexp(lh, tw[0])
+            log_tail = tn[0]
         else:
             log_head = logsumexp(logw[:window])
             tn = tail_log(N, n - 1, logsumexp(logw[window:]) if window < N else -math.inf)
             if tn is None:
                 return None
-            log_tail = np.logaddexp(logsumexp(logw[window:]), tn) if window < N else tn
+            log_tail = np.logaddexp(logsumexp(logw[window:]), tn[0]) if window < N else tn[0]
+        # a single term's error (:func:`one`; the ranges' are checked in tail_log) within the acceptance, or the sides
+        # more than e^800 apart beyond it (a mass below 2^-1074 of the other: 0 and 1 are its doubles, Theorem 15d(ii))
+        rel = max(tn[1], tw[1] if window > N else 0.0)
+        if not (rel <= TAYLOR_ACCEPT + 2.0**-47 or abs(log_tail - log_head) > 800 + 2 * rel):
+            return None
         # 1/(1 + e^x) as e^(-log(1 + e^x)): no overflow of e^x (math.exp(800) raised for log(1 + d) at n = 1e300),
         # and subnormal masses keep their digits
         m = float(np.exp(-np.logaddexp(0.0, log_tail - log_head)))
