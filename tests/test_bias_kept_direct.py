@@ -44,6 +44,24 @@ def test_the_kept_sum_term_by_term_against_euler_maclaurin(K, c):
     assert abs(got[0] - ref) <= got[1] + 3e-14 * abs(ref), (got, ref)
 
 
+def test_the_top_term_read_in_long_double_leaves_no_common_error():
+    """b(c) read in double carries a rounding that every term b(k) - b(c) shares (sqrt(999999) in double is 4.4e-14
+    below it): with b(c) as a double-double from long double (where numpy has one) the kept sum of sqrt(d) on
+    [908579, 999999] is within 4e-15 of Euler-Maclaurin in closed form (mpmath); with the double reading, 4.4e-14."""
+    if np.finfo(np.longdouble).nmant < 60:
+        pytest.skip("long double is double here")
+    B, b, d, tree = _parts("sqrt(d)")
+    K, c = 908579, 999999
+    bc = tail._b_top(np.sqrt, c)
+    assert bc is not None and bc[1] != 0.0
+    got = tail._direct_kept_log(np.sqrt, K, c, bc)
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    ref = float(ctx.log(_sqrt_sum_over_last(ctx, c, K)))
+    assert abs(got[0] - ref) <= 4e-15, (got[0] - ref)
+    assert abs(tail._direct_kept_log(np.sqrt, K, c)[0] - ref) > 2e-14  # the test can tell the two apart
+
+
 def test_passes_carry_a_larger_term_found_later():
     """b(k) = -k/1000 from the top down: every pass holds a larger term than the ones before (the carried sum is
     rescaled 8 times); against the geometric sum's closed form log(expm1(N/1000)/expm1(1/1000))."""

@@ -1025,14 +1025,17 @@ def _tilted_q(beta, w, t0):
     x = beta * w
     u = 1.0 / w
     small = np.abs(x) <= 0.1
+    # each element takes the series or the closed form by its own |x|; a branch that no element takes is not formed
+    every, some = bool(small.all()), bool(small.any())
     with np.errstate(all="ignore"):
-        x2 = x * x
-        var_s = (1 - u * u) / 12 - x2 * (1 - u**4) / 240 + x2 * x2 * (1 - u**6) / 6048
-        mean_s = (t0 + 0.5 * (w - 1)) * u + x * (1 - u * u) / 12 - x * x2 * (1 - u**4) / 720
-        var_c = (0.5 / (w * np.sinh(0.5 * beta))) ** 2 - (0.5 / np.sinh(0.5 * x)) ** 2
-        mean_c = t0 * u + 1.0 / (-np.expm1(-x)) - u / (-np.expm1(-beta))
-    var = np.where(small, var_s, var_c)
-    mean = np.where(small, mean_s, mean_c)
+        if some:
+            x2 = x * x
+            var = (1 - u * u) / 12 - x2 * (1 - u**4) / 240 + x2 * x2 * (1 - u**6) / 6048
+            mean = (t0 + 0.5 * (w - 1)) * u + x * (1 - u * u) / 12 - x * x2 * (1 - u**4) / 720
+        if not every:
+            var_c = (0.5 / (w * np.sinh(0.5 * beta))) ** 2 - (0.5 / np.sinh(0.5 * x)) ** 2
+            mean_c = t0 * u + 1.0 / (-np.expm1(-x)) - u / (-np.expm1(-beta))
+            var, mean = (np.where(small, var, var_c), np.where(small, mean, mean_c)) if some else (var_c, mean_c)
     return np.maximum(var, 0.0) + mean * mean
 
 
@@ -1099,6 +1102,13 @@ def taylor_pieces_log(fns, trees, a, c):
     return _taylor_sum_log(fns[0], fns[1], a, N, H, M3u)
 
 
+def _on_pieces(v, P):
+    """``v`` as a float array of ``P`` values (a constant function returns a scalar; multiplying an array of ``P`` by
+    ones, the old form, changes no value, so it is skipped)."""
+    v = np.asarray(v, dtype=float)
+    return v if v.shape == (P,) else v * np.ones(P)
+
+
 def _taylor_sum_log(b0, b1, a, N, H, M3u, g_max=2.0**-20):
     """Theorem 15h's ``(log S, rel)`` for ``S = sum_{a <= k < a + N} e^{b(k)}`` once ``|b'''| <= M3u`` is proved on the
     real range (``H``: the largest half-width with ``M3u H^3/6 <= 2^-41``, ``None`` where ``M3u = 0``), or ``None``;
@@ -1114,20 +1124,20 @@ def _taylor_sum_log(b0, b1, a, N, H, M3u, g_max=2.0**-20):
         fm, delta, t0, cnt, Hp = _pieces_at(a, N, w)
         Hf = float(Hp)
         # s = Hp/16, at least 64 ulps of the middles (fm +- Hp/16 rounds to fm itself at 1e18: the quotient was 0/0)
-        sf = max(Hf / 16, 64 * math.ulp(float(np.max(np.abs(fm)))))
+        sf = max(Hf / 16, 64 * math.ulp(float(np.abs(fm).max())))
         with np.errstate(all="ignore"):
-            bf = np.asarray(b0(fm), dtype=float) * np.ones(fm.size)
-            beta = np.asarray(b1(fm), dtype=float) * np.ones(fm.size)
+            bf = _on_pieces(b0(fm), fm.size)
+            beta = _on_pieces(b1(fm), fm.size)
             # gamma = b''(m)/2 as the difference quotient of b' over [x-, x+] (x+- = fl(fm +- s)): half the mean of b''
             # there, within M3 reach/2 of b''(m)/2, reach = max |x+- - m| (b'' in double underflows far out: 0.6/d^2 at
             # 1e300), kept as gH = gamma Hp^2 = (b'(x+) - b'(x-)) Hp^2 / (2 (x+ - x-)) (gamma itself, 6e-601 there, underflows)
             xp, xm = fm + sf, fm - sf
             dx = xp - xm  # exact (Sterbenz)
             gH = (np.asarray(b1(xp), dtype=float) - np.asarray(b1(xm), dtype=float)) * (0.5 * Hf * (Hf / dx)) if Hp else 0.0 * fm
-            gH = gH * np.ones(fm.size)
-        if not (np.all(np.isfinite(bf)) and np.all(np.isfinite(beta)) and np.all(np.isfinite(gH)) and np.all(dx > 0)):
+            gH = _on_pieces(gH, fm.size)
+        if not (np.isfinite(bf).all() and np.isfinite(beta).all() and np.isfinite(gH).all() and (dx > 0).all()):
             return None
-        gHmax = float(np.max(np.abs(gH)))
+        gHmax = float(np.abs(gH).max())
         if gHmax <= g_max:
             break
         if attempt:
@@ -1138,27 +1148,28 @@ def _taylor_sum_log(b0, b1, a, N, H, M3u, g_max=2.0**-20):
     t1 = t0 + cnt - 1
     r = np.abs(beta)
     with np.errstate(all="ignore"):
-        tiny = r * cnt < 2.0**-60  # the ratio is cnt within a relative 2^-60
-        ratio = np.where(tiny, cnt, np.expm1(-r * cnt) / np.expm1(-r))
-    if not np.all(tiny | (r > 2.0**-1000)) or not np.all(np.isfinite(ratio) & (ratio > 0)):
+        rc = r * cnt
+        tiny = rc < 2.0**-60  # the ratio is cnt within a relative 2^-60
+        ratio = np.where(tiny, cnt, np.expm1(-rc) / np.expm1(-r))
+    if not (tiny | (r > 2.0**-1000)).all() or not (np.isfinite(ratio) & (ratio > 0)).all():
         return None
     if Hp:
         with np.errstate(all="ignore"):
             gq = gH * _tilted_q(beta, cnt, t0) * (cnt / Hf) ** 2  # gamma q_i (|.| <= |gamma| Hp^2 <= 2^-20)
-        if not np.all(np.isfinite(gq)):
+        if not np.isfinite(gq).all():
             return None
         corr = np.log1p(gq)
     else:
         corr = np.zeros(P)
     logs = bm + np.maximum(beta * t0, beta * t1) + np.log(ratio) + corr
-    top = float(np.max(logs))
+    top = float(logs.max())
     if not math.isfinite(top):
         return None
     total = float(np.sum(np.exp(logs - top)))
     # proved: e^{M3 Hp^3/6} - 1 (<= 2^-41 (1 + 2^-40)), the second order (gamma Hp^2)^2 e^{|gamma| Hp^2}/2, q's series
     # or formula (2^-30 of gamma q), gamma's difference quotient (M3 reach/2 times q <= Hp^2)
-    dmax = float(np.max(np.abs(delta)))
-    reach = max(float(np.max(xp - fm)), float(np.max(fm - xm))) * (1 + 2.0**-50) + dmax
+    dmax = float(np.abs(delta).max())
+    reach = max(float((xp - fm).max()), float((fm - xm).max())) * (1 + 2.0**-50) + dmax
     with arb_precision(80):
         S3 = float((M3u * Hp * Hp * Hp / 6).upper())
         Sq = float((M3u * flint.arb(reach) * Hp * Hp / 2).upper()) if Hp else 0.0
@@ -1172,9 +1183,9 @@ def _taylor_sum_log(b0, b1, a, N, H, M3u, g_max=2.0**-20):
     # (M2 delta^2/2 with M2 <= 2 |gamma| + M3 Hp), beta and the counts in double (9 |beta| eps over |t| <= Hp), gamma's
     # quotient from b' in double (8 |beta'| eps + 2^-1073 over x+ - x-, times Hp^2/2), the ratio, the log and the
     # correction (16 eps), the sum of P terms (log2 P eps)
-    bmax, rmax = float(np.max(np.abs(bm))), float(np.max(r))
+    bmax, rmax = float(np.abs(bm).max()), float(r.max())
     M3f = float(M3u)
-    quot = Hf * (Hf / float(np.min(dx))) if Hp else 0.0
+    quot = Hf * (Hf / float(dx.min())) if Hp else 0.0
     est = ((4 * (bmax + 1) + 9 * rmax * max(Hf, 1) + 4 * G2 + 16 + math.log2(P)) * _EPS
            + (8 * (rmax + M3f * reach * reach) * _EPS + 2.0**-1073) * quot
            + (gHmax / max(Hf, 1) / max(Hf, 1) + M3f * Hf) * dmax * dmax)
@@ -1383,7 +1394,7 @@ def _kept_log(tree, c, keep, bits, fns, third, b_err):
     K = c - keep + 1
     doubles = fns is not None and b_err is not None and c < 1 << 53
     if doubles and _direct_first(fns, K, c):
-        got = _direct_kept_log(fns[0], K, c)
+        got = _direct_kept_log(fns[0], K, c, _b_top(fns[0], c))
         if got is not None and got[1] <= TAYLOR_ACCEPT:
             err_b = b_err(K, c)
             if math.isfinite(err_b) and got[1] + 2 * err_b <= TAYLOR_ACCEPT:
@@ -1408,18 +1419,35 @@ _CHUNK_OFFSETS = np.arange(float(_DIRECT_CHUNK))
 _CHUNK_OFFSETS.flags.writeable = False
 
 
-def _direct_kept_log(b0, K, c):
+def _b_top(b0, c):
+    """``b(c)`` as a double-double ``(hi, lo)`` from the same numpy function evaluated in long double (the constants
+    stay the doubles the float routes read: an Arb value of the decimals as written differs from them, ``0.5 d^0.6`` by
+    ``6e-13`` at ``c = 1e6``), or ``None`` (then the double reading is used). Where long double is double, ``lo = 0``."""
+    with np.errstate(all="ignore"):
+        try:
+            v = np.asarray(b0(np.array([c], dtype=np.longdouble))).ravel()
+        except (ValueError, TypeError, OverflowError, ZeroDivisionError):
+            return None
+    if v.size != 1 or v.dtype != np.longdouble or not np.isfinite(v[0]):
+        return None
+    hi = float(v[0])
+    return hi, float(v[0] - np.longdouble(hi))
+
+
+def _direct_kept_log(b0, K, c, bc=None):
     """``(phi, rel)`` with ``phi = log sum_{k=K}^{c} e^{b(k) - b(c)}`` term by term in double (Theorem 15j(vi),
     ``proofs/closed_form_tails.md``; ``c < 2^53``, so every ``k`` is exact), or ``None`` where a value is not finite.
 
     Passes of ``2^13`` terms from the top down (a log-sum-exp carried from pass to pass, rescaled where a pass holds a
-    larger term); ``b(c)`` is the last term's reading in the first pass. ``rel`` estimates the arithmetic's rounding
+    larger term). ``bc``: ``b(c)`` as a double-double ``(hi, lo)`` (:func:`_b_top`: then the rounding of ``b(c)``,
+    common to every term, leaves the sum; ``sqrt(c)`` at ``c = 1e6`` moved it by ``4e-14``), else the last term's
+    reading in the first pass. ``rel`` estimates the arithmetic's rounding
     (the differences ``b(k) - b(c)`` and their shift by the largest, ``4 (max|b| + 1) u``; ``exp``, ``2u``; numpy's
     pairwise sum within a pass, ``(log2 2^13 + 24) u``, and the passes' running sum and rescalings, ``4u`` per pass;
     the log and the final sum, ``2 (|phi| + 1) u``); the caller adds twice the running error of ``b`` (Theorem
     15g(vii)), for ``b(k)`` and ``b(c)``."""
     N = c - K + 1
-    top, total, vmax, bc, passes = -math.inf, 0.0, 0.0, None, 0
+    top, total, vmax, passes = -math.inf, 0.0, 0.0, 0
     with np.errstate(all="ignore"):
         hi_end = c + 1
         while hi_end > K:
@@ -1432,9 +1460,11 @@ def _direct_kept_log(b0, K, c):
             if not (math.isfinite(lo) and math.isfinite(hi)):
                 return None
             if bc is None:
-                bc = float(v[-1])
+                bc = (float(v[-1]), 0.0)
             vmax = max(vmax, abs(lo), abs(hi))
-            x = np.subtract(v, bc, out=ks)
+            x = np.subtract(v, bc[0], out=ks)
+            if bc[1]:
+                x -= bc[1]
             m = float(x.max())
             if m > top:
                 total *= math.exp(top - m)
