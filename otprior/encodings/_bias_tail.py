@@ -1492,7 +1492,9 @@ def anchored_log_sum(tree, a, c, bits, fns=None, third=None, b_err=None):
     degree below 20 is close enough and ``c < 2^53``, Theorem 15h on ``b`` itself (``fns``, ``third``: numpy functions and
     the trees of ``b``, ``b'''``) less ``b(c)`` in double answers instead, its reading of ``b`` counted by
     ``b_err(K, c)`` (the largest running error of ``b``, Theorem 15g(vii), at points of the kept range; without
-    ``b_err`` that route declines). The kept range reaches where ``b'(c) t`` is
+    ``b_err`` that route declines). Before both, where ``c < 2^53``, ``|b| <= 2^11`` and the kept range is short or
+    Theorem 15h's pieces would be narrow (:func:`_direct_first`), the kept range is summed term by term (Theorem 15j(vi),
+    :func:`_direct_kept_log`, with the same ``b_err``; the route :func:`_kept_log`). The kept range reaches where ``b'(c) t`` is
     ``log(c - a + 1) + 32`` (four times that once, for a bias whose slope grows towards ``c``); the terms before it
     (the head ``[a, K - 1]``) are bounded by ``(K - a) e^{sup b - b(c)}`` (Theorem 15d's interval bound at ``bits``
     bits) and must be below ``2^-42`` of the kept sum. ``rel`` is the proved part (the polynomial's distance, the head,
