@@ -33,6 +33,8 @@ POINTS = ([(SQRT, 10**5, 10**6), (SQRT, 10**6 - 1, 10**6)]
 
 
 def label(x):
+    if BIG - x in (1, 10**5):
+        return f"1e300 - {label(BIG - x)}"
     s = str(x)
     if s.rstrip("0") == "1":
         return f"1e{len(s) - 1}"

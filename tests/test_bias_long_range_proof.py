@@ -79,14 +79,11 @@ def test_the_reported_bumps_are_declined_not_missed(text, W, n):
         m, D = b._masses(W, n)
     except DomainError:
         return
-    try:
+    if text != "-log(1+d) + 3*exp(-((d-999950000)/10)**2)":
         enc = b.mass_enclosures(W, n)
-    except DomainError:
-        enc = None
-    if enc is not None:
         assert abs(D - enc.distant_mass.mid) <= TOL * enc.distant_mass.mid + enc.distant_mass.rad
         return
-    assert text == "-log(1+d) + 3*exp(-((d-999950000)/10)**2)"  # the one answered without an enclosure
+    # answered where the certified route refuses it (Theorem 15 needs order 12 on the bump's piece): mpmath instead
     ctx = mpmath.MPContext()
     ctx.dps = 30
     S = ctx.harmonic(W)  # sum_{k < W} 1/(k + 1)
