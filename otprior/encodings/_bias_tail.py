@@ -587,7 +587,8 @@ def _interval(n, x0, x1):
 
     The tree is compiled once into nested closures (:func:`_interval_program`: no dispatch on tags, ``d``'s ends
     converted to Arb once, the constants' ends formed once per precision), which perform the same Arb operations in
-    the same order as the node-by-node rules below them, so the bounds are the same bits."""
+    the same order as the node-by-node recursion they replace, so the bounds are the same bits (a test compares them
+    with that recursion as it was)."""
     prog = _PROGRAMS.get(n)
     if prog is None:
         if len(_PROGRAMS) > 1024:
