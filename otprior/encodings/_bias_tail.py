@@ -1457,16 +1457,15 @@ def _direct_kept_log(b0, K, c, bc=None):
             v = np.asarray(b0(ks), dtype=float)
             if v.shape != ks.shape:
                 v = v * np.ones(ks.size)
-            lo, hi = float(v.min()), float(v.max())  # not finite where any value is not (max and min carry a nan)
-            if not (math.isfinite(lo) and math.isfinite(hi)):
-                return None
             if bc is None:
                 bc = (float(v[-1]), 0.0)
-            vmax = max(vmax, abs(lo), abs(hi))
             x = np.subtract(v, bc[0], out=ks)
             if bc[1]:
                 x -= bc[1]
-            m = float(x.max())
+            lo, m = float(x.min()), float(x.max())  # not finite where any b(k) is not (max and min carry a nan)
+            if not (math.isfinite(lo) and math.isfinite(m)):
+                return None
+            vmax = max(vmax, abs(lo) + abs(bc[0]) + 1, abs(m) + abs(bc[0]) + 1)  # at least max |b(k)| of the pass
             if m > top:
                 total *= math.exp(top - m)
                 top = m
@@ -1476,7 +1475,7 @@ def _direct_kept_log(b0, K, c, bc=None):
     out = top + math.log(total)
     if not math.isfinite(out):
         return None
-    return out, (4 * (vmax + 1) + 2 + math.log2(min(N, _DIRECT_CHUNK)) + 24 + 4 * passes + 2 * (abs(out) + 1)) * _EPS
+    return out, (4 * vmax + 2 + math.log2(min(N, _DIRECT_CHUNK)) + 24 + 4 * passes + 2 * (abs(out) + 1)) * _EPS
 
 
 def anchored_log_sum(tree, a, c, bits, fns=None, third=None, b_err=None):
