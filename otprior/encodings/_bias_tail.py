@@ -568,11 +568,11 @@ _SATURATE = flint.arb(2) ** 1100  # exp's argument is clipped here for lower bou
 
 
 def _lo(v):
-    return flint.arb(v.lower()) if v is not None and v.is_finite() else None
+    return v.lower() if v is not None and v.is_finite() else None  # an exact arb (copying it again changes nothing)
 
 
 def _hi(v):
-    return flint.arb(v.upper()) if v is not None and v.is_finite() else None
+    return v.upper() if v is not None and v.is_finite() else None
 
 
 def _interval(n, x0, x1):
@@ -583,75 +583,137 @@ def _interval(n, x0, x1):
     interval, so a piece ``[x, 2^24 x]`` keeps the exact range (Arb's ``exp`` of a wide ball is
     ``e^m (1 +- expm1(r))``, whose lower end is negative once ``r > log 2``); ``exp`` of an argument above
     ``2^1100`` has the lower bound ``e^(2^1100)`` (``exp`` increasing) and no upper one, so ``exp(exp(d))`` at
-    ``d = 1e300`` still has a lower bound."""
-    tag = n[0]
-    if tag == "x":
-        return flint.arb(x0), flint.arb(x1)
-    if tag in ("q", "pi", "e"):
-        v = _num(n, flint.arb)
-        return _lo(v), _hi(v)
-    if tag == "add":
-        L, U = flint.arb(0), flint.arb(0)
-        for a in n[1]:
-            la, ua = _interval(a, x0, x1)
-            L = None if L is None or la is None else _lo(L + la)
-            U = None if U is None or ua is None else _hi(U + ua)
-        return L, U
-    if tag == "mul":
-        out = _interval(n[1][0], x0, x1)
-        for a in n[1][1:]:
-            out = _imul(out, _interval(a, x0, x1))
-        return out
-    if tag == "powi":
-        return _ipow_int(_interval(n[1], x0, x1), n[2])
-    if tag in ("powlin", "powc", "pow"):
-        if tag == "powlin":
-            base = _interval(("add", (n[1], ("mul", (n[2], ("x",))))), x0, x1)
-        else:
-            base = _interval(n[1], x0, x1)
-        if tag != "pow" and n[-1][0] == "q" and n[-1][2] == 1:
-            return _ipow_int(base, n[-1][1])
-        ex = _interval(n[3] if tag == "powlin" else n[2], x0, x1)
-        if tag != "pow" and base[0] is not None and base[0] >= 0 and ex[0] is not None and ex[0] == ex[1]:
-            p = ex[0]
-            if base[0] == 0 and not (p > 0):
-                return None, None
-            if p > 0:
-                return _lo(base[0] ** p), (None if base[1] is None else _hi(base[1] ** p))
-            return (flint.arb(0) if base[1] is None else _lo(base[1] ** p)), _hi(base[0] ** p)
-        return _iexp(_imul(ex, _ilog(base)))  # base^ex = e^(ex log base) for a positive base
-    if tag == "loglin":
-        return _ilog(_interval(("add", (n[1], ("mul", (n[2], ("x",))))), x0, x1))
-    if tag == "log":
-        return _ilog(_interval(n[1], x0, x1))
-    if tag == "exp":
-        return _iexp(_interval(n[1], x0, x1))
-    L, U = _interval(n[1], x0, x1)  # sin, cos: Arb on the argument's ball, within [-1, 1]
-    if L is None or U is None:
-        return flint.arb(-1), flint.arb(1)
-    v = getattr(L.union(U), tag)()
-    lo, hi = _lo(v), _hi(v)
-    return (flint.arb(-1) if lo is None or lo < -1 else lo), (flint.arb(1) if hi is None or hi > 1 else hi)
+    ``d = 1e300`` still has a lower bound.
+
+    The tree is compiled once into nested closures (:func:`_interval_program`: no dispatch on tags, ``d``'s ends
+    converted to Arb once, the constants' ends formed once per precision), which perform the same Arb operations in
+    the same order as the node-by-node recursion they replace, so the bounds are the same bits (a test compares them
+    with that recursion as it was)."""
+    prog = _PROGRAMS.get(n)
+    if prog is None:
+        if len(_PROGRAMS) > 1024:
+            _PROGRAMS.clear()
+        prog = _PROGRAMS[n] = _interval_program(n)
+    fn, nodes, by_prec = prog
+    prec = flint.ctx.prec
+    K = by_prec.get(prec)
+    if K is None:
+        if len(by_prec) > 64:
+            by_prec.clear()
+        K = by_prec[prec] = tuple((_lo(v), _hi(v)) for v in (_num(c, flint.arb) for c in nodes))
+    return fn(flint.arb(x0), flint.arb(x1), K)
 
 
-def _lower(v):
-    return v.lower()
+_PROGRAMS = {}  # tree -> (closure, constant nodes, {precision: their (lo, hi)}): _interval's compiled form
+_ZERO, _ONE, _MINUS_ONE = flint.arb(0), flint.arb(1), flint.arb(-1)  # exact, immutable
 
 
-def _upper(v):
-    return v.upper()
+def _interval_program(tree):
+    """``(f, nodes, {})``: ``f(X0, X1, K)`` evaluates :func:`_interval`'s rules on ``tree`` with ``X0``, ``X1`` the ends
+    of ``d`` as ``arb`` points and ``K[i]`` the ``(lo, hi)`` of the constant ``nodes[i]`` at the current precision."""
+    nodes = []
+
+    def const(c):
+        i = len(nodes)
+        nodes.append(c)
+        return lambda X0, X1, K: K[i]
+
+    def linear(n):  # alpha + gamma d, as the tree ("add", (alpha, ("mul", (gamma, ("x",))))) would be evaluated
+        return build(("add", (n[1], ("mul", (n[2], ("x",))))))
+
+    def build(n):
+        tag = n[0]
+        if tag == "x":
+            return lambda X0, X1, K: (X0, X1)
+        if tag in ("q", "pi", "e"):
+            return const(n)
+        if tag == "add":
+            parts = tuple(build(a) for a in n[1])
+
+            def add(X0, X1, K):
+                L = U = _ZERO
+                for g in parts:
+                    la, ua = g(X0, X1, K)
+                    L = None if L is None or la is None else _lo(L + la)
+                    U = None if U is None or ua is None else _hi(U + ua)
+                return L, U
+            return add
+        if tag == "mul":
+            first, rest = build(n[1][0]), tuple(build(a) for a in n[1][1:])
+
+            def mul(X0, X1, K):
+                out = first(X0, X1, K)
+                for g in rest:
+                    out = _imul(out, g(X0, X1, K))
+                return out
+            return mul
+        if tag == "powi":
+            g, k = build(n[1]), n[2]
+            return lambda X0, X1, K: _ipow_int(g(X0, X1, K), k)
+        if tag in ("powlin", "powc", "pow"):
+            base = linear(n) if tag == "powlin" else build(n[1])
+            if tag != "pow" and n[-1][0] == "q" and n[-1][2] == 1:
+                k = n[-1][1]
+                return lambda X0, X1, K: _ipow_int(base(X0, X1, K), k)
+            ex = build(n[3] if tag == "powlin" else n[2])
+            plain = tag != "pow"
+
+            def power(X0, X1, K):
+                b = base(X0, X1, K)
+                e = ex(X0, X1, K)
+                if plain and b[0] is not None and b[0] >= 0 and e[0] is not None and e[0] == e[1]:
+                    p = e[0]
+                    if b[0] == 0 and not (p > 0):
+                        return None, None
+                    if p > 0:
+                        return _lo(b[0] ** p), (None if b[1] is None else _hi(b[1] ** p))
+                    return (_ZERO if b[1] is None else _lo(b[1] ** p)), _hi(b[0] ** p)
+                return _iexp(_imul(e, _ilog(b)))  # base^ex = e^(ex log base) for a positive base
+            return power
+        if tag == "loglin":
+            g = linear(n)
+            return lambda X0, X1, K: _ilog(g(X0, X1, K))
+        if tag == "log":
+            g = build(n[1])
+            return lambda X0, X1, K: _ilog(g(X0, X1, K))
+        if tag == "exp":
+            g = build(n[1])
+            return lambda X0, X1, K: _iexp(g(X0, X1, K))
+        if tag not in ("sin", "cos"):
+            raise Unsupported(str(tag))
+        g, name = build(n[1]), tag
+
+        def trig(X0, X1, K):  # sin, cos: Arb on the argument's ball, within [-1, 1]
+            L, U = g(X0, X1, K)
+            if L is None or U is None:
+                return _MINUS_ONE, _ONE
+            v = getattr(L.union(U), name)()
+            lo, hi = _lo(v), _hi(v)
+            return (_MINUS_ONE if lo is None or lo < -1 else lo), (_ONE if hi is None or hi > 1 else hi)
+        return trig
+
+    return build(tree), nodes, {}
 
 
 def _imul(a, b):
     (la, ua), (lb, ub) = a, b
-    for lo, hi in (a, b):  # an exact zero factor: 0 at every point where the other is a real number (0^0 = 1 in d^d)
-        if lo is not None and hi is not None and lo == 0 and hi == 0:
-            return flint.arb(0), flint.arb(0)
-    if None not in (la, ua, lb, ub):
-        ps = [la * lb, la * ub, ua * lb, ua * ub]
-        if not all(p.is_finite() for p in ps):
+    # an exact zero factor: 0 at every point where the other is a real number (0^0 = 1 in d^d)
+    if (la is not None and ua is not None and la == 0 and ua == 0) or (
+            lb is not None and ub is not None and lb == 0 and ub == 0):
+        return _ZERO, _ZERO
+    if la is not None and ua is not None and lb is not None and ub is not None:
+        # a point factor (a constant, or d at one integer) makes two of the four products the same bits: formed once
+        if la == ua:
+            p1, p2 = la * lb, la * ub
+            p3, p4 = p1, p2
+        elif lb == ub:
+            p1, p3 = la * lb, ua * lb
+            p2, p4 = p1, p3
+        else:
+            p1, p2, p3, p4 = la * lb, la * ub, ua * lb, ua * ub
+        if not (p1.is_finite() and p2.is_finite() and p3.is_finite() and p4.is_finite()):
             return None, None
-        return _lo(min(ps, key=_lower)), _hi(max(ps, key=_upper))
+        return min(p1.lower(), p2.lower(), p3.lower(), p4.lower()), max(p1.upper(), p2.upper(), p3.upper(), p4.upper())
     for (lc, uc), (lo, hi) in ((a, b), (b, a)):  # a constant (or positive interval) times an unbounded one
         if lc is not None and uc is not None and lc >= 0:
             L = None if lo is None else (_lo(lo * (uc if lo < 0 else lc)))
@@ -964,14 +1026,17 @@ def _tilted_q(beta, w, t0):
     x = beta * w
     u = 1.0 / w
     small = np.abs(x) <= 0.1
+    # each element takes the series or the closed form by its own |x|; a branch that no element takes is not formed
+    every, some = bool(small.all()), bool(small.any())
     with np.errstate(all="ignore"):
-        x2 = x * x
-        var_s = (1 - u * u) / 12 - x2 * (1 - u**4) / 240 + x2 * x2 * (1 - u**6) / 6048
-        mean_s = (t0 + 0.5 * (w - 1)) * u + x * (1 - u * u) / 12 - x * x2 * (1 - u**4) / 720
-        var_c = (0.5 / (w * np.sinh(0.5 * beta))) ** 2 - (0.5 / np.sinh(0.5 * x)) ** 2
-        mean_c = t0 * u + 1.0 / (-np.expm1(-x)) - u / (-np.expm1(-beta))
-    var = np.where(small, var_s, var_c)
-    mean = np.where(small, mean_s, mean_c)
+        if some:
+            x2 = x * x
+            var = (1 - u * u) / 12 - x2 * (1 - u**4) / 240 + x2 * x2 * (1 - u**6) / 6048
+            mean = (t0 + 0.5 * (w - 1)) * u + x * (1 - u * u) / 12 - x * x2 * (1 - u**4) / 720
+        if not every:
+            var_c = (0.5 / (w * np.sinh(0.5 * beta))) ** 2 - (0.5 / np.sinh(0.5 * x)) ** 2
+            mean_c = t0 * u + 1.0 / (-np.expm1(-x)) - u / (-np.expm1(-beta))
+            var, mean = (np.where(small, var, var_c), np.where(small, mean, mean_c)) if some else (var_c, mean_c)
     return np.maximum(var, 0.0) + mean * mean
 
 
@@ -1038,6 +1103,13 @@ def taylor_pieces_log(fns, trees, a, c):
     return _taylor_sum_log(fns[0], fns[1], a, N, H, M3u)
 
 
+def _on_pieces(v, P):
+    """``v`` as a float array of ``P`` values (a constant function returns a scalar; multiplying an array of ``P`` by
+    ones, the old form, changes no value, so it is skipped)."""
+    v = np.asarray(v, dtype=float)
+    return v if v.shape == (P,) else v * np.ones(P)
+
+
 def _taylor_sum_log(b0, b1, a, N, H, M3u, g_max=2.0**-20):
     """Theorem 15h's ``(log S, rel)`` for ``S = sum_{a <= k < a + N} e^{b(k)}`` once ``|b'''| <= M3u`` is proved on the
     real range (``H``: the largest half-width with ``M3u H^3/6 <= 2^-41``, ``None`` where ``M3u = 0``), or ``None``;
@@ -1053,20 +1125,20 @@ def _taylor_sum_log(b0, b1, a, N, H, M3u, g_max=2.0**-20):
         fm, delta, t0, cnt, Hp = _pieces_at(a, N, w)
         Hf = float(Hp)
         # s = Hp/16, at least 64 ulps of the middles (fm +- Hp/16 rounds to fm itself at 1e18: the quotient was 0/0)
-        sf = max(Hf / 16, 64 * math.ulp(float(np.max(np.abs(fm)))))
+        sf = max(Hf / 16, 64 * math.ulp(float(np.abs(fm).max())))
         with np.errstate(all="ignore"):
-            bf = np.asarray(b0(fm), dtype=float) * np.ones(fm.size)
-            beta = np.asarray(b1(fm), dtype=float) * np.ones(fm.size)
+            bf = _on_pieces(b0(fm), fm.size)
+            beta = _on_pieces(b1(fm), fm.size)
             # gamma = b''(m)/2 as the difference quotient of b' over [x-, x+] (x+- = fl(fm +- s)): half the mean of b''
             # there, within M3 reach/2 of b''(m)/2, reach = max |x+- - m| (b'' in double underflows far out: 0.6/d^2 at
             # 1e300), kept as gH = gamma Hp^2 = (b'(x+) - b'(x-)) Hp^2 / (2 (x+ - x-)) (gamma itself, 6e-601 there, underflows)
             xp, xm = fm + sf, fm - sf
             dx = xp - xm  # exact (Sterbenz)
             gH = (np.asarray(b1(xp), dtype=float) - np.asarray(b1(xm), dtype=float)) * (0.5 * Hf * (Hf / dx)) if Hp else 0.0 * fm
-            gH = gH * np.ones(fm.size)
-        if not (np.all(np.isfinite(bf)) and np.all(np.isfinite(beta)) and np.all(np.isfinite(gH)) and np.all(dx > 0)):
+            gH = _on_pieces(gH, fm.size)
+        if not (np.isfinite(bf).all() and np.isfinite(beta).all() and np.isfinite(gH).all() and (dx > 0).all()):
             return None
-        gHmax = float(np.max(np.abs(gH)))
+        gHmax = float(np.abs(gH).max())
         if gHmax <= g_max:
             break
         if attempt:
@@ -1077,27 +1149,28 @@ def _taylor_sum_log(b0, b1, a, N, H, M3u, g_max=2.0**-20):
     t1 = t0 + cnt - 1
     r = np.abs(beta)
     with np.errstate(all="ignore"):
-        tiny = r * cnt < 2.0**-60  # the ratio is cnt within a relative 2^-60
-        ratio = np.where(tiny, cnt, np.expm1(-r * cnt) / np.expm1(-r))
-    if not np.all(tiny | (r > 2.0**-1000)) or not np.all(np.isfinite(ratio) & (ratio > 0)):
+        rc = r * cnt
+        tiny = rc < 2.0**-60  # the ratio is cnt within a relative 2^-60
+        ratio = np.where(tiny, cnt, np.expm1(-rc) / np.expm1(-r))
+    if not (tiny | (r > 2.0**-1000)).all() or not (np.isfinite(ratio) & (ratio > 0)).all():
         return None
     if Hp:
         with np.errstate(all="ignore"):
             gq = gH * _tilted_q(beta, cnt, t0) * (cnt / Hf) ** 2  # gamma q_i (|.| <= |gamma| Hp^2 <= 2^-20)
-        if not np.all(np.isfinite(gq)):
+        if not np.isfinite(gq).all():
             return None
         corr = np.log1p(gq)
     else:
         corr = np.zeros(P)
     logs = bm + np.maximum(beta * t0, beta * t1) + np.log(ratio) + corr
-    top = float(np.max(logs))
+    top = float(logs.max())
     if not math.isfinite(top):
         return None
     total = float(np.sum(np.exp(logs - top)))
     # proved: e^{M3 Hp^3/6} - 1 (<= 2^-41 (1 + 2^-40)), the second order (gamma Hp^2)^2 e^{|gamma| Hp^2}/2, q's series
     # or formula (2^-30 of gamma q), gamma's difference quotient (M3 reach/2 times q <= Hp^2)
-    dmax = float(np.max(np.abs(delta)))
-    reach = max(float(np.max(xp - fm)), float(np.max(fm - xm))) * (1 + 2.0**-50) + dmax
+    dmax = float(np.abs(delta).max())
+    reach = max(float((xp - fm).max()), float((fm - xm).max())) * (1 + 2.0**-50) + dmax
     with arb_precision(80):
         S3 = float((M3u * Hp * Hp * Hp / 6).upper())
         Sq = float((M3u * flint.arb(reach) * Hp * Hp / 2).upper()) if Hp else 0.0
@@ -1111,9 +1184,9 @@ def _taylor_sum_log(b0, b1, a, N, H, M3u, g_max=2.0**-20):
     # (M2 delta^2/2 with M2 <= 2 |gamma| + M3 Hp), beta and the counts in double (9 |beta| eps over |t| <= Hp), gamma's
     # quotient from b' in double (8 |beta'| eps + 2^-1073 over x+ - x-, times Hp^2/2), the ratio, the log and the
     # correction (16 eps), the sum of P terms (log2 P eps)
-    bmax, rmax = float(np.max(np.abs(bm))), float(np.max(r))
+    bmax, rmax = float(np.abs(bm).max()), float(r.max())
     M3f = float(M3u)
-    quot = Hf * (Hf / float(np.min(dx))) if Hp else 0.0
+    quot = Hf * (Hf / float(dx.min())) if Hp else 0.0
     est = ((4 * (bmax + 1) + 9 * rmax * max(Hf, 1) + 4 * G2 + 16 + math.log2(P)) * _EPS
            + (8 * (rmax + M3f * reach * reach) * _EPS + 2.0**-1073) * quot
            + (gHmax / max(Hf, 1) / max(Hf, 1) + M3f * Hf) * dmax * dmax)
@@ -1277,6 +1350,134 @@ def anchored_sum_arb(tree, a, c, bits):
     return out if out.is_finite() else None
 
 
+_DIRECT_ALWAYS = 1 << 12  # Theorem 15j(vi): a kept range of at most this many integers is summed term by term
+_DIRECT_KEEP = 1 << 17  # Theorem 15j(vi): at most this many where Theorem 15h's pieces would be narrow
+_DIRECT_WIDTH = 64  # Theorem 15j(vi): narrow: fewer integers than this per piece (a piece costs about 60 terms)
+_DIRECT_B = 2048.0  # Theorem 15j(vi): |b| at most this at the kept range's ends (4 |b| eps within 2^-40)
+
+
+def _direct_first(fns, K, c):
+    """Whether the kept range ``[K, c]`` (``c < 2^53``) is summed term by term (Theorem 15j(vi)) before the polynomial
+    and Theorem 15h are tried: ``|b|`` at most ``2^11`` at both ends (so that ``b`` read in double stays within ``2^-40``),
+    and at most ``2^12`` integers, or at most ``2^17`` where Theorem 15h's pieces would hold fewer than 64 integers, their
+    half-width ``H`` read from ``|b'''|`` at the two ends in double (``M3 H^3/6 = 2^-41``). A cheap test of cost, no
+    proof: each route proves or estimates its own error, and the others follow where this one declines. ``sqrt(d)`` on
+    ``[72480, 99999]``: Theorem 15h's pieces of 5 integers (5504, above its 4096: the side was halved four times) against
+    27520 terms at about 4 ns each."""
+    keep = c - K + 1
+    if keep > _DIRECT_KEEP or len(fns) < 4:
+        return False
+    ends = np.array([float(K), float(c)])
+    with np.errstate(all="ignore"):
+        try:
+            b_ends = np.abs(np.asarray(fns[0](ends), dtype=float))
+            m3 = np.abs(np.asarray(fns[3](ends), dtype=float)) if keep > _DIRECT_ALWAYS else None
+        except (ValueError, TypeError, OverflowError, ZeroDivisionError):
+            return False
+    if not float(np.max(b_ends)) <= _DIRECT_B:
+        return False
+    if m3 is None:
+        return True
+    m3 = float(np.max(m3))
+    return math.isfinite(m3) and m3 > 0 and 2 * (6 * 2.0**-41 / m3) ** (1 / 3) + 1 < _DIRECT_WIDTH
+
+
+def _kept_log(tree, c, keep, bits, fns, third, b_err):
+    """Theorem 15j's kept sum ``(phi, rel)``, ``phi = log sum_{t=0}^{keep-1} e^{b(c - t) - b(c)}``, or ``None``: term by
+    term first where :func:`_direct_first` says it is the cheaper (Theorem 15j(vi)), then the polynomial about ``c`` with
+    Theorem 15h on it (:func:`_polynomial_kept_log`, (ii)), then, for ``c < 2^53``, Theorem 15h on ``b`` itself less
+    ``b(c)`` in double. Where ``b`` is read in double, Theorem 15g(vii)'s running error of ``b`` on the kept range
+    (``b_err``, which sees a cancellation inside ``b``: ``5*exp(-((d - 999995)/5)**2)`` is evaluated as ``d/5 - 199999``,
+    1e-10 where ``|b| eps`` is 1e-15) counts twice, for ``b(k)`` and ``b(c)``; it is formed only once a sum is at hand.
+    Without ``fns`` and ``b_err`` only the polynomial answers."""
+    from .._balls import arb_precision
+
+    K = c - keep + 1
+    doubles = fns is not None and b_err is not None and c < 1 << 53
+    if doubles and _direct_first(fns, K, c):
+        got = _direct_kept_log(fns[0], K, c, _b_top(fns[0], c))
+        if got is not None and got[1] <= TAYLOR_ACCEPT:
+            err_b = b_err(K, c)
+            if math.isfinite(err_b) and got[1] + 2 * err_b <= TAYLOR_ACCEPT:
+                return got[0], got[1] + 2 * err_b
+    with arb_precision(bits):
+        kept = _polynomial_kept_log(tree, c, keep, bits)
+    if kept is not None or not doubles or third is None:
+        return kept
+    got = taylor_pieces_log(fns, third, K, c)
+    if got is None:
+        return None
+    with np.errstate(all="ignore"):
+        bc = float(np.asarray(fns[0](np.array([float(c)])), dtype=float).ravel()[0])
+    err_b = b_err(K, c)
+    if not (math.isfinite(bc) and math.isfinite(err_b)):
+        return None
+    return got[0] - bc, got[1] + (abs(got[0]) + abs(bc) + 1) * 2 * _EPS + 2 * err_b
+
+
+_DIRECT_CHUNK = 1 << 13  # Theorem 15j(vi): terms per numpy pass (64 kB arrays: a range of 1e5 at once paid page faults)
+_CHUNK_OFFSETS = np.arange(float(_DIRECT_CHUNK))
+_CHUNK_OFFSETS.flags.writeable = False
+
+
+def _b_top(b0, c):
+    """``b(c)`` as a double-double ``(hi, lo)`` from the same numpy function evaluated in long double (the constants
+    stay the doubles the float routes read: an Arb value of the decimals as written differs from them, ``0.5 d^0.6`` by
+    ``6e-13`` at ``c = 1e6``), or ``None`` (then the double reading is used). Where long double is double, ``lo = 0``."""
+    with np.errstate(all="ignore"):
+        try:
+            v = np.asarray(b0(np.array([c], dtype=np.longdouble))).ravel()
+        except (ValueError, TypeError, OverflowError, ZeroDivisionError):
+            return None
+    if v.size != 1 or v.dtype != np.longdouble or not np.isfinite(v[0]):
+        return None
+    hi = float(v[0])
+    return hi, float(v[0] - np.longdouble(hi))
+
+
+def _direct_kept_log(b0, K, c, bc=None):
+    """``(phi, rel)`` with ``phi = log sum_{k=K}^{c} e^{b(k) - b(c)}`` term by term in double (Theorem 15j(vi),
+    ``proofs/closed_form_tails.md``; ``c < 2^53``, so every ``k`` is exact), or ``None`` where a value is not finite.
+
+    Passes of ``2^13`` terms from the top down (a log-sum-exp carried from pass to pass, rescaled where a pass holds a
+    larger term). ``bc``: ``b(c)`` as a double-double ``(hi, lo)`` (:func:`_b_top`: then the rounding of ``b(c)``,
+    common to every term, leaves the sum; ``sqrt(c)`` at ``c = 1e6`` moved it by ``4e-14``), else the last term's
+    reading in the first pass. ``rel`` estimates the arithmetic's rounding
+    (the differences ``b(k) - b(c)`` and their shift by the largest, ``4 (max|b| + 1) u``; ``exp``, ``2u``; numpy's
+    pairwise sum within a pass, ``(log2 2^13 + 24) u``, and the passes' running sum and rescalings, ``4u`` per pass;
+    the log and the final sum, ``2 (|phi| + 1) u``); the caller adds twice the running error of ``b`` (Theorem
+    15g(vii)), for ``b(k)`` and ``b(c)``."""
+    N = c - K + 1
+    top, total, vmax, passes = -math.inf, 0.0, 0.0, 0
+    with np.errstate(all="ignore"):
+        hi_end = c + 1
+        while hi_end > K:
+            lo_end = max(K, hi_end - _DIRECT_CHUNK)
+            ks = _CHUNK_OFFSETS[: hi_end - lo_end] + float(lo_end)  # exact: integers below 2^53
+            v = np.asarray(b0(ks), dtype=float)
+            if v.shape != ks.shape:
+                v = v * np.ones(ks.size)
+            if bc is None:
+                bc = (float(v[-1]), 0.0)
+            x = np.subtract(v, bc[0], out=ks)
+            if bc[1]:
+                x -= bc[1]
+            lo, m = float(x.min()), float(x.max())  # not finite where any b(k) is not (max and min carry a nan)
+            if not (math.isfinite(lo) and math.isfinite(m)):
+                return None
+            vmax = max(vmax, abs(lo) + abs(bc[0]) + 1, abs(m) + abs(bc[0]) + 1)  # at least max |b(k)| of the pass
+            if m > top:
+                total *= math.exp(top - m)
+                top = m
+            total += float(np.exp(np.subtract(x, top, out=x), out=x).sum())
+            passes += 1
+            hi_end = lo_end
+    out = top + math.log(total)
+    if not math.isfinite(out):
+        return None
+    return out, (4 * vmax + 2 + math.log2(min(N, _DIRECT_CHUNK)) + 24 + 4 * passes + 2 * (abs(out) + 1)) * _EPS
+
+
 def anchored_log_sum(tree, a, c, bits, fns=None, third=None, b_err=None):
     """``(phi, rel)`` with ``phi = log sum_{k=a}^{c} e^{b(k) - b(c)}`` (the sum relative to its last term) in double
     precision by Theorem 15j (``proofs/closed_form_tails.md``), or ``None``.
@@ -1291,7 +1492,9 @@ def anchored_log_sum(tree, a, c, bits, fns=None, third=None, b_err=None):
     degree below 20 is close enough and ``c < 2^53``, Theorem 15h on ``b`` itself (``fns``, ``third``: numpy functions and
     the trees of ``b``, ``b'''``) less ``b(c)`` in double answers instead, its reading of ``b`` counted by
     ``b_err(K, c)`` (the largest running error of ``b``, Theorem 15g(vii), at points of the kept range; without
-    ``b_err`` that route declines). The kept range reaches where ``b'(c) t`` is
+    ``b_err`` that route declines). Before both, where ``c < 2^53``, ``|b| <= 2^11`` and the kept range is short or
+    Theorem 15h's pieces would be narrow (:func:`_direct_first`), the kept range is summed term by term (Theorem 15j(vi),
+    :func:`_direct_kept_log`, with the same ``b_err``; the route :func:`_kept_log`). The kept range reaches where ``b'(c) t`` is
     ``log(c - a + 1) + 32`` (four times that once, for a bias whose slope grows towards ``c``); the terms before it
     (the head ``[a, K - 1]``) are bounded by ``(K - a) e^{sup b - b(c)}`` (Theorem 15d's interval bound at ``bits``
     bits) and must be below ``2^-42`` of the kept sum. ``rel`` is the proved part (the polynomial's distance, the head,
@@ -1315,18 +1518,7 @@ def anchored_log_sum(tree, a, c, bits, fns=None, third=None, b_err=None):
             # the kept range t = 0 .. keep - 1 (k = K .. c): all of [a, c] unless b has fallen by log N + 32 before
             keep = N if beta <= 0 else min(N, int(reach * (math.log(N) + _ANCHOR_MARGIN) / beta) + 1)
             K = c - keep + 1
-            with arb_precision(bits):
-                kept = _polynomial_kept_log(tree, c, keep, bits)
-            if kept is None and fns is not None and third is not None and c < 1 << 53:
-                got = taylor_pieces_log(fns, third, K, c)
-                with np.errstate(all="ignore"):
-                    bc = float(np.asarray(fns[0](np.array([float(c)])), dtype=float).ravel()[0])
-                # b read in double: Theorem 15g(vii)'s running error of b on the kept range (b_err), which sees a
-                # cancellation inside b (5*exp(-((d - 999995)/5)**2) is evaluated as d/5 - 199999: 1e-10 where
-                # |b| eps is 1e-15), for b(k) and b(c) both
-                err_b = math.inf if b_err is None else b_err(K, c)
-                if got is not None and math.isfinite(bc) and math.isfinite(err_b):
-                    kept = got[0] - bc, got[1] + (abs(got[0]) + abs(bc) + 1) * 2 * _EPS + 2 * err_b
+            kept = _kept_log(tree, c, keep, bits, fns, third, b_err)
             if kept is None:
                 return None
             phi, rel = kept
