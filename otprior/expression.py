@@ -13,8 +13,8 @@ Grammar (Python syntax, checked node by node on :mod:`ast`'s tree; anything else
    of the grammar's alphabet (letters, digits, ``_ . + - * / ^ ( ) ,`` and blanks), Python's
    tokenizer and parser (:func:`ast.parse`), at most :data:`MAX_NODES` nodes and
    :data:`MAX_DEPTH` levels, integer literals within 1000 bits and float literals within
-   :data:`MAX_CONSTANT` (a decimal literal is the decimal as written: its double's shortest ``repr``
-   when that is the same number, else a ``Float`` of every digit, at most 60 significant ones),
+   :data:`MAX_CONSTANT` (a decimal literal is the exact rational it writes, every digit up to 60 significant
+   ones, so that sympy forms every constant of the tree exactly; :func:`bias_text` writes them back as decimals),
    numeric exponents within :data:`MAX_EXPONENT`, and a bound on the size
    of every exact number sympy could form: a bound ``B`` on the bits of the numerator and of the
    denominator of any exact rational in a subtree (``p1/q1 + p2/q2 = (p1 q2 + p2 q1)/(q1 q2)``, so)
@@ -55,6 +55,7 @@ from ._validation import DomainError, check_real
 
 __all__ = [
     "parse_bias",
+    "bias_text",
     "check_bias_values",
     "import_sympy",
     "CHECKED_DISTANCES",
@@ -125,7 +126,9 @@ def parse_bias(text, symbol: str = "d", *, time_budget=PARSE_TIME_BUDGET, memory
     Examples
     --------
     >>> parse_bias("-1.5*log(1 + d)")
-    -1.5*log(d + 1)
+    -3*log(d + 1)/2
+    >>> bias_text(parse_bias("(d - 99998.7)/0.7"))
+    '10*d/7 - 999987/7'
     """
     tree = _check_text(text, symbol)
     del tree  # the child parses the text again: only plain data crosses the process boundary
@@ -225,7 +228,8 @@ def _static_node(node, text, symbol, depth):
         else:
             if not math.isfinite(v) or abs(v) > MAX_CONSTANT:
                 _refuse(text, f"constants within {MAX_CONSTANT:g}")
-            value, bits = v, 53
+            q = _decimal_fraction(_literal(node, text), v)  # the exact rational the parser makes of it
+            value, bits = v, max(q.numerator.bit_length(), q.denominator.bit_length(), 1)
         scale = 1.0 if value == 0 else max(abs(value), 1.0 / abs(value))
         return _Facts(True, value, bits, False, scale)
     if isinstance(node, ast.Name):
@@ -525,10 +529,12 @@ _MAX_DIGITS = 60  # a decimal literal keeps at most this many significant digits
 
 
 def _number(value, text, literal=None):
-    """A sympy number for a literal: an integer exactly; a decimal as its double's shortest ``repr`` (``1.1``), unless
-    the literal's decimal differs from that (more digits than a double keeps: ``1.10000000000000000001``), then a
-    ``Float`` holding every digit as written (up to 60 significant digits), so that the certified routes, which read a
-    ``Float`` as the decimal it prints, enclose the masses of the decimal the user wrote."""
+    """A sympy number for a literal: an integer exactly; a decimal as the exact rational it writes (``0.7`` is
+    ``7/10``), every digit up to 60 significant ones (beyond: its double's shortest ``repr``). sympy then forms every
+    constant of the tree exactly (``(d - 99998.7)/0.7`` is ``10 d/7 - 999987/7``; with binary floats it was
+    ``1.42857142857143 d - 142855.285714286``, rounded at parse time), so that the certified routes, which read a
+    rational exactly, enclose the masses of the expression the user wrote; the float routes read each constant's
+    nearest double."""
     sp = import_sympy()
 
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -536,33 +542,57 @@ def _number(value, text, literal=None):
     if isinstance(value, float):
         if not math.isfinite(value) or abs(value) > MAX_CONSTANT:
             _refuse(text, f"constants within {MAX_CONSTANT:g}")
-        exact = _long_decimal(literal, value)
-        if exact is not None:
-            return exact
-        return sp.Float(repr(value))
+        q = _decimal_fraction(literal, value)
+        return sp.Rational(q.numerator, q.denominator)
     if value.bit_length() > 1000:
         _refuse(text, f"constants within {MAX_CONSTANT:g}")
     return sp.Integer(value)
 
 
-def _long_decimal(literal, value):
-    """``Float(literal)`` at the literal's own number of significant digits when its decimal differs from that of
-    ``repr(value)`` (``value = float(literal)``) and has at most 60 digits; else ``None``."""
+def _decimal_fraction(literal, value):
+    """The exact fraction a float literal writes: its decimal (``literal``, the source text) when it has at most
+    :data:`_MAX_DIGITS` significant digits, else the decimal of ``repr(value)`` (``value = float(literal)``)."""
     from decimal import Decimal, InvalidOperation
+    from fractions import Fraction
 
-    if literal is None:
-        return None
-    try:
-        dec = Decimal(literal)
-    except (InvalidOperation, ValueError):
-        return None
-    if not dec.is_finite() or dec == Decimal(repr(value)):
-        return None
-    digits = len(dec.as_tuple().digits)  # (normalize() would round to the decimal context's 28 digits)
-    if digits > _MAX_DIGITS:
-        return None
+    if literal is not None:
+        try:
+            dec = Decimal(literal)
+        except (InvalidOperation, ValueError):
+            dec = None
+        if dec is not None and dec.is_finite() and len(dec.as_tuple().digits) <= _MAX_DIGITS:
+            return Fraction(dec)
+    return Fraction(Decimal(repr(value)))
+
+
+def bias_text(expr) -> str:
+    """``expr`` as text, each rational whose denominator divides a power of ten written as its decimal (``-7/10`` as
+    ``-0.7``; ``10/7`` stays ``10/7``, and a half stays as sympy writes it: ``sqrt(d)``, ``sin(d)/2``), the text that
+    parses back to the same expression (the parser keeps a decimal literal as the rational it writes)."""
+    from decimal import Decimal, localcontext
+
     sp = import_sympy()
-    return sp.Float(str(dec), digits + 2)
+    from sympy.printing.str import StrPrinter
+
+    reps = {}
+    for r in expr.atoms(sp.Rational):
+        if r.is_Integer or abs(r) == sp.Rational(1, 2):
+            continue
+        q, twos, fives = int(r.q), 0, 0
+        while q % 2 == 0:
+            q, twos = q // 2, twos + 1
+        while q % 5 == 0:
+            q, fives = q // 5, fives + 1
+        if q != 1:
+            continue
+        with localcontext() as ctx:
+            ctx.prec = max(twos, fives) + len(str(abs(int(r.p)))) + 2  # p / (2^a 5^b): exact at this many digits
+            dec = (Decimal(int(r.p)) / Decimal(int(r.q))).normalize()
+        digits = len(dec.as_tuple().digits)
+        reps[r] = sp.Float(format(dec, "e") if abs(dec.adjusted()) > 15 else format(dec, "f"), max(digits, 15))
+    with sp.evaluate(False):
+        shown = expr.xreplace(reps)
+    return StrPrinter({"full_prec": False}).doprint(shown)
 
 
 def _magnitude_ok(value) -> bool:

@@ -8,7 +8,7 @@ import pytest
 
 from otprior.encodings import Bias
 from otprior.encodings._bias_tail import compile_bias
-from otprior.expression import parse_bias
+from otprior.expression import bias_text, parse_bias
 
 
 def _constant(text):
@@ -29,14 +29,39 @@ def test_a_long_decimal_reaches_the_certified_routes_digit_for_digit(literal):
     assert abs(_constant(f"-{literal}*log(1+d)")) == Fraction(literal)
 
 
-def test_ordinary_decimals_are_parsed_as_before():
-    """A literal whose decimal is its double's shortest repr (1.1, 2.50, 1e-5) is the same sympy Float as before
-    (Float(repr(value)), 53 bits): nothing read from it changes."""
+def test_every_constant_sympy_forms_from_decimals_is_exact():
+    """A decimal literal is the rational it writes, so sympy forms every constant exactly: ``(d - 99998.7)/0.7`` was
+    ``1.42857142857143*d - 142855.285714286`` (binary floats rounded at parse time, then read as those 15-digit decimals
+    by the certified routes, a bias up to 3e-10 away at d = 1e6). :func:`bias_text` writes the tree back as text that
+    parses to the same tree, decimals where the rational is one."""
     import sympy as sp
 
-    for text, value in [("1.1*d", 1.1), ("2.50e-5*d", 2.5e-5)]:
-        e = parse_bias(text)
-        assert sp.srepr(e) == sp.srepr(sp.Mul(sp.Float(repr(value)), sp.Symbol("d", positive=True))), text
+    d = sp.Symbol("d", positive=True)
+    assert parse_bias("(d-99998.7)/0.7") == (d - sp.Rational("99998.7")) / sp.Rational("0.7")
+    assert parse_bias("0.7*(d + 0.3)") == sp.Rational(7, 10) * d + sp.Rational(21, 100)
+    assert parse_bias("exp(0.2)*d") == sp.exp(sp.Rational(1, 5)) * d  # not a 15-digit float
+    for text, shown in [("-0.7*log(1+d)", "-0.7*log(d + 1)"), ("(d-99998.7)/0.7", "10*d/7 - 999987/7"),
+                        ("1e-300*d - log(1+d)", "1.0e-300*d - log(d + 1)"), ("d**0.5", "sqrt(d)"),
+                        ("-1.10000000000000000001*log(1+d)", "-1.10000000000000000001*log(d + 1)")]:
+        assert bias_text(parse_bias(text)) == shown
+        assert parse_bias(shown) == parse_bias(text)
+        assert repr(Bias(text)) == f"Bias({shown!r})"
+
+
+@pytest.mark.parametrize("W, n", [(64, 10**18), (10**6, 10**12), (64, int(1e300))])
+def test_a_folded_constant_is_enclosed_for_the_expression_as_written(W, n):
+    """``-1.1*log(1+d)/0.7`` is ``(d + 1)^(-11/7)`` in weights: the distant mass from Hurwitz zeta (mpmath, private
+    context) at alpha = 11/7 exactly. Before, the certified routes enclosed alpha = 1.57142857142857 (the folded float's
+    printed digits), 6e7 widths away from the reference."""
+    ctx = mpmath.MPContext()
+    ctx.dps = 50
+    a = ctx.mpf(11) / 7
+    S, T = ctx.zeta(a, 1) - ctx.zeta(a, W + 1), ctx.zeta(a, W + 1) - ctx.zeta(a, n + 1)
+    ref = T / (S + T)
+    B = Bias("-1.1*log(1+d)/0.7")
+    enc = B.mass_enclosures(W, n).distant_mass
+    assert enc.lo <= ref <= enc.hi
+    assert abs(B.distant_mass(W, n) - ref) <= 1e-14 * ref
 
 
 def _resonant_mass(omega, W, n):

@@ -18,6 +18,7 @@ from ..expression import (
     DEFAULT_MEMORY_BUDGET,
     DEFAULT_TIME_BUDGET,
     BudgetExceeded,
+    bias_text,
     check_bias_values,
     import_sympy,
     parse_bias,
@@ -927,7 +928,8 @@ class Bias(Encoding):
         (:func:`otprior.expression.check_bias_values`). A callable needs ``asymptotic``.
         A decimal constant means the decimal as written, every digit up to 60 significant ones
         (``1.10000000000000000001`` is that number, not ``1.1``; beyond 60 digits, its double's shortest
-        ``repr``): the certified routes, and the exact phase reductions of the float routes of
+        ``repr``), kept as the exact rational it writes, so that constants sympy combines stay exact
+        (``(d - 99998.7)/0.7`` is ``10*d/7 - 999987/7``; ``repr`` writes decimals back as decimals): the certified routes, and the exact phase reductions of the float routes of
         Theorems 15e-15f, use that exact decimal; the other float routes evaluate its nearest double,
         a relative change of at most ``2^-53`` in each constant, which their error estimates count as
         part of the rounding of ``b`` (``|b| eps``, assuming no cancellation between terms). Near a
@@ -1037,7 +1039,7 @@ class Bias(Encoding):
             if free and sym not in free:
                 raise DomainError("symbol", self.symbol, f"one of the expression's free symbols {free}")
             if len(free) > 1:
-                raise DomainError("expr", str(expr), "an expression in the distance symbol alone")
+                raise DomainError("expr", bias_text(expr), "an expression in the distance symbol alone")
         if self._callable is None:
             check_bias_values(expr, sym)  # real and finite at d = 0..64 (parsed text: a second, cheap check)
         d = sp.Symbol(str(sym), positive=True)
@@ -1066,7 +1068,7 @@ class Bias(Encoding):
             fn = _numpy_fns(*reversed(self._sym))[0]
             values = np.asarray(fn(d))
             if np.iscomplexobj(values):
-                raise DomainError("expr", str(self.expression), "an expression real at every distance (this one is complex)")
+                raise DomainError("expr", bias_text(self.expression), "an expression real at every distance (this one is complex)")
             return values.astype(float) * np.ones_like(d)
 
     def _masses(self, window, n):
@@ -1149,7 +1151,7 @@ class Bias(Encoding):
             if not why:
                 raise
             # name the step that failed first (Theorem 15's), not only the fallback's cap
-            raise DomainError("n", n, f"a length at which Theorem 15 or 15d encloses exp({self.expression}) (here "
+            raise DomainError("n", n, f"a length at which Theorem 15 or 15d encloses exp({bias_text(self.expression)}) (here "
                               f"{why[-1]}; and Theorem 13's fallback: {exc.domain})") from None
 
     def _float_dominance(self, tree, window, n):
@@ -1487,7 +1489,7 @@ class Bias(Encoding):
             try:
                 pair = [enclosure_from_arb(x) for x in (m, D)]
             except ValueError:
-                raise DomainError("bias", self.expression, f"a bias whose weights e^b(d), d < {n}, are finite "
+                raise DomainError("bias", bias_text(self.expression), f"a bias whose weights e^b(d), d < {n}, are finite "
                                   "numbers in ball arithmetic") from None
             pair = [dataclasses.replace(e, lo=min(max(e.lo, 0.0), 1.0), hi=min(max(e.hi, 0.0), 1.0)) for e in pair]
             if route == dominant_route:  # a mass below e^-746: [0, 2^-1074] and [1 - 2^-53, 1] are the tightest
@@ -1521,7 +1523,7 @@ class Bias(Encoding):
                 return masses(*dominant, dominant_route, False)
             reason = f"; here {why[-1]}" if why else ""
             raise DomainError(
-                "n", n, f"a length whose tail Theorem 15 encloses to 2^-55 for exp({self.expression}) (lengths up to "
+                "n", n, f"a length whose tail Theorem 15 encloses to 2^-55 for exp({bias_text(self.expression)}) (lengths up to "
                 f"{_EM_HEADS[0]} are summed directly; beyond, the tail must be smooth enough for order 12){reason}"
             )
         if _linear_bias(b, d) is not None:
@@ -1540,7 +1542,7 @@ class Bias(Encoding):
         d, b = self._sym
         if window > DIRECT_MAX:
             raise DomainError("window", window, f"an integer at most {DIRECT_MAX} for a user bias")
-        refusal = DomainError("n", n, f"a length at which exp({self.expression}) is read in double within 2^-39 "
+        refusal = DomainError("n", n, f"a length at which exp({bias_text(self.expression)}) is read in double within 2^-39 "
                               "of the masses (first-order estimate) or enclosed by Theorem 15")
 
         def direct():  # every b(k), k < n, summed: checked first (Theorem 15g(vii)), as the head below
@@ -1649,11 +1651,11 @@ class Bias(Encoding):
         d, b = self._sym
         tree = None if self._callable is not None else _compiled(b, d)
         if tree is None:
-            raise DomainError("expr", str(self.expression), "an expression bias in the grammar of Theorem 15 (not a callable, Abs, Min, Max)")
+            raise DomainError("expr", bias_text(self.expression), "an expression bias in the grammar of Theorem 15 (not a callable, Abs, Min, Max)")
         beta = _linear_bias(b, d)
         if beta is not None:
             if beta >= 0:
-                raise DomainError("expr", str(self.expression), "a summable bias (this linear one is not)")
+                raise DomainError("expr", bias_text(self.expression), "a summable bias (this linear one is not)")
             import flint
 
             with arb_precision(96 + max(0, (-beta.numerator * window).bit_length() - beta.denominator.bit_length() + 2)):
@@ -1664,7 +1666,7 @@ class Bias(Encoding):
             with arb_precision(96):
                 try:
                     S_W = range_sum_arb(tree, 0, window - 1, N, 96)
-                    T = infinite_sum_arb(tree, window, N, 96, names=[str(a) for a in import_sympy().Add.make_args(b)])
+                    T = infinite_sum_arb(tree, window, N, 96, names=[bias_text(a) for a in import_sympy().Add.make_args(b)])
                 except (ValueError, ZeroDivisionError, ArithmeticError):
                     S_W, T = None, "an Arb evaluation failed"
                 if isinstance(T, str):
@@ -1677,7 +1679,7 @@ class Bias(Encoding):
                 D = 1 / (1 + S_W / T)
                 if is_tight(D, _EM_BITS):
                     return _unit(enclosure_from_arb(D))
-        raise DomainError("expr", str(self.expression), f"a bias whose D_oo(W) Theorems 15 and 15c enclose (here: {why})")
+        raise DomainError("expr", bias_text(self.expression), f"a bias whose D_oo(W) Theorems 15 and 15c enclose (here: {why})")
 
     def _bounded(self, reason):
         d, b = self._sym
@@ -1691,12 +1693,12 @@ class Bias(Encoding):
             try:
                 values = run_budgeted(_tail_limit, self.bias, b, d, W, time_budget=self.time_budget, memory_budget=self.memory_budget)
             except BudgetExceeded as exc:
-                raise PrecisionError(f"D_oo(W) for exp({self.expression}) was not computed: {exc.reason}") from None
+                raise PrecisionError(f"D_oo(W) for exp({bias_text(self.expression)}) was not computed: {exc.reason}") from None
             if not all(math.isfinite(v) for v in values):
-                raise PrecisionError(f"D_oo(W) for exp({self.expression}) is not finite at the cut-offs 2^14 and 2^17")
+                raise PrecisionError(f"D_oo(W) for exp({bias_text(self.expression)}) is not finite at the cut-offs 2^14 and 2^17")
             if abs(values[0] - values[1]) > 1e-6 * abs(values[1]):
                 raise PrecisionError(
-                    f"D_oo(W) for exp({self.expression}) cannot be certified: cut-offs 2^14 and 2^17 give "
+                    f"D_oo(W) for exp({bias_text(self.expression)}) cannot be certified: cut-offs 2^14 and 2^17 give "
                     f"{values[0]:.8g} and {values[1]:.8g}"
                 )
             return values[1]
@@ -1705,4 +1707,4 @@ class Bias(Encoding):
 
     def __repr__(self):
         shown = self.expression if self._callable is not None else self.expr.subs(self._sym[0].name, self._sym[0])
-        return f"Bias({str(shown)!r})"
+        return f"Bias({bias_text(shown)!r})"
