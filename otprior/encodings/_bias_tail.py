@@ -40,6 +40,7 @@ the same expansion with twisted Euler–Maclaurin sums of ``e^h`` (:func:`mixed_
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import flint
@@ -871,10 +872,24 @@ _LOG_WEIGHTS = {id(_GL16): np.log(_GL16[1]), id(_GL8): np.log(_GL8[1])}  # the r
 
 
 def _logsumexp(v):
-    top = np.max(v)
-    if not np.isfinite(top):
+    """``log sum e^v`` of a float array (its largest element if that is not finite); ndarray methods and ``math`` on
+    the scalars, the same operations as ``np.max``, ``np.sum`` (pairwise) and ``np.log`` without their dispatch."""
+    v = v if isinstance(v, np.ndarray) else np.asarray(v, dtype=float)
+    top = v.max()
+    if not math.isfinite(top):
         return top
-    return float(top + np.log(np.sum(np.exp(v - top))))
+    return float(top + np.log(np.exp(v - top).sum()))
+
+
+def _linspace(start, stop, num):
+    """``np.linspace(start, stop, num)`` for doubles ``start < stop`` and ``num >= 2``, bit for bit (``k (stop - start)/(num
+    - 1) + start``, the last point ``stop``) without its dispatch (a tenth of its cost on a few points)."""
+    step = (stop - start) / (num - 1)
+    if step == 0:  # subnormal steps: numpy's own special case
+        return np.linspace(start, stop, num)
+    y = np.arange(num, dtype=float) * step + start
+    y[-1] = stop
+    return y
 
 
 def _pieces(bfun, lu0, lu1):
@@ -882,34 +897,57 @@ def _pieces(bfun, lu0, lu1):
     e^-230 of the largest end value (a tail that has died out: a super-exponential decay such as
     ``-0.02 sqrt(d)`` keeps 20 pieces of 690 to 1e300)."""
     pieces = max(1, int(math.ceil(lu1 - lu0)))
-    edges = np.linspace(lu0, lu1, pieces + 1)
+    edges = _linspace(lu0, lu1, pieces + 1)
     with np.errstate(all="ignore"):
-        at = np.asarray(bfun(np.exp(edges)), dtype=float) * np.ones_like(edges) + edges
-    if np.any(np.isnan(at)) or np.any(at == np.inf):
+        at = _as_shape(bfun(np.exp(edges)), edges) + edges
+        if not (at < math.inf).all():  # a NaN or +inf end
+            return edges
+        top = at.max()
+        alive = np.nonzero(at > top - 230.0)[0] if math.isfinite(top) else np.arange(edges.size)
+        last = max(1, int(alive[-1]) + 1) if alive.size else edges.size - 1
+        if last + 1 < edges.size:
+            edges, at = edges[: last + 1], at[: last + 1]
+        # a piece across which the exponent moves by more than 3 is cut into equal parts that move by about 3 (at most
+        # 128: -0.01 sqrt(d) falls by 100 per unit of u near d = 1e8, where 8 and 16 nodes disagreed and the Arb midpoint
+        # answered)
+        parts = np.minimum(128, np.ceil(np.abs(at[1:] - at[:-1]) / 3.0))
+    if not (parts <= 1).all():
+        if not np.isfinite(parts).all():
+            return edges
+        if parts.sum() > 1024:  # a growing exponent (sqrt(d) to 1e18 moves by 1e9): no affordable cut resolves it
+            return None
+    else:
         return edges
-    top = np.max(at)
-    alive = np.nonzero(at > top - 230.0)[0] if np.isfinite(top) else np.arange(edges.size)
-    last = max(1, int(alive[-1]) + 1) if alive.size else edges.size - 1
-    edges, at = edges[: min(edges.size, last + 1)], at[: min(edges.size, last + 1)]
-    # a piece across which the exponent moves by more than 3 is cut into equal parts that move by about 3 (at most 128:
-    # -0.01 sqrt(d) falls by 100 per unit of u near d = 1e8, where 8 and 16 nodes disagreed and the Arb midpoint answered)
-    with np.errstate(all="ignore"):
-        parts = np.minimum(128, np.ceil(np.abs(np.diff(at)) / 3.0))
-    if not np.all(np.isfinite(parts)) or np.all(parts <= 1):
-        return edges
-    if np.sum(parts) > 1024:  # a growing exponent (sqrt(d) to 1e18 moves by 1e9): no affordable cut resolves it
-        return None
-    out = [edges[:1]]
-    for i, k in enumerate(parts.astype(int)):
-        out.append(np.linspace(edges[i], edges[i + 1], max(1, k) + 1)[1:])
-    return np.concatenate(out)
+    # each piece i as np.linspace(e_i, e_{i+1}, k_i + 1)[1:] (k_i = max(1, parts_i)), all at once and bit for bit:
+    # j (e_{i+1} - e_i)/k_i + e_i for j = 1..k_i, the last point e_{i+1} itself
+    k = np.maximum(parts, 1.0)
+    step = (edges[1:] - edges[:-1]) / k
+    if not (step != 0).all():  # subnormal steps: numpy's own special case, piece by piece
+        out = [edges[:1]] + [np.linspace(edges[i], edges[i + 1], int(ki) + 1)[1:] for i, ki in enumerate(k)]
+        return np.concatenate(out)
+    ki = k.astype(np.intp)
+    ends = np.cumsum(ki)  # one past each piece's last point, counted from 1
+    j = np.arange(1, int(ends[-1]) + 1, dtype=float) - np.repeat((ends - ki).astype(float), ki)
+    out = np.empty(int(ends[-1]) + 1)
+    out[0] = edges[0]
+    out[1:] = j * np.repeat(step, ki) + np.repeat(edges[:-1], ki)
+    out[ends] = edges[1:]
+    return out
 
 
 def _gl_geometry(edges):
     """The pieces' midpoints, half-lengths and the logs of these (shared by the rules of :func:`_gl_log`)."""
-    half = 0.5 * np.diff(edges)
+    half = 0.5 * (edges[1:] - edges[:-1])
     with np.errstate(all="ignore"):
         return (0.5 * (edges[:-1] + edges[1:]))[:, None], half[:, None], np.log(half)[:, None]
+
+
+def _as_shape(v, like):
+    """``v`` (a lambdified function's value) as a float array shaped like ``like``: ``np.asarray(v, float) * ones``
+    (exact: a product by 1), skipped where ``v`` is already such an array."""
+    if isinstance(v, np.ndarray) and v.dtype == np.float64 and v.shape == like.shape:
+        return v
+    return np.asarray(v, dtype=float) * np.ones_like(like, dtype=float)
 
 
 def _gl_log(bfun, edges, rule, geometry=None):
@@ -923,6 +961,26 @@ def _gl_log(bfun, edges, rule, geometry=None):
     with np.errstate(all="ignore"):
         val = bfun(np.exp(u)) + u + logw[None, :] + loghalf
     return _logsumexp(np.asarray(val, dtype=float).ravel())
+
+
+# the 16- and 8-point rules side by side (24 nodes per piece) and their log weights: one evaluation of b for both
+_GL_PAIR = (np.concatenate([_GL16[0], _GL8[0]])[None, :], np.concatenate([np.log(_GL16[1]), np.log(_GL8[1])])[None, :])
+
+
+def _gl_log_pair(bfun, edges):
+    """``(_gl_log(bfun, edges, _GL16), _gl_log(bfun, edges, _GL8))`` with one evaluation of ``b`` on the 24 nodes of each
+    piece: every element is formed by the same elementwise operations as there (``mid + half x``, ``e^u``, ``b``,
+    ``+ u + log w + log half``), and each rule's values are summed as the same contiguous row-major array."""
+    x, logw = _GL_PAIR
+    half = 0.5 * (edges[1:] - edges[:-1])
+    with np.errstate(all="ignore"):
+        mid = (0.5 * (edges[:-1] + edges[1:]))[:, None]
+        loghalf = np.log(half)[:, None]
+        u = mid + half[:, None] * x
+        val = np.asarray(bfun(np.exp(u)) + u + logw + loghalf, dtype=float)
+    if val.shape != u.shape:  # a constant b (no node of x): the shapes of _gl_log's own sums
+        val = val * np.ones_like(u)
+    return _logsumexp(val[:, :16].ravel()), _logsumexp(val[:, 16:].ravel())
 
 
 _TAYLOR_PIECES = 4096  # Theorem 15h: at most this many pieces (else the route declines)
@@ -1363,7 +1421,8 @@ PROVED_ACCEPT = 2.0**-40  # Theorem 15i: the proved quadrature + Euler-Maclaurin
 
 def _dead_tail_log(tree, k0, c, limit):
     """An upper bound (a double, rounded up) of ``log sum_{k=k0}^{c} e^{b(k)}`` by Theorem 15d's interval bounds on
-    the whole range, then (where that exceeds ``limit``) on pieces of doubling length in ``u = log x``, or ``None``."""
+    the whole range, then (where that exceeds ``limit``) on pieces of doubling length in ``u = log x`` (after the first, the
+    rest of the range as one piece is tried once), or ``None``."""
     if k0 > c:
         return -math.inf
 
@@ -1388,6 +1447,15 @@ def _dead_tail_log(tree, k0, c, limit):
             return whole
         logs.append(v)
         x0, L = x1 + 1, 2 * L
+        if len(logs) == 1 and x0 <= c:
+            # once, after the first piece: the rest [x1 + 1, c] as one piece (a tail that has died out, e.g. -0.01 sqrt(d)
+            # beyond d = 2e12, is bounded by one interval where seven pieces of doubling length were taken); where the two
+            # bounds together exceed the limit the doubling pieces go on from x1 + 1 as before
+            rest = piece(x0, c)
+            if rest is not None:
+                both = float(_logsumexp(np.array([v, rest])))
+                if both + 1e-12 * (1 + abs(both)) <= limit:
+                    return min(whole, both + 1e-12 * (1 + abs(both)))
     split = float(_logsumexp(np.array(logs)))
     return min(whole, split + 1e-12 * (1 + abs(split)))
 
@@ -1404,6 +1472,7 @@ def _exp_box(lo, hi, eta, cs=None):
     return flint.acb(flint.arb(re_lo).union(flint.arb(e_hi.upper())), flint.arb(-im_hi).union(flint.arb(im_hi)))
 
 
+_KAPPA = {}  # proved_error_log's Theorem 15i(iv) slope kappa of each tree (a function of the expression alone)
 _SHAPES = {}  # proved_error_log's box shapes: Arb constants of (longest piece, rho cap, precision) alone
 
 
@@ -1427,8 +1496,8 @@ def proved_error_log(tree, edges, log_budget):
     total = float(edges[-1] - edges[0])
     if P < 1 or not total > 0:
         return None
-    half_pi = flint.arb.pi() / 2
-    lens = np.diff(edges)
+    el = edges.tolist()  # the pieces' ends and lengths as Python floats (the same doubles; no numpy call per group)
+    lens = [y - x for x, y in zip(el[:-1], el[1:], strict=True)]
     shapes = _SHAPES  # (longest piece, rho cap, precision) -> the box's shape: most groups share one (unit pieces)
     if len(shapes) > 4096:
         shapes.clear()
@@ -1447,20 +1516,21 @@ def proved_error_log(tree, edges, log_budget):
                 shapes[key] = None
             else:
                 gl_const = (flint.arb(64) / 15 / (rho * rho - 1)).log() - 30 * rho.log()  # log((64/15) rho^-30/(rho^2 - 1))
-                s = (1 - (-ext).exp()).min(eta.min(half_pi).sin())
+                s = (1 - (-ext).exp()).min(eta.min(flint.arb.pi() / 2).sin())
                 em_const = -flint.arb(90).log() - 4 * s.log() + flint.arb(2).log()
                 cs = (flint.arb(eta.upper()).cos(), flint.arb(eta.upper()).sin())
-                shapes[key] = (ext, eta, gl_const + flint.arb(2).log(), em_const, cs)
+                im = flint.arb(0).union(eta).union(-eta)  # the box's imaginary side, the same for every group
+                shapes[key] = (ext, eta, gl_const + flint.arb(2).log(), em_const, cs, im)
         return shapes[key]
 
     def group_bound(i, j, r):  # (i) + (ii) for pieces i..j-1 as a rounded-up double, or None
-        got = shape(float(np.max(lens[i:j])), r)
+        got = shape(max(lens[i:j]), r)
         if got is None:
             return None
-        ext, eta, gl_const, em_const, cs = got
-        u0, u1 = flint.arb(float(edges[i])), flint.arb(float(edges[j]))
+        ext, eta, gl_const, em_const, cs, im = got
+        u0, u1 = flint.arb(el[i]), flint.arb(el[j])
         lo, hi = u0 - ext, u1 + ext
-        z = flint.acb(((lo + hi) / 2).union(lo).union(hi), flint.arb(0).union(eta).union(-eta))
+        z = flint.acb(((lo + hi) / 2).union(lo).union(hi), im)
         try:
             ez = _exp_box(lo, hi, eta, cs)  # e^z on the box, shared by b(e^z) and its rest below
             v = _eval_u(tree, z, ez, True)
@@ -1486,7 +1556,11 @@ def proved_error_log(tree, edges, log_budget):
         both = gl.max(em)
         return float(both.upper()) if both.is_finite() else None
 
-    kappa = _linear_part(tree)
+    kappa = _KAPPA.get(tree)
+    if kappa is None:
+        if len(_KAPPA) > 256:
+            _KAPPA.clear()
+        kappa = _KAPPA[tree] = _linear_part(tree)
     if kappa != 0 and P > 1 and total > _GROUP_U:  # (within _GROUP_U the first group below is the whole range already)
         # one box for the whole range first (Theorem 15i(iv) keeps its bound tight for a power-law decay); where that
         # fails, the groups below as before
@@ -1495,7 +1569,7 @@ def proved_error_log(tree, edges, log_budget):
             return whole + 1e-12 * (1 + abs(whole))
     stack, i = [], 0
     while i < P:  # first groups: at most _GROUP_U of u each
-        j = int(np.searchsorted(edges, edges[i] + _GROUP_U, side="right")) - 1
+        j = bisect.bisect_right(el, el[i] + _GROUP_U) - 1
         j = min(P, max(j, i + 1))
         stack.append((i, j))
         i = j
@@ -1506,7 +1580,7 @@ def proved_error_log(tree, edges, log_budget):
         evals += 1
         if evals > _PROOF_EVALS:
             return None
-        share = math.log(max(float(edges[j] - edges[i]), 1e-300) / total) + log_budget
+        share = math.log(max(el[j] - el[i], 1e-300) / total) + log_budget
         err = group_bound(i, j, _RHOS[0])
         if j - i < 2 and not (err is not None and err <= share):  # a single piece: a smaller ellipse, once
             evals += 1
@@ -1516,7 +1590,7 @@ def proved_error_log(tree, edges, log_budget):
             continue
         if j - i < 2:
             return None
-        k = (i + j) // 2
+        k = min(j - 1, max(i + 1, bisect.bisect_left(el, 0.5 * (el[i] + el[j]), i, j)))
         stack.extend([(k, j), (i, k)])
     out = float(_logsumexp(np.array(acc)))
     return out + 1e-12 * (1 + abs(out))  # the double log-sum-exp of rounded-up logs, rounded up
@@ -1585,32 +1659,35 @@ def _long_range_log(fns, a, c, ref_log, tree):
         edges[-1] = math.log(K)
         if not edges[-1] > edges[-2]:
             edges = np.delete(edges, -2)
-    geometry = _gl_geometry(edges)
-    i16 = _gl_log(b0, edges, _GL16, geometry)
-    i8 = _gl_log(b0, edges, _GL8, geometry)  # a cheap filter only (a growing bias declines here at once); Theorem 15i proves
+    # the 16-point rule, and the 8-point one as a cheap filter only (a growing bias declines here at once); Theorem 15i
+    # proves
+    i16, i8 = _gl_log_pair(b0, edges)
     if math.isnan(i16) or math.isnan(i8) or i16 == math.inf or i8 == math.inf:
         return None
     top = max(i16, i8, ref_log)
     if top == -math.inf or abs(math.exp(i16 - top) - math.exp(i8 - top)) > 1e-11:
         return None
     ends = np.array([float(a), float(K)])
+    ones = np.ones(2)
     with np.errstate(all="ignore"):
-        lb = np.asarray(b0(ends), dtype=float) * np.ones(2)
-        d1 = np.asarray(b1(ends), dtype=float) * np.ones(2)
-        d2 = np.asarray(b2(ends), dtype=float) * np.ones(2)
-        d3 = np.asarray(b3(ends), dtype=float) * np.ones(2)
-    if np.any(np.isnan(lb)) or np.any(lb == np.inf) or not np.all(np.isfinite(d1 + d2 + d3) | (lb == -np.inf)):
-        return None
-    finite_lb = np.isfinite(lb)
-    top_b = float(np.max(np.abs(lb[finite_lb]))) if np.any(finite_lb) else 0.0  # max |b| at the ends (0: none finite)
-    scale = max(i16, float(np.max(lb)))
+        lb, d1, d2, d3 = (_as_shape(f(ends), ones) for f in (b0, b1, b2, b3))
+    # the checks on the two ends as Python floats (the values below stay numpy's, bit for bit)
+    lb_l, d1_l = lb.tolist(), d1.tolist()
+    for v, s1, s2, s3 in zip(lb_l, d1_l, d2.tolist(), d3.tolist(), strict=True):
+        if v != v or v == math.inf or not (math.isfinite(s1 + s2 + s3) or v == -math.inf):
+            return None
+    finite_lb = [abs(v) for v in lb_l if math.isfinite(v)]
+    top_b = max(finite_lb) if finite_lb else 0.0  # max |b| at the ends (0: none finite)
+    scale = max(i16, max(lb_l))
     if scale == -math.inf:
         return None
     fe = np.exp(lb - scale)
     with np.errstate(all="ignore"):  # an end where f underflows contributes 0 to every term
-        f1 = np.where(fe > 0, d1 * fe, 0.0)  # f' = b' f
-        f3 = np.where(fe > 0, (d3 + 3 * d1 * d2 + d1**3) * fe, 0.0)  # f''' = (b''' + 3 b' b'' + b'^3) f
-    total = math.exp(i16 - scale) + 0.5 * (fe[0] + fe[1]) + (f1[1] - f1[0]) / 12 - (f3[1] - f3[0]) / 720
+        f3 = (d3 + 3 * d1 * d2 + d1**3) * fe  # f''' = (b''' + 3 b' b'' + b'^3) f
+    fe0, fe1 = fe.tolist()
+    f30, f31 = (v if w > 0 else 0.0 for v, w in zip(f3.tolist(), (fe0, fe1), strict=True))
+    f10, f11 = (s1 * w if w > 0 else 0.0 for s1, w in zip(d1_l, (fe0, fe1), strict=True))  # f' = b' f
+    total = math.exp(i16 - scale) + 0.5 * (fe0 + fe1) + (f11 - f10) / 12 - (f31 - f30) / 720
     if not total > 0:
         return None
     out = scale + math.log(total)
@@ -1620,9 +1697,10 @@ def _long_range_log(fns, a, c, ref_log, tree):
     # the first part is the nodes' term again (the factor 2 below), the second is new where the range is short against
     # its start (min = 2.9 int f for -log(1+d) on [n/2, n)); a range where it exceeds 2^-39 is declined (the proved part
     # below takes 2^-40)
-    with np.errstate(all="ignore"):
-        slope = float(np.max(np.abs(ends * d1)[np.isfinite(d1)])) if np.any(np.isfinite(d1)) else 0.0
-    ends_rel = (abs(lu1) + 1) * 4 * _EPS * float(np.min(ends * fe)) / total
+    xs = (float(a), float(K))
+    slopes = [abs(x * s1) for x, s1 in zip(xs, d1_l, strict=True) if math.isfinite(s1)]
+    slope = max(slopes) if slopes else 0.0
+    ends_rel = (abs(lu1) + 1) * 4 * _EPS * min(xs[0] * fe0, xs[1] * fe1) / total
     if not (top_b + slope * (abs(float(edges[-1])) + 1) + 64) * 2 * _EPS + ends_rel <= 2.0**-39:
         return None
     # Theorem 15i: the proved error (quadrature, remainder, dropped tail) at most 2^-40 of max(sum, e^ref_log), the sum

@@ -270,6 +270,13 @@ def _without_negligible_terms(b, d, a, c, limit=_NEGLIGIBLE):
                 drop.append(term)
     if not drop or len(drop) == len([t for t in b.args if t.has(d)]):
         return None
+    return _less_terms(b, tuple(drop))
+
+
+@functools.lru_cache(maxsize=256)
+def _less_terms(b, drop):
+    """``b - sum(drop)`` (sympy): a pure function of the expression and the terms left out, formed once per pair (the
+    proof that they are negligible on a range is :func:`_without_negligible_terms`' own, made at every first call)."""
     return b - sum(drop)
 
 
