@@ -1533,23 +1533,31 @@ def proved_error_log(tree, edges, log_budget):
         z = flint.acb(((lo + hi) / 2).union(lo).union(hi), im)
         try:
             ez = _exp_box(lo, hi, eta, cs)  # e^z on the box, shared by b(e^z) and its rest below
-            v = _eval_u(tree, z, ez, True)
         except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
             return None
-        if not v.is_finite():
-            return None
-        R = flint.arb(v.real.upper())
-        Rf = R + hi  # Re(b(e^z) + z) <= R + hi on the box
+        R = Rf = None
         if kappa != 0:
             # Theorem 15i(iv): b(e^z) + z = (kappa + 1) z + rest(z), so Re(b(e^z) + z) <= max((kappa + 1) Re z) + sup Re rest
-            # (-1.1 log(1 + e^z) + z: e^{-0.1 u_i} where the two copies of z in ball arithmetic gave e^{-1.1 u_i + u_j})
+            # (-1.1 log(1 + e^z) + z: e^{-0.1 u_i} where the two copies of z in ball arithmetic gave e^{-1.1 u_i + u_j}),
+            # and likewise Re b(e^z) <= max(kappa Re z) + sup Re rest for (ii): b itself is not evaluated (a finite rest
+            # is analytic on the box, and so is b = kappa z + rest)
             try:
                 rest = _eval_u_rest(tree, z, ez, True)
             except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
                 rest = None
             if rest is not None and rest.is_finite():
-                k1 = flint.arb(kappa + 1)
-                Rf = Rf.min(flint.arb((k1 * lo).max(k1 * hi).upper()) + flint.arb(rest.real.upper()))
+                top_rest = flint.arb(rest.real.upper())
+                R = flint.arb(((kap * lo).max(kap * hi) + top_rest).upper())
+                Rf = flint.arb((k1 * lo).max(k1 * hi).upper()) + top_rest
+        if R is None:
+            try:
+                v = _eval_u(tree, z, ez, True)
+            except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
+                return None
+            if not v.is_finite():
+                return None
+            R = flint.arb(v.real.upper())
+            Rf = R + hi  # Re(b(e^z) + z) <= R + hi on the box
         # log(e^gl + e^em) <= max + log 2 (the log 2 inside both constants)
         gl = ((u1 - u0) / 2).log() + gl_const + Rf
         em = R + em_const - 3 * u0
@@ -1561,6 +1569,7 @@ def proved_error_log(tree, edges, log_budget):
         if len(_KAPPA) > 256:
             _KAPPA.clear()
         kappa = _KAPPA[tree] = _linear_part(tree)
+    kap, k1 = flint.arb(kappa), flint.arb(kappa + 1)
     if kappa != 0 and P > 1 and total > _GROUP_U:  # (within _GROUP_U the first group below is the whole range already)
         # one box for the whole range first (Theorem 15i(iv) keeps its bound tight for a power-law decay); where that
         # fails, the groups below as before

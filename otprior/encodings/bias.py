@@ -243,18 +243,20 @@ def _without_negligible_terms(b, d, a, c, limit=_NEGLIGIBLE):
     itself is below every double."""
     if not b.is_Add:
         return None
+    terms = _d_terms(b, d)
+    if len(terms) < 2:  # dropping the only term that varies is never asked (None below whatever its bound)
+        return None
     drop, used = [], 0.0
-    for term in b.args:
-        if not term.has(d):
-            continue
+    pts = np.array([float(a), float(c)])
+    for term, value, tree in terms:
         with np.errstate(all="ignore"):
             try:
-                ends = np.asarray(_numpy_value(term, d)(np.array([float(a), float(c)])), dtype=float) * np.ones(2)
+                ends = np.asarray(value(pts), dtype=float) * np.ones(2)
             except (ValueError, TypeError, OverflowError):
                 continue
-        if not np.all(np.abs(ends) <= 1e-15):
+        e0, e1 = ends.tolist()
+        if not (abs(e0) <= 1e-15 and abs(e1) <= 1e-15):
             continue
-        tree = _compiled(term, d)
         if tree is None:
             continue
         with arb_precision(96):
@@ -268,9 +270,33 @@ def _without_negligible_terms(b, d, a, c, limit=_NEGLIGIBLE):
             if (used + bound) * (1 + 2.0**-50) <= limit:
                 used = (used + bound) * (1 + 2.0**-50)
                 drop.append(term)
-    if not drop or len(drop) == len([t for t in b.args if t.has(d)]):
+    if not drop or len(drop) == len(terms):
         return None
     return _less_terms(b, tuple(drop))
+
+
+@functools.lru_cache(maxsize=256)
+def _d_terms(b, d):
+    """The top-level additive terms of ``b`` that contain ``d``, each with its numpy function and compiled tree (``None``
+    where not compiled): what :func:`_without_negligible_terms` reads of the expression, formed once per expression."""
+    out = []
+    for t in b.args:
+        if not t.has(d):
+            continue
+        try:
+            value = _numpy_value(t, d)
+        except (ValueError, TypeError, OverflowError):
+            value = _no_value
+        try:  # compiled here for every term (before, only for terms that passed the double pre-test)
+            tree = _compiled(t, d)
+        except (ValueError, TypeError, ArithmeticError, RecursionError):
+            tree = None
+        out.append((t, value, tree))
+    return tuple(out)
+
+
+def _no_value(x):
+    raise ValueError("no numpy function")
 
 
 @functools.lru_cache(maxsize=256)
