@@ -148,3 +148,29 @@ def test_bisection_at_the_middle_of_u_bounds_the_actual_error():
     actual = abs(formula - exact)
     assert actual > 1e-14 * exact
     assert actual <= ctx.exp(split) and actual <= ctx.exp(whole)
+
+
+def test_distant_mass_reads_the_sums_window_mass_formed(monkeypatch):
+    """``_FLOATS``: the long-range float of both sides is formed once for ``window_mass`` and read again by
+    ``distant_mass`` at the same ``(W, n)``; each value is the one a cold call gives (memo cleared), and the two masses
+    sum to 1 within rounding."""
+    B = Bias("-1.1*log(1+d)")
+    W, n = 10**8, 10**9
+    tail._PROOFS.clear()
+    tail._FLOATS.clear()
+    formed = []
+    real = tail._long_range_log_uncached
+
+    def counting(*args):
+        formed.append(args[1:3])
+        return real(*args)
+
+    monkeypatch.setattr(tail, "_long_range_log_uncached", counting)
+    m = B.window_mass(W, n)
+    first = len(formed)
+    D = B.distant_mass(W, n)
+    assert first >= 2 and len(formed) == first  # both sides formed once, then read
+    tail._FLOATS.clear()
+    tail._PROOFS.clear()
+    assert B.distant_mass(W, n) == D and len(formed) > first
+    assert abs(m + D - 1) <= 4e-16

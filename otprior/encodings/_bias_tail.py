@@ -1456,7 +1456,7 @@ def _dead_tail_log(tree, k0, c, limit):
                 both = float(_logsumexp(np.array([v, rest])))
                 if both + 1e-12 * (1 + abs(both)) <= limit:
                     return min(whole, both + 1e-12 * (1 + abs(both)))
-    split = float(_logsumexp(np.array(logs)))
+    split = logs[0] if len(logs) == 1 else float(_logsumexp(np.array(logs)))
     return min(whole, split + 1e-12 * (1 + abs(split)))
 
 
@@ -1601,7 +1601,7 @@ def proved_error_log(tree, edges, log_budget):
             return None
         k = min(j - 1, max(i + 1, bisect.bisect_left(el, 0.5 * (el[i] + el[j]), i, j)))
         stack.extend([(k, j), (i, k)])
-    out = float(_logsumexp(np.array(acc)))
+    out = acc[0] if len(acc) == 1 else float(_logsumexp(np.array(acc)))  # one group: top + log(e^0) = top exactly
     return out + 1e-12 * (1 + abs(out))  # the double log-sum-exp of rounded-up logs, rounded up
 
 
@@ -1651,11 +1651,25 @@ def float_tail_log(fns, a, c, ref_log=-math.inf, third=None, tree=None, taylor=T
 
 def _long_range_log(fns, a, c, ref_log, tree):
     """:func:`float_tail_log` on a range taken in ``u = log x`` (Theorem 15 with ``p = 2``, Theorem 15i's proof, whose
-    verdict is memoised per expression and exact arguments: ``_PROOFS``)."""
-    b0, b1, b2, b3 = fns
-    lu0, lu1 = math.log(a), math.log(c)
+    verdict is memoised per expression and exact arguments: ``_PROOFS``). The answer itself is memoised likewise
+    (``_FLOATS``, a pure function of the functions, the tree and the exact arguments): ``distant_mass`` after
+    ``window_mass`` at the same ``W`` and ``n`` reads both sides' sums."""
     if tree is None:  # Theorem 15i needs the tree: no proved bound, no answer
         return None
+    key = (tree, a, c, ref_log)
+    got = _FLOATS.get(key)
+    if got is not None and got[0] is fns:
+        return got[1]
+    out = _long_range_log_uncached(fns, a, c, ref_log, tree)
+    if len(_FLOATS) >= _PROOFS_MAX:
+        _FLOATS.clear()
+    _FLOATS[key] = (fns, out)  # fns kept alive with its answer: its identity is part of the key
+    return out
+
+
+def _long_range_log_uncached(fns, a, c, ref_log, tree):
+    b0, b1, b2, b3 = fns
+    lu0, lu1 = math.log(a), math.log(c)
     edges = _pieces(b0, lu0, lu1)
     if edges is None:
         return None
@@ -1730,6 +1744,7 @@ def _long_range_log(fns, a, c, ref_log, tree):
 # doubles), the integers K, c, the budget (a double) and the precision, so that a repeated call (window_mass, then
 # distant_mass, at the same W and n) does not prove the same bound again; bounded (cleared when full)
 _PROOFS = {}
+_FLOATS = {}  # _long_range_log's answers per (tree, a, c, ref_log), with the functions they were formed from
 _PROOFS_MAX = 256  # keys hold the pieces (at most ~9 kB each): a few MB at most
 
 
