@@ -699,15 +699,30 @@ def _ilog(a):
     return _lo(L.log()), (None if U is None else _hi(U.log()))
 
 
+_SATURATED = {}  # e^(+-2^1100) per precision: _iexp's clipped ends (1100-bit exponentials, formed once)
+
+
 def _exp_point(v):
     """``e^v`` for an exact point ``v`` with ``|v| <= 2^1100``, at ``log2|v|`` more bits (Arb answers ``[+/- inf]``
-    for ``e^(1e297)`` at 96 bits; with 1100 bits it is a number, ``e^(d/1000)`` at ``d = 1e300``)."""
+    for ``e^(1e297)`` at 96 bits; with 1100 bits it is a number, ``e^(d/1000)`` at ``d = 1e300``). ``e^(+-2^1100)``,
+    the clipped ends of :func:`_iexp`, are kept per precision (the same balls)."""
     man, exp = v.mid().man_exp()
-    bits = int(man).bit_length() + int(exp)  # about log2 |v|: the bits of e^v's exponent
+    man, exp = int(man), int(exp)
+    bits = man.bit_length() + exp  # about log2 |v|: the bits of e^v's exponent
+    key = None
+    if exp == 1100 and abs(man) == 1 and v.rad() == 0:  # v = +-2^1100 exactly
+        key = (man, flint.ctx.prec)
+        got = _SATURATED.get(key)
+        if got is not None:
+            return got
     if bits > 1200:  # the callers clip |v| at 2^1100; never a precision that grows with v
         raise ArithmeticError("exp argument beyond 2^1200")
     with _more_bits(bits + 8 if bits > 6 else 0):
         out = v.exp()
+    if key is not None:
+        if len(_SATURATED) > 64:
+            _SATURATED.clear()
+        _SATURATED[key] = out
     return out
 
 
@@ -892,6 +907,29 @@ def _linspace(start, stop, num):
     return y
 
 
+def _parts_few(at):
+    """:func:`_pieces`' tests on a few end values ``at`` (a list of floats): ``None`` where an end is NaN or ``+inf``
+    (the ends are kept as they are), else ``(last, parts)``: the index of the last end kept and each kept piece's part
+    count ``min(128, ceil(|at_{i+1} - at_i|/3))`` (128 for an infinite step), as numpy forms them, or ``parts = None``
+    where one is NaN (the kept ends are returned uncut)."""
+    if not all(v < math.inf for v in at):
+        return None
+    top = max(at)
+    if math.isfinite(top):
+        alive = [i for i, v in enumerate(at) if v > top - 230.0]
+    else:
+        alive = list(range(len(at)))
+    last = max(1, alive[-1] + 1) if alive else len(at) - 1
+    at = at[: last + 1]
+    parts = []
+    for x, y in zip(at[:-1], at[1:], strict=True):
+        step = abs(y - x) / 3.0
+        if step != step:
+            return last, None
+        parts.append(128.0 if step == math.inf else min(128.0, float(math.ceil(step))))
+    return last, parts
+
+
 def _pieces(bfun, lu0, lu1):
     """Unit pieces of ``u`` in ``[lu0, lu1]``, without the trailing ones whose ends all lie below
     e^-230 of the largest end value (a tail that has died out: a super-exponential decay such as
@@ -900,24 +938,38 @@ def _pieces(bfun, lu0, lu1):
     edges = _linspace(lu0, lu1, pieces + 1)
     with np.errstate(all="ignore"):
         at = _as_shape(bfun(np.exp(edges)), edges) + edges
-        if not (at < math.inf).all():  # a NaN or +inf end
+    if edges.size <= 32:  # a few ends: the tests below on Python floats (the same doubles and results as numpy's)
+        parts = _parts_few(at.tolist())
+        if parts is None:
             return edges
-        top = at.max()
-        alive = np.nonzero(at > top - 230.0)[0] if math.isfinite(top) else np.arange(edges.size)
-        last = max(1, int(alive[-1]) + 1) if alive.size else edges.size - 1
+        last, parts = parts
         if last + 1 < edges.size:
-            edges, at = edges[: last + 1], at[: last + 1]
-        # a piece across which the exponent moves by more than 3 is cut into equal parts that move by about 3 (at most
-        # 128: -0.01 sqrt(d) falls by 100 per unit of u near d = 1e8, where 8 and 16 nodes disagreed and the Arb midpoint
-        # answered)
-        parts = np.minimum(128, np.ceil(np.abs(at[1:] - at[:-1]) / 3.0))
-    if not (parts <= 1).all():
-        if not np.isfinite(parts).all():
+            edges = edges[: last + 1]
+        if parts is None or all(p <= 1 for p in parts):
             return edges
-        if parts.sum() > 1024:  # a growing exponent (sqrt(d) to 1e18 moves by 1e9): no affordable cut resolves it
+        if sum(parts) > 1024:
             return None
+        parts = np.array(parts)
     else:
-        return edges
+        with np.errstate(all="ignore"):
+            if not (at < math.inf).all():  # a NaN or +inf end
+                return edges
+            top = at.max()
+            alive = np.nonzero(at > top - 230.0)[0] if math.isfinite(top) else np.arange(edges.size)
+            last = max(1, int(alive[-1]) + 1) if alive.size else edges.size - 1
+            if last + 1 < edges.size:
+                edges, at = edges[: last + 1], at[: last + 1]
+            # a piece across which the exponent moves by more than 3 is cut into equal parts that move by about 3 (at
+            # most 128: -0.01 sqrt(d) falls by 100 per unit of u near d = 1e8, where 8 and 16 nodes disagreed and the
+            # Arb midpoint answered)
+            parts = np.minimum(128, np.ceil(np.abs(at[1:] - at[:-1]) / 3.0))
+        if not (parts <= 1).all():
+            if not np.isfinite(parts).all():
+                return edges
+            if parts.sum() > 1024:  # a growing exponent (sqrt(d) to 1e18 moves by 1e9): no affordable cut resolves it
+                return None
+        else:
+            return edges
     # each piece i as np.linspace(e_i, e_{i+1}, k_i + 1)[1:] (k_i = max(1, parts_i)), all at once and bit for bit:
     # j (e_{i+1} - e_i)/k_i + e_i for j = 1..k_i, the last point e_{i+1} itself
     k = np.maximum(parts, 1.0)
@@ -963,24 +1015,36 @@ def _gl_log(bfun, edges, rule, geometry=None):
     return _logsumexp(np.asarray(val, dtype=float).ravel())
 
 
-# the 16- and 8-point rules side by side (24 nodes per piece) and their log weights: one evaluation of b for both
-_GL_PAIR = (np.concatenate([_GL16[0], _GL8[0]])[None, :], np.concatenate([np.log(_GL16[1]), np.log(_GL8[1])])[None, :])
+# the 16- and 8-point rules' nodes and log weights (each rule's block laid out piece by piece, the 8-point block after
+# the 16-point one): one evaluation of b for both
+_GL_PAIR = ((_GL16[0][None, :], _GL8[0][None, :]), (np.log(_GL16[1])[None, :], np.log(_GL8[1])[None, :]))
 
 
 def _gl_log_pair(bfun, edges):
     """``(_gl_log(bfun, edges, _GL16), _gl_log(bfun, edges, _GL8))`` with one evaluation of ``b`` on the 24 nodes of each
     piece: every element is formed by the same elementwise operations as there (``mid + half x``, ``e^u``, ``b``,
-    ``+ u + log w + log half``), and each rule's values are summed as the same contiguous row-major array."""
-    x, logw = _GL_PAIR
+    ``+ u + log w + log half``), and each rule's values are summed as the same contiguous array in the same order (the
+    16-point block, then the 8-point one, each row-major over pieces and nodes)."""
+    (x16, x8), (lw16, lw8) = _GL_PAIR
     half = 0.5 * (edges[1:] - edges[:-1])
     with np.errstate(all="ignore"):
         mid = (0.5 * (edges[:-1] + edges[1:]))[:, None]
+        hcol = half[:, None]
         loghalf = np.log(half)[:, None]
-        u = mid + half[:, None] * x
-        val = np.asarray(bfun(np.exp(u)) + u + logw + loghalf, dtype=float)
-    if val.shape != u.shape:  # a constant b (no node of x): the shapes of _gl_log's own sums
-        val = val * np.ones_like(u)
-    return _logsumexp(val[:, :16].ravel()), _logsumexp(val[:, 16:].ravel())
+        n16 = 16 * half.size
+        u = np.empty(24 * half.size)
+        u16, u8 = u[:n16].reshape(-1, 16), u[n16:].reshape(-1, 8)
+        np.add(mid, hcol * x16, out=u16)
+        np.add(mid, hcol * x8, out=u8)
+        val = np.asarray(bfun(np.exp(u)) + u, dtype=float)
+        if val.shape != u.shape:  # a constant b (no node of x): the shapes of _gl_log's own sums
+            val = val * np.ones_like(u)
+        v16, v8 = val[:n16].reshape(-1, 16), val[n16:].reshape(-1, 8)
+        v16 += lw16
+        v16 += loghalf
+        v8 += lw8
+        v8 += loghalf
+    return _logsumexp(val[:n16]), _logsumexp(val[n16:])
 
 
 _TAYLOR_PIECES = 4096  # Theorem 15h: at most this many pieces (else the route declines)
