@@ -934,10 +934,15 @@ def _pieces(bfun, lu0, lu1):
     """Unit pieces of ``u`` in ``[lu0, lu1]``, without the trailing ones whose ends all lie below
     e^-230 of the largest end value (a tail that has died out: a super-exponential decay such as
     ``-0.02 sqrt(d)`` keeps 20 pieces of 690 to 1e300)."""
+    with np.errstate(all="ignore"):
+        return _pieces_quiet(bfun, lu0, lu1)
+
+
+def _pieces_quiet(bfun, lu0, lu1):
+    """:func:`_pieces` for a caller that holds ``np.errstate(all="ignore")`` already."""
     pieces = max(1, int(math.ceil(lu1 - lu0)))
     edges = _linspace(lu0, lu1, pieces + 1)
-    with np.errstate(all="ignore"):
-        at = _as_shape(bfun(np.exp(edges)), edges) + edges
+    at = _as_shape(bfun(np.exp(edges)), edges) + edges
     if edges.size <= 32:  # a few ends: the tests below on Python floats (the same doubles and results as numpy's)
         parts = _parts_few(at.tolist())
         if parts is None:
@@ -951,18 +956,17 @@ def _pieces(bfun, lu0, lu1):
             return None
         parts = np.array(parts)
     else:
-        with np.errstate(all="ignore"):
-            if not (at < math.inf).all():  # a NaN or +inf end
-                return edges
-            top = at.max()
-            alive = np.nonzero(at > top - 230.0)[0] if math.isfinite(top) else np.arange(edges.size)
-            last = max(1, int(alive[-1]) + 1) if alive.size else edges.size - 1
-            if last + 1 < edges.size:
-                edges, at = edges[: last + 1], at[: last + 1]
-            # a piece across which the exponent moves by more than 3 is cut into equal parts that move by about 3 (at
-            # most 128: -0.01 sqrt(d) falls by 100 per unit of u near d = 1e8, where 8 and 16 nodes disagreed and the
-            # Arb midpoint answered)
-            parts = np.minimum(128, np.ceil(np.abs(at[1:] - at[:-1]) / 3.0))
+        if not (at < math.inf).all():  # a NaN or +inf end
+            return edges
+        top = at.max()
+        alive = np.nonzero(at > top - 230.0)[0] if math.isfinite(top) else np.arange(edges.size)
+        last = max(1, int(alive[-1]) + 1) if alive.size else edges.size - 1
+        if last + 1 < edges.size:
+            edges, at = edges[: last + 1], at[: last + 1]
+        # a piece across which the exponent moves by more than 3 is cut into equal parts that move by about 3 (at most
+        # 128: -0.01 sqrt(d) falls by 100 per unit of u near d = 1e8, where 8 and 16 nodes disagreed and the Arb
+        # midpoint answered)
+        parts = np.minimum(128, np.ceil(np.abs(at[1:] - at[:-1]) / 3.0))
         if not (parts <= 1).all():
             if not np.isfinite(parts).all():
                 return edges
@@ -1025,25 +1029,30 @@ def _gl_log_pair(bfun, edges):
     piece: every element is formed by the same elementwise operations as there (``mid + half x``, ``e^u``, ``b``,
     ``+ u + log w + log half``), and each rule's values are summed as the same contiguous array in the same order (the
     16-point block, then the 8-point one, each row-major over pieces and nodes)."""
+    with np.errstate(all="ignore"):
+        return _gl_log_pair_quiet(bfun, edges)
+
+
+def _gl_log_pair_quiet(bfun, edges):
+    """:func:`_gl_log_pair` for a caller that holds ``np.errstate(all="ignore")`` already."""
     (x16, x8), (lw16, lw8) = _GL_PAIR
     half = 0.5 * (edges[1:] - edges[:-1])
-    with np.errstate(all="ignore"):
-        mid = (0.5 * (edges[:-1] + edges[1:]))[:, None]
-        hcol = half[:, None]
-        loghalf = np.log(half)[:, None]
-        n16 = 16 * half.size
-        u = np.empty(24 * half.size)
-        u16, u8 = u[:n16].reshape(-1, 16), u[n16:].reshape(-1, 8)
-        np.add(mid, hcol * x16, out=u16)
-        np.add(mid, hcol * x8, out=u8)
-        val = np.asarray(bfun(np.exp(u)) + u, dtype=float)
-        if val.shape != u.shape:  # a constant b (no node of x): the shapes of _gl_log's own sums
-            val = val * np.ones_like(u)
-        v16, v8 = val[:n16].reshape(-1, 16), val[n16:].reshape(-1, 8)
-        v16 += lw16
-        v16 += loghalf
-        v8 += lw8
-        v8 += loghalf
+    mid = (0.5 * (edges[:-1] + edges[1:]))[:, None]
+    hcol = half[:, None]
+    loghalf = np.log(half)[:, None]
+    n16 = 16 * half.size
+    u = np.empty(24 * half.size)
+    u16, u8 = u[:n16].reshape(-1, 16), u[n16:].reshape(-1, 8)
+    np.add(mid, hcol * x16, out=u16)
+    np.add(mid, hcol * x8, out=u8)
+    val = np.asarray(bfun(np.exp(u)) + u, dtype=float)
+    if val.shape != u.shape:  # a constant b (no node of x): the shapes of _gl_log's own sums
+        val = val * np.ones_like(u)
+    v16, v8 = val[:n16].reshape(-1, 16), val[n16:].reshape(-1, 8)
+    v16 += lw16
+    v16 += loghalf
+    v8 += lw8
+    v8 += loghalf
     return _logsumexp(val[:n16]), _logsumexp(val[n16:])
 
 
@@ -1724,7 +1733,8 @@ def _long_range_log(fns, a, c, ref_log, tree):
     got = _FLOATS.get(key)
     if got is not None and got[0] is fns:
         return got[1]
-    out = _long_range_log_uncached(fns, a, c, ref_log, tree)
+    with np.errstate(all="ignore"):  # once for the whole float (its helpers' quiet forms below)
+        out = _long_range_log_uncached(fns, a, c, ref_log, tree)
     if len(_FLOATS) >= _PROOFS_MAX:
         _FLOATS.clear()
     _FLOATS[key] = (fns, out)  # fns kept alive with its answer: its identity is part of the key
@@ -1734,7 +1744,7 @@ def _long_range_log(fns, a, c, ref_log, tree):
 def _long_range_log_uncached(fns, a, c, ref_log, tree):
     b0, b1, b2, b3 = fns
     lu0, lu1 = math.log(a), math.log(c)
-    edges = _pieces(b0, lu0, lu1)
+    edges = _pieces_quiet(b0, lu0, lu1)  # (np.errstate held by _long_range_log)
     if edges is None:
         return None
     # a dropped tail (:func:`_pieces`): the sum is split at the integer K = floor(e^{u_end}); Euler-Maclaurin runs on
@@ -1748,7 +1758,7 @@ def _long_range_log_uncached(fns, a, c, ref_log, tree):
             edges = np.delete(edges, -2)
     # the 16-point rule, and the 8-point one as a cheap filter only (a growing bias declines here at once); Theorem 15i
     # proves
-    i16, i8 = _gl_log_pair(b0, edges)
+    i16, i8 = _gl_log_pair_quiet(b0, edges)
     if math.isnan(i16) or math.isnan(i8) or i16 == math.inf or i8 == math.inf:
         return None
     top = max(i16, i8, ref_log)
@@ -1756,8 +1766,7 @@ def _long_range_log_uncached(fns, a, c, ref_log, tree):
         return None
     ends = np.array([float(a), float(K)])
     ones = np.ones(2)
-    with np.errstate(all="ignore"):
-        lb, d1, d2, d3 = (_as_shape(f(ends), ones) for f in (b0, b1, b2, b3))
+    lb, d1, d2, d3 = (_as_shape(f(ends), ones) for f in (b0, b1, b2, b3))
     # the checks on the two ends as Python floats (the values below stay numpy's, bit for bit)
     lb_l, d1_l = lb.tolist(), d1.tolist()
     for v, s1, s2, s3 in zip(lb_l, d1_l, d2.tolist(), d3.tolist(), strict=True):
@@ -1769,8 +1778,8 @@ def _long_range_log_uncached(fns, a, c, ref_log, tree):
     if scale == -math.inf:
         return None
     fe = np.exp(lb - scale)
-    with np.errstate(all="ignore"):  # an end where f underflows contributes 0 to every term
-        f3 = (d3 + 3 * d1 * d2 + d1**3) * fe  # f''' = (b''' + 3 b' b'' + b'^3) f
+    # an end where f underflows contributes 0 to every term (np.errstate held by _long_range_log)
+    f3 = (d3 + 3 * d1 * d2 + d1**3) * fe  # f''' = (b''' + 3 b' b'' + b'^3) f
     fe0, fe1 = fe.tolist()
     f30, f31 = (v if w > 0 else 0.0 for v, w in zip(f3.tolist(), (fe0, fe1), strict=True))
     f10, f11 = (s1 * w if w > 0 else 0.0 for s1, w in zip(d1_l, (fe0, fe1), strict=True))  # f' = b' f
