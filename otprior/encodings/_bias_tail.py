@@ -1570,7 +1570,7 @@ def proved_error_log(tree, edges, log_budget):
     if P < 1 or not total > 0:
         return None
     el = edges.tolist()  # the pieces' ends and lengths as Python floats (the same doubles; no numpy call per group)
-    lens = [y - x for x, y in zip(el[:-1], el[1:], strict=True)]
+    lens = (edges[1:] - edges[:-1]).tolist()
     shapes = _SHAPES  # (longest piece, rho cap, precision) -> the box's shape: most groups share one (unit pieces)
     if len(shapes) > 4096:
         shapes.clear()
