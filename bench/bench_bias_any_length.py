@@ -112,7 +112,6 @@ def first_call(f):
 
     def call():
         _bias_tail._PROOFS.clear()
-        _bias_tail._FLOATS.clear()
         _bias_module._without_negligible_terms.cache_clear()
         return f()
 

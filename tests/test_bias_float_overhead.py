@@ -151,13 +151,12 @@ def test_bisection_at_the_middle_of_u_bounds_the_actual_error():
 
 
 def test_distant_mass_reads_the_sums_window_mass_formed(monkeypatch):
-    """``_FLOATS``: the long-range float of both sides is formed once for ``window_mass`` and read again by
+    """The long-range float of both sides is formed once for ``window_mass`` and read again by
     ``distant_mass`` at the same ``(W, n)``; each value is the one a cold call gives (memo cleared), and the two masses
     sum to 1 within rounding."""
     B = Bias("-1.1*log(1+d)")
     W, n = 10**8, 10**9
-    tail._PROOFS.clear()
-    tail._FLOATS.clear()
+    tail._PROOFS.clear()  # the proofs and the floats' answers
     formed = []
     real = tail._long_range_log_uncached
 
@@ -170,7 +169,6 @@ def test_distant_mass_reads_the_sums_window_mass_formed(monkeypatch):
     first = len(formed)
     D = B.distant_mass(W, n)
     assert first >= 2 and len(formed) == first  # both sides formed once, then read
-    tail._FLOATS.clear()
     tail._PROOFS.clear()
     assert B.distant_mass(W, n) == D and len(formed) > first
     assert abs(m + D - 1) <= 4e-16

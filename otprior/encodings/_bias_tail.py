@@ -1724,20 +1724,20 @@ def float_tail_log(fns, a, c, ref_log=-math.inf, third=None, tree=None, taylor=T
 
 def _long_range_log(fns, a, c, ref_log, tree):
     """:func:`float_tail_log` on a range taken in ``u = log x`` (Theorem 15 with ``p = 2``, Theorem 15i's proof, whose
-    verdict is memoised per expression and exact arguments: ``_PROOFS``). The answer itself is memoised likewise
-    (``_FLOATS``, a pure function of the functions, the tree and the exact arguments): ``distant_mass`` after
-    ``window_mass`` at the same ``W`` and ``n`` reads both sides' sums."""
+    verdict is memoised per expression and exact arguments: ``_PROOFS``). The answer itself is memoised likewise, in
+    the same dictionary under its own tag (a pure function of the functions, the tree and the exact arguments; cleared
+    with the proofs): ``distant_mass`` after ``window_mass`` at the same ``W`` and ``n`` reads both sides' sums."""
     if tree is None:  # Theorem 15i needs the tree: no proved bound, no answer
         return None
-    key = (tree, a, c, ref_log)
-    got = _FLOATS.get(key)
+    key = ("float", tree, a, c, ref_log)
+    got = _PROOFS.get(key)
     if got is not None and got[0] is fns:
         return got[1]
     with np.errstate(all="ignore"):  # once for the whole float (its helpers' quiet forms below)
         out = _long_range_log_uncached(fns, a, c, ref_log, tree)
-    if len(_FLOATS) >= _PROOFS_MAX:
-        _FLOATS.clear()
-    _FLOATS[key] = (fns, out)  # fns kept alive with its answer: its identity is part of the key
+    if len(_PROOFS) >= _PROOFS_MAX:
+        _PROOFS.clear()
+    _PROOFS[key] = (fns, out)  # fns kept alive with its answer: its identity is part of the key
     return out
 
 
@@ -1816,8 +1816,7 @@ def _long_range_log_uncached(fns, a, c, ref_log, tree):
 # Theorem 15i's verdict on a range, memoised: a pure function of the compiled tree (the expression), the pieces (their
 # doubles), the integers K, c, the budget (a double) and the precision, so that a repeated call (window_mass, then
 # distant_mass, at the same W and n) does not prove the same bound again; bounded (cleared when full)
-_PROOFS = {}
-_FLOATS = {}  # _long_range_log's answers per (tree, a, c, ref_log), with the functions they were formed from
+_PROOFS = {}  # also _long_range_log's answers, under keys ("float", tree, a, c, ref_log), with the functions used
 _PROOFS_MAX = 256  # keys hold the pieces (at most ~9 kB each): a few MB at most
 
 
