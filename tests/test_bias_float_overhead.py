@@ -214,3 +214,41 @@ def test_the_clipped_exponentials_are_the_balls_arb_forms():
         man, exp = lo.mid().man_exp()
         ref_log2 = -ctx.mpf(2) ** 1100 / ctx.ln2  # log2 of the true value
         assert abs(ctx.log(abs(int(man)), 2) + int(exp) - ref_log2) < 1e-15 * abs(ref_log2)  # to mpmath's 64 bits
+
+
+def test_negligible_terms_proved_on_a_wider_range_are_reused(monkeypatch):
+    """Theorem 15k(ii) on a proved superset: the distant side ``[W, n - 1]`` proves ``exp(-exp(d/1000))`` within
+    ``2^-60`` on ``[4096, n - 1]``, the window side ``[4096, W - 1]`` then drops it with no interval bound; the reduced
+    expressions are those of a fresh call on each range alone, and a term that is not small at 4096 is proved on its own
+    range only (the wider bound would fail)."""
+    B = Bias("-1.1*log(d+1) + exp(-exp(d/1000))")
+    d, b = B._sym
+    W, n = 10**8, 10**9
+    calls = []
+    real = bias_mod._interval
+
+    def counting(tree, x0, x1):
+        calls.append((x0, x1))
+        return real(tree, x0, x1)
+
+    monkeypatch.setattr(bias_mod, "_interval", counting)
+    bias_mod._without_negligible_terms.cache_clear()
+    far = bias_mod._without_negligible_terms(b, d, W, n - 1)
+    near = bias_mod._without_negligible_terms(b, d, 4096, W - 1)
+    assert calls == [(4096, n - 1)]  # one bound, on the wider range; none for the window side
+    bias_mod._without_negligible_terms.cache_clear()
+    assert not bias_mod._NEGLIGIBLE_RANGES  # cleared with the cache: a first call proves afresh
+    monkeypatch.setattr(bias_mod, "_FLOAT_HEAD", 10**12)  # no wider range: each proved on its own
+    assert bias_mod._without_negligible_terms(b, d, W, n - 1) == far
+    bias_mod._without_negligible_terms.cache_clear()
+    assert bias_mod._without_negligible_terms(b, d, 4096, W - 1) == near
+    assert far is not None and far == near and not far.has(bias_mod.import_sympy().exp)  # -1.1 log(d + 1) on both
+    # alive near 4096 (e^{-e^{d/10^5}} is 0.96 there): proved on [W, n - 1] only, where it is below e^{-1000}
+    bias_mod._without_negligible_terms.cache_clear()
+    calls.clear()
+    monkeypatch.setattr(bias_mod, "_FLOAT_HEAD", 4096)
+    B2 = Bias("-1.1*log(d+1) + exp(-exp(d/100000))")
+    d2, b2 = B2._sym
+    assert bias_mod._without_negligible_terms(b2, d2, W, n - 1) is not None
+    assert calls == [(W, n - 1)]
+    bias_mod._without_negligible_terms.cache_clear()
