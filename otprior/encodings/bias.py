@@ -267,6 +267,8 @@ def _without_negligible_terms(b, d, a, c, limit=_NEGLIGIBLE):
         wide = wide and abs(ends[2]) <= 1e-15
     if not small:
         return None
+    if len(_NEGLIGIBLE_RANGES) > 256:  # bounded: a few ranges of a few expressions are all a call reads
+        _NEGLIGIBLE_RANGES.clear()
     proved = _NEGLIGIBLE_RANGES.setdefault((b, d, limit), [])
     for x, y, dropped in proved:  # a range inside a proved one: the same terms, no new bound
         if x <= a and c <= y and dropped.issuperset(small):
