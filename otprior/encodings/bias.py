@@ -320,6 +320,8 @@ def _less_terms_of(b, terms, drop):
     if not drop or len(drop) == len(terms):
         return None
     return _less_terms(b, tuple(terms[i][0] for i in drop))
+
+
 @functools.lru_cache(maxsize=256)
 def _d_terms(b, d):
     """The top-level additive terms of ``b`` that contain ``d``, each with its numpy function and compiled tree (``None``
