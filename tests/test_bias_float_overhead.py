@@ -150,11 +150,13 @@ def test_bisection_at_the_middle_of_u_bounds_the_actual_error():
     assert actual <= ctx.exp(split) and actual <= ctx.exp(whole)
 
 
-def test_distant_mass_reads_the_sums_window_mass_formed(monkeypatch):
+@pytest.mark.parametrize("text", ["-1.1*log(1+d)", "-1.2*log(1+d) + 0.5*sin(d)"])  # Theorem 15's float; 15f's sum of g
+def test_distant_mass_reads_the_sums_window_mass_formed(monkeypatch, text):
     """The long-range float of both sides is formed once for ``window_mass`` and read again by
-    ``distant_mass`` at the same ``(W, n)``; each value is the one a cold call gives (memo cleared), and the two masses
-    sum to 1 within rounding."""
-    B = Bias("-1.1*log(1+d)")
+    ``distant_mass`` at the same ``(W, n)`` (the twisted route passes a new slice of its functions each time: they are
+    compared one by one); each value is the one a cold call gives (memo cleared), and the two masses sum to 1 within
+    rounding."""
+    B = Bias(text)
     W, n = 10**8, 10**9
     tail._PROOFS.clear()  # the proofs and the floats' answers
     formed = []

@@ -341,8 +341,11 @@ def _twisted(plan, a, c):
     cols = []
     for h in columns:
         Y = [1.0]
-        for j in range(p):  # i = 0..j: C(j, i) h^(i+1) Y_{j-i}, summed in that order
-            Y.append(sum([ci * hi * yi for ci, hi, yi in zip(_COMB[j], h[1:j + 2], reversed(Y), strict=True)]))
+        for j in range(p):  # i = 0..j: C(j, i) h^(i+1) Y_{j-i}, summed in that order from 0 (as sum() does)
+            comb, acc = _COMB[j], 0
+            for i in range(j + 1):
+                acc = acc + comb[i] * h[i + 1] * Y[j - i]
+            Y.append(acc)
         cols.append(Y)
     with np.errstate(all="ignore"):
         G = np.exp(np.array(h0) - ls0)[None, :] * np.array(cols).T  # (p + 1, 2)
@@ -352,7 +355,7 @@ def _twisted(plan, a, c):
     psi = [mod_2pi(k * plan["q0"] + plan["p0"], k * plan["q1"] + plan["p1"]) for k in (a, c + 1)]
     if None in psi:
         return None
-    rot = np.exp(1j * np.outer(plan["ms"], psi))  # (M, 2)
+    rot = np.exp(1j * (plan["ms"][:, None] * np.array(psi)))  # (M, 2): np.outer's own product
     tw = (rot[:, 1] * Q[:, 1]).real - (rot[:, 0] * Q[:, 0]).real
     qabs = plan["abscoefs"] @ np.abs(G[:p])  # sum_j |a_j| |G_j| at each end
     (g0a, g0c), (gp1a, gp1c), (gpa, _) = G[0].tolist(), G[p - 1].tolist(), G[p].tolist()

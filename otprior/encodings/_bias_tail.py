@@ -1730,14 +1730,15 @@ def _long_range_log(fns, a, c, ref_log, tree):
     if tree is None:  # Theorem 15i needs the tree: no proved bound, no answer
         return None
     key = ("float", tree, a, c, ref_log)
+    fns = tuple(fns)  # (a slice of a longer tuple from the twisted route: its functions compared one by one below)
     got = _PROOFS.get(key)
-    if got is not None and got[0] is fns:
+    if got is not None and len(got[0]) == len(fns) and all(f is g for f, g in zip(got[0], fns, strict=True)):
         return got[1]
     with np.errstate(all="ignore"):  # once for the whole float (its helpers' quiet forms below)
         out = _long_range_log_uncached(fns, a, c, ref_log, tree)
     if len(_PROOFS) >= _PROOFS_MAX:
         _PROOFS.clear()
-    _PROOFS[key] = (fns, out)  # fns kept alive with its answer: its identity is part of the key
+    _PROOFS[key] = (fns, out)  # the functions kept alive with their answer: their identities are part of the key
     return out
 
 
