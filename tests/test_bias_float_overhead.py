@@ -254,3 +254,31 @@ def test_negligible_terms_proved_on_a_wider_range_are_reused(monkeypatch):
     assert bias_mod._without_negligible_terms(b2, d2, W, n - 1) is not None
     assert calls == [(W, n - 1)]
     bias_mod._without_negligible_terms.cache_clear()
+
+
+def test_the_tail_bound_guessed_too_wide_is_left_for_last(monkeypatch):
+    """``_dead_tail_log`` with ``b`` in double: where ``log(c - k0 + 1) + b(k0)`` is above the limit the pieces are bounded
+    first (one interval bound fewer for -0.5 sqrt(d) to 1e300), and every answer, met or not, is the same
+    double as without the guess (the whole range is bounded after all where the pieces do not meet the limit)."""
+    fns, tree = _fns("-0.5*sqrt(d)")
+    calls = []
+    real = tail._interval
+
+    def counting(*args):
+        calls.append(args[1:])
+        return real(*args)
+
+    monkeypatch.setattr(tail, "_interval", counting)
+    for k0, c, limit in [(200, BIG, -2.9 + 12.0), (200, 10**12, -2.9 + 12.0), (200, 10**12, 2.1), (200, 10**12, 40.0),
+                         (10**6, BIG, -400.0), (16, 10**6, -50.0)]:
+        with arb_precision(96):
+            calls.clear()
+            plain = tail._dead_tail_log(tree, k0, c, limit)
+            n_plain = len(set(calls))
+            calls.clear()
+            guessed = tail._dead_tail_log(tree, k0, c, limit, fns[0])
+            n_guessed = len(set(calls))
+        assert plain == guessed, (k0, c, limit, plain, guessed)
+        assert n_guessed <= n_plain
+        if (k0, c) == (200, BIG):  # the whole range (690 + b(200)) is far above the limit; the pieces meet it
+            assert plain <= limit and n_guessed == n_plain - 1

@@ -1492,10 +1492,13 @@ _PROOF_EVALS = 512  # Theorem 15i: at most this many box evaluations per range (
 PROVED_ACCEPT = 2.0**-40  # Theorem 15i: the proved quadrature + Euler-Maclaurin + dropped-tail error, relative
 
 
-def _dead_tail_log(tree, k0, c, limit):
+def _dead_tail_log(tree, k0, c, limit, b0=None):
     """An upper bound (a double, rounded up) of ``log sum_{k=k0}^{c} e^{b(k)}`` by Theorem 15d's interval bounds on
     the whole range, then (where that exceeds ``limit``) on pieces of doubling length in ``u = log x`` (after the first, the
-    rest of the range as one piece is tried once), or ``None``."""
+    rest of the range as one piece is tried once), or ``None``. ``b0`` (``b`` as a numpy function, optional): where
+    ``log(c - k0 + 1) + b(k0)`` in double already exceeds ``limit + 1`` (the whole range's bound is at least that, ``b(k0)``
+    being one of its values), the pieces are bounded first and the whole range only where they do not meet the limit:
+    the same answer either way, one interval bound fewer where the pieces succeed."""
     if k0 > c:
         return -math.inf
 
@@ -1505,19 +1508,45 @@ def _dead_tail_log(tree, k0, c, limit):
             return None
         return float((flint.arb(x1 - x0 + 1).log() + U).upper())
 
-    whole = piece(k0, c)
-    if whole is None:
-        return None
-    if whole <= limit:
+    later = False
+    if b0 is not None:  # a cheap guess (no proof); where it is wrong the whole range is bounded below all the same
+        with np.errstate(all="ignore"):
+            try:
+                guess = math.log(c - k0 + 1) + float(np.asarray(b0(np.array([float(k0)])), dtype=float).ravel()[0])
+            except (ValueError, TypeError, OverflowError):
+                guess = math.nan
+        later = guess > limit + 1.0
+    whole = None
+    if not later:
+        whole = piece(k0, c)
+        if whole is None:
+            return None
+        if whole <= limit:
+            return whole
+    split = _dead_tail_pieces(piece, k0, c, limit)
+    if later and (split is None or split > limit):  # the whole range's bound after all
+        whole = piece(k0, c)
+        if whole is None:
+            return None
+        if whole <= limit:
+            return whole
+    if split is None:
         return whole
+    return split if whole is None else min(whole, split)
+
+
+def _dead_tail_pieces(piece, k0, c, limit):
+    """:func:`_dead_tail_log`'s bound on pieces of doubling length from ``k0`` (after the first, the rest ``[x1 + 1, c]``
+    as one piece once, kept where the two meet ``limit``), rounded up, or ``None`` where a piece is not bounded or more
+    than 24 would be needed."""
     logs, x0, L = [], k0, 8.0
     while x0 <= c:
         if len(logs) >= 24:
-            return whole
+            return None
         x1 = c if math.log(c) - math.log(x0) <= L else min(c, max(x0, int(x0 * math.exp(L))))
         v = piece(x0, x1)
         if v is None:
-            return whole
+            return None
         logs.append(v)
         x0, L = x1 + 1, 2 * L
         if len(logs) == 1 and x0 <= c:
@@ -1528,9 +1557,9 @@ def _dead_tail_log(tree, k0, c, limit):
             if rest is not None:
                 both = float(_logsumexp(np.array([v, rest])))
                 if both + 1e-12 * (1 + abs(both)) <= limit:
-                    return min(whole, both + 1e-12 * (1 + abs(both)))
+                    return both + 1e-12 * (1 + abs(both))
     split = logs[0] if len(logs) == 1 else float(_logsumexp(np.array(logs)))
-    return min(whole, split + 1e-12 * (1 + abs(split)))
+    return split + 1e-12 * (1 + abs(split))
 
 
 def _exp_box(lo, hi, eta, cs=None):
@@ -1807,7 +1836,7 @@ def _long_range_log_uncached(fns, a, c, ref_log, tree):
     key = (tree, K, c, edges.tobytes(), budget, prec)
     proved = _PROOFS.get(key)
     if proved is None:
-        proved = _proved(tree, edges, K, c, budget, prec)
+        proved = _proved(tree, edges, K, c, budget, prec, b0)
         if len(_PROOFS) >= _PROOFS_MAX:
             _PROOFS.clear()
         _PROOFS[key] = proved
@@ -1821,14 +1850,15 @@ _PROOFS = {}  # also _long_range_log's answers, under keys ("float", tree, a, c,
 _PROOFS_MAX = 256  # keys hold the pieces (at most ~9 kB each): a few MB at most
 
 
-def _proved(tree, edges, K, c, budget, prec):
+def _proved(tree, edges, K, c, budget, prec, b0=None):
     """Whether Theorem 15i's proved error (the dropped tail beyond ``K``, Theorem 15d; the quadrature and the
-    Euler-Maclaurin remainder on ``edges``) stays within ``e^(budget - 1)`` (``budget`` already holds ``2^-40``)."""
+    Euler-Maclaurin remainder on ``edges``) stays within ``e^(budget - 1)`` (``budget`` already holds ``2^-40``).
+    ``b0``: ``b`` as a numpy function, for the tail bound's cheap guess (:func:`_dead_tail_log`)."""
     from .._balls import arb_precision
 
     try:
         with arb_precision(prec):
-            tail = _dead_tail_log(tree, K + 1, c, budget - 1.0) if K < c else -math.inf
+            tail = _dead_tail_log(tree, K + 1, c, budget - 1.0, b0) if K < c else -math.inf
             if tail is None or tail > budget - 1.0:
                 return False
             quad = proved_error_log(tree, edges, budget - 1.0)
