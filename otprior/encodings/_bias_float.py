@@ -297,12 +297,13 @@ def _direct(plan, a, c):
         hv = np.asarray(plan["fns"][0](ks), dtype=float) * np.ones(L)
         h1 = np.asarray(plan["fns"][1](ks), dtype=float) * np.ones(L)
     v = hv + plan["beta_f"] * np.cos(psi + j * plan["omega_red"])
-    if not np.all(np.isfinite(v)):
+    if not np.isfinite(v).all():
         return None
     # phase error (2 pi L + 2) eps times |beta|; h's argument float(k) (relative eps) times |h'| k; h itself |h| eps
-    rel = (abs(plan["beta_f"]) * (2 * math.pi * L + 4) + float(np.max(np.abs(h1) * ks + np.abs(hv))) + L + 4) * 2 * EPS
-    top = float(np.max(v))
-    return top, float(np.sum(np.exp(v - top))), rel
+    # (ndarray methods: the same reductions as np.max and np.sum)
+    rel = (abs(plan["beta_f"]) * (2 * math.pi * L + 4) + float((np.abs(h1) * ks + np.abs(hv)).max()) + L + 4) * 2 * EPS
+    top = float(v.max())
+    return top, float(np.exp(v - top).sum()), rel
 
 
 def _derivatives(all_math, all_fns, x):
