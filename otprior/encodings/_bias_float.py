@@ -297,12 +297,13 @@ def _direct(plan, a, c):
         hv = np.asarray(plan["fns"][0](ks), dtype=float) * np.ones(L)
         h1 = np.asarray(plan["fns"][1](ks), dtype=float) * np.ones(L)
     v = hv + plan["beta_f"] * np.cos(psi + j * plan["omega_red"])
-    if not np.all(np.isfinite(v)):
+    if not np.isfinite(v).all():
         return None
     # phase error (2 pi L + 2) eps times |beta|; h's argument float(k) (relative eps) times |h'| k; h itself |h| eps
-    rel = (abs(plan["beta_f"]) * (2 * math.pi * L + 4) + float(np.max(np.abs(h1) * ks + np.abs(hv))) + L + 4) * 2 * EPS
-    top = float(np.max(v))
-    return top, float(np.sum(np.exp(v - top))), rel
+    # (ndarray methods: the same reductions as np.max and np.sum)
+    rel = (abs(plan["beta_f"]) * (2 * math.pi * L + 4) + float((np.abs(h1) * ks + np.abs(hv)).max()) + L + 4) * 2 * EPS
+    top = float(v.max())
+    return top, float(np.exp(v - top).sum()), rel
 
 
 def _derivatives(all_math, all_fns, x):
@@ -333,31 +334,33 @@ def _twisted(plan, a, c):
     ls0, rel_t = out if out is not None else (float_tail_log(fns[:4], a, c, third=plan["d3"], taylor=False), None)
     if ls0 is None or not math.isfinite(ls0):
         return _negligible(plan, a, c)
-    ends = np.array([float(a), float(c + 1)])
     columns = [plan["deriv"](x) for x in (a, c + 1)]
     if None in columns:
         return None
-    hd = np.array(columns).T  # (p + 2, 2): h, h', ..., h^(p+1) at a and c + 1
+    h0 = [columns[0][0], columns[1][0]]  # h at a and c + 1
     # G_j = g^(j)/e^{ls0} at the two ends: Y_0 = 1, Y_{j+1} = sum_i C(j, i) h^(i+1) Y_{j-i} (Y_j = g^(j)/g)
     cols = []
     for h in columns:
         Y = [1.0]
-        for j in range(p):  # i = 0..j: C(j, i) h^(i+1) Y_{j-i}, summed in that order
-            Y.append(sum([ci * hi * yi for ci, hi, yi in zip(_COMB[j], h[1:j + 2], reversed(Y), strict=True)]))
+        for j in range(p):  # i = 0..j: C(j, i) h^(i+1) Y_{j-i}, summed in that order from 0 (as sum() does)
+            comb, acc = _COMB[j], 0
+            for i in range(j + 1):
+                acc = acc + comb[i] * h[i + 1] * Y[j - i]
+            Y.append(acc)
         cols.append(Y)
     with np.errstate(all="ignore"):
-        G = np.exp(hd[0] - ls0)[None, :] * np.array(cols).T  # (p + 1, 2)
-    if not np.all(np.isfinite(G)):
+        G = np.exp(np.array(h0) - ls0)[None, :] * np.array(cols).T  # (p + 1, 2)
+    if not np.isfinite(G).all():
         return None
     Q = plan["coefs"] @ G[:p]  # (M, 2)
-    ms = plan["ms"]
     psi = [mod_2pi(k * plan["q0"] + plan["p0"], k * plan["q1"] + plan["p1"]) for k in (a, c + 1)]
     if None in psi:
         return None
-    rot = np.exp(1j * np.outer(ms, psi))  # (M, 2)
+    rot = np.exp(1j * (plan["ms"][:, None] * np.array(psi)))  # (M, 2): np.outer's own product
     tw = (rot[:, 1] * Q[:, 1]).real - (rot[:, 0] * Q[:, 0]).real
     qabs = plan["abscoefs"] @ np.abs(G[:p])  # sum_j |a_j| |G_j| at each end
-    err_tw = plan["K"] * (4 * (abs(G[p, 0]) + abs(G[p - 1, 0]) + abs(G[p - 1, 1]))) + (qabs[:, 0] + qabs[:, 1]) * plan["err_m"]
+    (g0a, g0c), (gp1a, gp1c), (gpa, _) = G[0].tolist(), G[p - 1].tolist(), G[p].tolist()
+    err_tw = plan["K"] * (4 * (abs(gpa) + abs(gp1a) + abs(gp1c))) + (qabs[:, 0] + qabs[:, 1]) * plan["err_m"]
     if plan["any_whole"]:  # m omega in 2 pi Z: the plain sum, cos(m phi') times sum g (= 1 here)
         tw[plan["whole"]] = plan["cos_mphi"][plan["whole"]]
         err_tw[plan["whole"]] = 2 * EPS
@@ -366,11 +369,13 @@ def _twisted(plan, a, c):
     absum = ive[0] + 2 * float(ive1 @ np.abs(tw))
     # sum g from the Euler-Maclaurin float, about (|h| + |x h'(x)| ln c) eps at its nodes, weighted by g: for a monotone h
     # the g-weighted mean of |x h'| is at most 1 + (a g(a) + c g(c))/sum g (by parts), and |h| at an end whose weight is
-    # below e^-240 of the sum is replaced by 240 beside the other end's (doubled, plus 64)
-    alive = G[0] > math.exp(-240)
-    habs = float(np.max(np.abs(hd[0][alive]))) if np.any(alive) else 0.0
-    xh1 = 1 + float(np.sum(ends * G[0]))
-    rel0 = 2 * (habs + 240 * (not np.all(alive)) + xh1 * math.log(c + 1) + 64) * EPS if rel_t is None else rel_t
+    # below e^-240 of the sum is replaced by 240 beside the other end's (doubled, plus 64); the two ends as Python floats
+    # (the same doubles and operations as numpy's on the two-element rows)
+    floor = math.exp(-240)
+    alive = [abs(hv) for hv, g in zip(h0, (g0a, g0c), strict=True) if g > floor]
+    habs = max(alive) if alive else 0.0
+    xh1 = 1 + (float(a) * g0a + float(c + 1) * g0c)
+    rel0 = 2 * (habs + 240 * (len(alive) < 2) + xh1 * math.log(c + 1) + 64) * EPS if rel_t is None else rel_t
     err = ive[0] * rel0 + 2 * float(ive1 @ err_tw) + (2 * rel0 + (plan["M"] + 4) * EPS) * absum
     err += plan["tail"]
     if not (s > 0) or not math.isfinite(err):

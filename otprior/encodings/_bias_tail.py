@@ -40,6 +40,7 @@ the same expansion with twisted Euler–Maclaurin sums of ``e^h`` (:func:`mixed_
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import flint
@@ -760,15 +761,30 @@ def _ilog(a):
     return _lo(L.log()), (None if U is None else _hi(U.log()))
 
 
+_SATURATED = {}  # e^(+-2^1100) per precision: _iexp's clipped ends (1100-bit exponentials, formed once)
+
+
 def _exp_point(v):
     """``e^v`` for an exact point ``v`` with ``|v| <= 2^1100``, at ``log2|v|`` more bits (Arb answers ``[+/- inf]``
-    for ``e^(1e297)`` at 96 bits; with 1100 bits it is a number, ``e^(d/1000)`` at ``d = 1e300``)."""
+    for ``e^(1e297)`` at 96 bits; with 1100 bits it is a number, ``e^(d/1000)`` at ``d = 1e300``). ``e^(+-2^1100)``,
+    the clipped ends of :func:`_iexp`, are kept per precision (the same balls)."""
     man, exp = v.mid().man_exp()
-    bits = int(man).bit_length() + int(exp)  # about log2 |v|: the bits of e^v's exponent
+    man, exp = int(man), int(exp)
+    bits = man.bit_length() + exp  # about log2 |v|: the bits of e^v's exponent
+    key = None
+    if exp == 1100 and abs(man) == 1 and v.rad() == 0:  # v = +-2^1100 exactly
+        key = (man, flint.ctx.prec)
+        got = _SATURATED.get(key)
+        if got is not None:
+            return got
     if bits > 1200:  # the callers clip |v| at 2^1100; never a precision that grows with v
         raise ArithmeticError("exp argument beyond 2^1200")
     with _more_bits(bits + 8 if bits > 6 else 0):
         out = v.exp()
+    if key is not None:
+        if len(_SATURATED) > 64:
+            _SATURATED.clear()
+        _SATURATED[key] = out
     return out
 
 
@@ -933,45 +949,123 @@ _LOG_WEIGHTS = {id(_GL16): np.log(_GL16[1]), id(_GL8): np.log(_GL8[1])}  # the r
 
 
 def _logsumexp(v):
-    top = np.max(v)
-    if not np.isfinite(top):
+    """``log sum e^v`` of a float array (its largest element if that is not finite); ndarray methods and ``math`` on
+    the scalars, the same operations as ``np.max``, ``np.sum`` (pairwise) and ``np.log`` without their dispatch."""
+    v = v if isinstance(v, np.ndarray) else np.asarray(v, dtype=float)
+    top = v.max()
+    if not math.isfinite(top):
         return top
-    return float(top + np.log(np.sum(np.exp(v - top))))
+    return float(top + np.log(np.exp(v - top).sum()))
+
+
+def _linspace(start, stop, num):
+    """``np.linspace(start, stop, num)`` for doubles ``start < stop`` and ``num >= 2``, bit for bit (``k (stop - start)/(num
+    - 1) + start``, the last point ``stop``) without its dispatch (a tenth of its cost on a few points)."""
+    step = (stop - start) / (num - 1)
+    if step == 0:  # subnormal steps: numpy's own special case
+        return np.linspace(start, stop, num)
+    y = np.arange(num, dtype=float) * step + start
+    y[-1] = stop
+    return y
+
+
+def _parts_few(at):
+    """:func:`_pieces`' tests on a few end values ``at`` (a list of floats): ``None`` where an end is NaN or ``+inf``
+    (the ends are kept as they are), else ``(last, parts)``: the index of the last end kept and each kept piece's part
+    count ``min(128, ceil(|at_{i+1} - at_i|/3))`` (128 for an infinite step), as numpy forms them, or ``parts = None``
+    where one is NaN (the kept ends are returned uncut)."""
+    if not all(v < math.inf for v in at):
+        return None
+    top = max(at)
+    if math.isfinite(top):
+        alive = [i for i, v in enumerate(at) if v > top - 230.0]
+    else:
+        alive = list(range(len(at)))
+    last = max(1, alive[-1] + 1) if alive else len(at) - 1
+    at = at[: last + 1]
+    parts = []
+    for x, y in zip(at[:-1], at[1:], strict=True):
+        step = abs(y - x) / 3.0
+        if step != step:
+            return last, None
+        parts.append(128.0 if step == math.inf else min(128.0, float(math.ceil(step))))
+    return last, parts
 
 
 def _pieces(bfun, lu0, lu1):
     """Unit pieces of ``u`` in ``[lu0, lu1]``, without the trailing ones whose ends all lie below
     e^-230 of the largest end value (a tail that has died out: a super-exponential decay such as
     ``-0.02 sqrt(d)`` keeps 20 pieces of 690 to 1e300)."""
+    with np.errstate(all="ignore"):
+        return _pieces_quiet(bfun, lu0, lu1)
+
+
+def _pieces_quiet(bfun, lu0, lu1):
+    """:func:`_pieces` for a caller that holds ``np.errstate(all="ignore")`` already."""
     pieces = max(1, int(math.ceil(lu1 - lu0)))
-    edges = np.linspace(lu0, lu1, pieces + 1)
-    with np.errstate(all="ignore"):
-        at = np.asarray(bfun(np.exp(edges)), dtype=float) * np.ones_like(edges) + edges
-    if np.any(np.isnan(at)) or np.any(at == np.inf):
-        return edges
-    top = np.max(at)
-    alive = np.nonzero(at > top - 230.0)[0] if np.isfinite(top) else np.arange(edges.size)
-    last = max(1, int(alive[-1]) + 1) if alive.size else edges.size - 1
-    edges, at = edges[: min(edges.size, last + 1)], at[: min(edges.size, last + 1)]
-    # a piece across which the exponent moves by more than 3 is cut into equal parts that move by about 3 (at most 128:
-    # -0.01 sqrt(d) falls by 100 per unit of u near d = 1e8, where 8 and 16 nodes disagreed and the Arb midpoint answered)
-    with np.errstate(all="ignore"):
-        parts = np.minimum(128, np.ceil(np.abs(np.diff(at)) / 3.0))
-    if not np.all(np.isfinite(parts)) or np.all(parts <= 1):
-        return edges
-    if np.sum(parts) > 1024:  # a growing exponent (sqrt(d) to 1e18 moves by 1e9): no affordable cut resolves it
-        return None
-    out = [edges[:1]]
-    for i, k in enumerate(parts.astype(int)):
-        out.append(np.linspace(edges[i], edges[i + 1], max(1, k) + 1)[1:])
-    return np.concatenate(out)
+    edges = _linspace(lu0, lu1, pieces + 1)
+    at = _as_shape(bfun(np.exp(edges)), edges) + edges
+    if edges.size <= 32:  # a few ends: the tests below on Python floats (the same doubles and results as numpy's)
+        parts = _parts_few(at.tolist())
+        if parts is None:
+            return edges
+        last, parts = parts
+        if last + 1 < edges.size:
+            edges = edges[: last + 1]
+        if parts is None or all(p <= 1 for p in parts):
+            return edges
+        if sum(parts) > 1024:
+            return None
+        parts = np.array(parts)
+    else:
+        if not (at < math.inf).all():  # a NaN or +inf end
+            return edges
+        top = at.max()
+        alive = np.nonzero(at > top - 230.0)[0] if math.isfinite(top) else np.arange(edges.size)
+        last = max(1, int(alive[-1]) + 1) if alive.size else edges.size - 1
+        if last + 1 < edges.size:
+            edges, at = edges[: last + 1], at[: last + 1]
+        # a piece across which the exponent moves by more than 3 is cut into equal parts that move by about 3 (at most
+        # 128: -0.01 sqrt(d) falls by 100 per unit of u near d = 1e8, where 8 and 16 nodes disagreed and the Arb
+        # midpoint answered)
+        parts = np.minimum(128, np.ceil(np.abs(at[1:] - at[:-1]) / 3.0))
+        if not (parts <= 1).all():
+            if not np.isfinite(parts).all():
+                return edges
+            if parts.sum() > 1024:  # a growing exponent (sqrt(d) to 1e18 moves by 1e9): no affordable cut resolves it
+                return None
+        else:
+            return edges
+    # each piece i as np.linspace(e_i, e_{i+1}, k_i + 1)[1:] (k_i = max(1, parts_i)), all at once and bit for bit:
+    # j (e_{i+1} - e_i)/k_i + e_i for j = 1..k_i, the last point e_{i+1} itself
+    k = np.maximum(parts, 1.0)
+    step = (edges[1:] - edges[:-1]) / k
+    if not (step != 0).all():  # subnormal steps: numpy's own special case, piece by piece
+        out = [edges[:1]] + [np.linspace(edges[i], edges[i + 1], int(ki) + 1)[1:] for i, ki in enumerate(k)]
+        return np.concatenate(out)
+    ki = k.astype(np.intp)
+    ends = np.cumsum(ki)  # one past each piece's last point, counted from 1
+    j = np.arange(1, int(ends[-1]) + 1, dtype=float) - np.repeat((ends - ki).astype(float), ki)
+    out = np.empty(int(ends[-1]) + 1)
+    out[0] = edges[0]
+    out[1:] = j * np.repeat(step, ki) + np.repeat(edges[:-1], ki)
+    out[ends] = edges[1:]
+    return out
 
 
 def _gl_geometry(edges):
     """The pieces' midpoints, half-lengths and the logs of these (shared by the rules of :func:`_gl_log`)."""
-    half = 0.5 * np.diff(edges)
+    half = 0.5 * (edges[1:] - edges[:-1])
     with np.errstate(all="ignore"):
         return (0.5 * (edges[:-1] + edges[1:]))[:, None], half[:, None], np.log(half)[:, None]
+
+
+def _as_shape(v, like):
+    """``v`` (a lambdified function's value) as a float array shaped like ``like``: ``np.asarray(v, float) * ones``
+    (exact: a product by 1), skipped where ``v`` is already such an array."""
+    if isinstance(v, np.ndarray) and v.dtype == np.float64 and v.shape == like.shape:
+        return v
+    return np.asarray(v, dtype=float) * np.ones_like(like, dtype=float)
 
 
 def _gl_log(bfun, edges, rule, geometry=None):
@@ -985,6 +1079,43 @@ def _gl_log(bfun, edges, rule, geometry=None):
     with np.errstate(all="ignore"):
         val = bfun(np.exp(u)) + u + logw[None, :] + loghalf
     return _logsumexp(np.asarray(val, dtype=float).ravel())
+
+
+# the 16- and 8-point rules' nodes and log weights (each rule's block laid out piece by piece, the 8-point block after
+# the 16-point one): one evaluation of b for both
+_GL_PAIR = ((_GL16[0][None, :], _GL8[0][None, :]), (np.log(_GL16[1])[None, :], np.log(_GL8[1])[None, :]))
+
+
+def _gl_log_pair(bfun, edges):
+    """``(_gl_log(bfun, edges, _GL16), _gl_log(bfun, edges, _GL8))`` with one evaluation of ``b`` on the 24 nodes of each
+    piece: every element is formed by the same elementwise operations as there (``mid + half x``, ``e^u``, ``b``,
+    ``+ u + log w + log half``), and each rule's values are summed as the same contiguous array in the same order (the
+    16-point block, then the 8-point one, each row-major over pieces and nodes)."""
+    with np.errstate(all="ignore"):
+        return _gl_log_pair_quiet(bfun, edges)
+
+
+def _gl_log_pair_quiet(bfun, edges):
+    """:func:`_gl_log_pair` for a caller that holds ``np.errstate(all="ignore")`` already."""
+    (x16, x8), (lw16, lw8) = _GL_PAIR
+    half = 0.5 * (edges[1:] - edges[:-1])
+    mid = (0.5 * (edges[:-1] + edges[1:]))[:, None]
+    hcol = half[:, None]
+    loghalf = np.log(half)[:, None]
+    n16 = 16 * half.size
+    u = np.empty(24 * half.size)
+    u16, u8 = u[:n16].reshape(-1, 16), u[n16:].reshape(-1, 8)
+    np.add(mid, hcol * x16, out=u16)
+    np.add(mid, hcol * x8, out=u8)
+    val = np.asarray(bfun(np.exp(u)) + u, dtype=float)
+    if val.shape != u.shape:  # a constant b (no node of x): the shapes of _gl_log's own sums
+        val = val * np.ones_like(u)
+    v16, v8 = val[:n16].reshape(-1, 16), val[n16:].reshape(-1, 8)
+    v16 += lw16
+    v16 += loghalf
+    v8 += lw8
+    v8 += loghalf
+    return _logsumexp(val[:n16]), _logsumexp(val[n16:])
 
 
 _TAYLOR_PIECES = 4096  # Theorem 15h: at most this many pieces (else the route declines)
@@ -1553,9 +1684,13 @@ _PROOF_EVALS = 512  # Theorem 15i: at most this many box evaluations per range (
 PROVED_ACCEPT = 2.0**-40  # Theorem 15i: the proved quadrature + Euler-Maclaurin + dropped-tail error, relative
 
 
-def _dead_tail_log(tree, k0, c, limit):
+def _dead_tail_log(tree, k0, c, limit, b0=None):
     """An upper bound (a double, rounded up) of ``log sum_{k=k0}^{c} e^{b(k)}`` by Theorem 15d's interval bounds on
-    the whole range, then (where that exceeds ``limit``) on pieces of doubling length in ``u = log x``, or ``None``."""
+    the whole range, then (where that exceeds ``limit``) on pieces of doubling length in ``u = log x`` (after the first, the
+    rest of the range as one piece is tried once), or ``None``. ``b0`` (``b`` as a numpy function, optional): where
+    ``log(c - k0 + 1) + b(k0)`` in double already exceeds ``limit + 1`` (the whole range's bound is at least that, ``b(k0)``
+    being one of its values), the pieces are bounded first and the whole range only where they do not meet the limit:
+    the same answer either way, one interval bound fewer where the pieces succeed."""
     if k0 > c:
         return -math.inf
 
@@ -1565,23 +1700,58 @@ def _dead_tail_log(tree, k0, c, limit):
             return None
         return float((flint.arb(x1 - x0 + 1).log() + U).upper())
 
-    whole = piece(k0, c)
-    if whole is None:
-        return None
-    if whole <= limit:
+    later = False
+    if b0 is not None:  # a cheap guess (no proof); where it is wrong the whole range is bounded below all the same
+        with np.errstate(all="ignore"):
+            try:
+                guess = math.log(c - k0 + 1) + float(np.asarray(b0(np.array([float(k0)])), dtype=float).ravel()[0])
+            except (ValueError, TypeError, OverflowError):
+                guess = math.nan
+        later = guess > limit + 1.0
+    whole = None
+    if not later:
+        whole = piece(k0, c)
+        if whole is None:
+            return None
+        if whole <= limit:
+            return whole
+    split = _dead_tail_pieces(piece, k0, c, limit)
+    if later and (split is None or split > limit):  # the whole range's bound after all
+        whole = piece(k0, c)
+        if whole is None:
+            return None
+        if whole <= limit:
+            return whole
+    if split is None:
         return whole
+    return split if whole is None else min(whole, split)
+
+
+def _dead_tail_pieces(piece, k0, c, limit):
+    """:func:`_dead_tail_log`'s bound on pieces of doubling length from ``k0`` (after the first, the rest ``[x1 + 1, c]``
+    as one piece once, kept where the two meet ``limit``), rounded up, or ``None`` where a piece is not bounded or more
+    than 24 would be needed."""
     logs, x0, L = [], k0, 8.0
     while x0 <= c:
         if len(logs) >= 24:
-            return whole
+            return None
         x1 = c if math.log(c) - math.log(x0) <= L else min(c, max(x0, int(x0 * math.exp(L))))
         v = piece(x0, x1)
         if v is None:
-            return whole
+            return None
         logs.append(v)
         x0, L = x1 + 1, 2 * L
-    split = float(_logsumexp(np.array(logs)))
-    return min(whole, split + 1e-12 * (1 + abs(split)))
+        if len(logs) == 1 and x0 <= c:
+            # once, after the first piece: the rest [x1 + 1, c] as one piece (a tail that has died out, e.g. -0.01 sqrt(d)
+            # beyond d = 2e12, is bounded by one interval where seven pieces of doubling length were taken); where the two
+            # bounds together exceed the limit the doubling pieces go on from x1 + 1 as before
+            rest = piece(x0, c)
+            if rest is not None:
+                both = float(_logsumexp(np.array([v, rest])))
+                if both + 1e-12 * (1 + abs(both)) <= limit:
+                    return both + 1e-12 * (1 + abs(both))
+    split = logs[0] if len(logs) == 1 else float(_logsumexp(np.array(logs)))
+    return split + 1e-12 * (1 + abs(split))
 
 
 def _exp_box(lo, hi, eta, cs=None):
@@ -1596,6 +1766,7 @@ def _exp_box(lo, hi, eta, cs=None):
     return flint.acb(flint.arb(re_lo).union(flint.arb(e_hi.upper())), flint.arb(-im_hi).union(flint.arb(im_hi)))
 
 
+_KAPPA = {}  # proved_error_log's Theorem 15i(iv) slope kappa of each tree (a function of the expression alone)
 _SHAPES = {}  # proved_error_log's box shapes: Arb constants of (longest piece, rho cap, precision) alone
 
 
@@ -1619,8 +1790,8 @@ def proved_error_log(tree, edges, log_budget):
     total = float(edges[-1] - edges[0])
     if P < 1 or not total > 0:
         return None
-    half_pi = flint.arb.pi() / 2
-    lens = np.diff(edges)
+    el = edges.tolist()  # the pieces' ends and lengths as Python floats (the same doubles; no numpy call per group)
+    lens = (edges[1:] - edges[:-1]).tolist()
     shapes = _SHAPES  # (longest piece, rho cap, precision) -> the box's shape: most groups share one (unit pieces)
     if len(shapes) > 4096:
         shapes.clear()
@@ -1639,46 +1810,60 @@ def proved_error_log(tree, edges, log_budget):
                 shapes[key] = None
             else:
                 gl_const = (flint.arb(64) / 15 / (rho * rho - 1)).log() - 30 * rho.log()  # log((64/15) rho^-30/(rho^2 - 1))
-                s = (1 - (-ext).exp()).min(eta.min(half_pi).sin())
+                s = (1 - (-ext).exp()).min(eta.min(flint.arb.pi() / 2).sin())
                 em_const = -flint.arb(90).log() - 4 * s.log() + flint.arb(2).log()
                 cs = (flint.arb(eta.upper()).cos(), flint.arb(eta.upper()).sin())
-                shapes[key] = (ext, eta, gl_const + flint.arb(2).log(), em_const, cs)
+                im = flint.arb(0).union(eta).union(-eta)  # the box's imaginary side, the same for every group
+                shapes[key] = (ext, eta, gl_const + flint.arb(2).log(), em_const, cs, im)
         return shapes[key]
 
     def group_bound(i, j, r):  # (i) + (ii) for pieces i..j-1 as a rounded-up double, or None
-        got = shape(float(np.max(lens[i:j])), r)
+        got = shape(max(lens[i:j]), r)
         if got is None:
             return None
-        ext, eta, gl_const, em_const, cs = got
-        u0, u1 = flint.arb(float(edges[i])), flint.arb(float(edges[j]))
+        ext, eta, gl_const, em_const, cs, im = got
+        u0, u1 = flint.arb(el[i]), flint.arb(el[j])
         lo, hi = u0 - ext, u1 + ext
-        z = flint.acb(((lo + hi) / 2).union(lo).union(hi), flint.arb(0).union(eta).union(-eta))
+        z = flint.acb(((lo + hi) / 2).union(lo).union(hi), im)
         try:
             ez = _exp_box(lo, hi, eta, cs)  # e^z on the box, shared by b(e^z) and its rest below
-            v = _eval_u(tree, z, ez, True)
         except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
             return None
-        if not v.is_finite():
-            return None
-        R = flint.arb(v.real.upper())
-        Rf = R + hi  # Re(b(e^z) + z) <= R + hi on the box
+        R = Rf = None
         if kappa != 0:
             # Theorem 15i(iv): b(e^z) + z = (kappa + 1) z + rest(z), so Re(b(e^z) + z) <= max((kappa + 1) Re z) + sup Re rest
-            # (-1.1 log(1 + e^z) + z: e^{-0.1 u_i} where the two copies of z in ball arithmetic gave e^{-1.1 u_i + u_j})
+            # (-1.1 log(1 + e^z) + z: e^{-0.1 u_i} where the two copies of z in ball arithmetic gave e^{-1.1 u_i + u_j}),
+            # and likewise Re b(e^z) <= max(kappa Re z) + sup Re rest for (ii): b itself is not evaluated (a finite rest
+            # is analytic on the box, and so is b = kappa z + rest)
             try:
                 rest = _eval_u_rest(tree, z, ez, True)
             except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
                 rest = None
             if rest is not None and rest.is_finite():
-                k1 = flint.arb(kappa + 1)
-                Rf = Rf.min(flint.arb((k1 * lo).max(k1 * hi).upper()) + flint.arb(rest.real.upper()))
+                top_rest = flint.arb(rest.real.upper())
+                R = flint.arb(((kap * lo).max(kap * hi) + top_rest).upper())
+                Rf = flint.arb((k1 * lo).max(k1 * hi).upper()) + top_rest
+        if R is None:
+            try:
+                v = _eval_u(tree, z, ez, True)
+            except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
+                return None
+            if not v.is_finite():
+                return None
+            R = flint.arb(v.real.upper())
+            Rf = R + hi  # Re(b(e^z) + z) <= R + hi on the box
         # log(e^gl + e^em) <= max + log 2 (the log 2 inside both constants)
         gl = ((u1 - u0) / 2).log() + gl_const + Rf
         em = R + em_const - 3 * u0
         both = gl.max(em)
         return float(both.upper()) if both.is_finite() else None
 
-    kappa = _linear_part(tree)
+    kappa = _KAPPA.get(tree)
+    if kappa is None:
+        if len(_KAPPA) > 256:
+            _KAPPA.clear()
+        kappa = _KAPPA[tree] = _linear_part(tree)
+    kap, k1 = flint.arb(kappa), flint.arb(kappa + 1)
     if kappa != 0 and P > 1 and total > _GROUP_U:  # (within _GROUP_U the first group below is the whole range already)
         # one box for the whole range first (Theorem 15i(iv) keeps its bound tight for a power-law decay); where that
         # fails, the groups below as before
@@ -1687,7 +1872,7 @@ def proved_error_log(tree, edges, log_budget):
             return whole + 1e-12 * (1 + abs(whole))
     stack, i = [], 0
     while i < P:  # first groups: at most _GROUP_U of u each
-        j = int(np.searchsorted(edges, edges[i] + _GROUP_U, side="right")) - 1
+        j = bisect.bisect_right(el, el[i] + _GROUP_U) - 1
         j = min(P, max(j, i + 1))
         stack.append((i, j))
         i = j
@@ -1698,7 +1883,7 @@ def proved_error_log(tree, edges, log_budget):
         evals += 1
         if evals > _PROOF_EVALS:
             return None
-        share = math.log(max(float(edges[j] - edges[i]), 1e-300) / total) + log_budget
+        share = math.log(max(el[j] - el[i], 1e-300) / total) + log_budget
         err = group_bound(i, j, _RHOS[0])
         if j - i < 2 and not (err is not None and err <= share):  # a single piece: a smaller ellipse, once
             evals += 1
@@ -1708,9 +1893,9 @@ def proved_error_log(tree, edges, log_budget):
             continue
         if j - i < 2:
             return None
-        k = (i + j) // 2
+        k = min(j - 1, max(i + 1, bisect.bisect_left(el, 0.5 * (el[i] + el[j]), i, j)))
         stack.extend([(k, j), (i, k)])
-    out = float(_logsumexp(np.array(acc)))
+    out = acc[0] if len(acc) == 1 else float(_logsumexp(np.array(acc)))  # one group: top + log(e^0) = top exactly
     return out + 1e-12 * (1 + abs(out))  # the double log-sum-exp of rounded-up logs, rounded up
 
 
@@ -1760,12 +1945,28 @@ def float_tail_log(fns, a, c, ref_log=-math.inf, third=None, tree=None, taylor=T
 
 def _long_range_log(fns, a, c, ref_log, tree):
     """:func:`float_tail_log` on a range taken in ``u = log x`` (Theorem 15 with ``p = 2``, Theorem 15i's proof, whose
-    verdict is memoised per expression and exact arguments: ``_PROOFS``)."""
-    b0, b1, b2, b3 = fns
-    lu0, lu1 = math.log(a), math.log(c)
+    verdict is memoised per expression and exact arguments: ``_PROOFS``). The answer itself is memoised likewise, in
+    the same dictionary under its own tag (a pure function of the functions, the tree and the exact arguments; cleared
+    with the proofs): ``distant_mass`` after ``window_mass`` at the same ``W`` and ``n`` reads both sides' sums."""
     if tree is None:  # Theorem 15i needs the tree: no proved bound, no answer
         return None
-    edges = _pieces(b0, lu0, lu1)
+    key = ("float", tree, a, c, ref_log)
+    fns = tuple(fns)  # (a slice of a longer tuple from the twisted route: its functions compared one by one below)
+    got = _PROOFS.get(key)
+    if got is not None and len(got[0]) == len(fns) and all(f is g for f, g in zip(got[0], fns, strict=True)):
+        return got[1]
+    with np.errstate(all="ignore"):  # once for the whole float (its helpers' quiet forms below)
+        out = _long_range_log_uncached(fns, a, c, ref_log, tree)
+    if len(_PROOFS) >= _PROOFS_MAX:
+        _PROOFS.clear()
+    _PROOFS[key] = (fns, out)  # the functions kept alive with their answer: their identities are part of the key
+    return out
+
+
+def _long_range_log_uncached(fns, a, c, ref_log, tree):
+    b0, b1, b2, b3 = fns
+    lu0, lu1 = math.log(a), math.log(c)
+    edges = _pieces_quiet(b0, lu0, lu1)  # (np.errstate held by _long_range_log)
     if edges is None:
         return None
     # a dropped tail (:func:`_pieces`): the sum is split at the integer K = floor(e^{u_end}); Euler-Maclaurin runs on
@@ -1777,32 +1978,34 @@ def _long_range_log(fns, a, c, ref_log, tree):
         edges[-1] = math.log(K)
         if not edges[-1] > edges[-2]:
             edges = np.delete(edges, -2)
-    geometry = _gl_geometry(edges)
-    i16 = _gl_log(b0, edges, _GL16, geometry)
-    i8 = _gl_log(b0, edges, _GL8, geometry)  # a cheap filter only (a growing bias declines here at once); Theorem 15i proves
+    # the 16-point rule, and the 8-point one as a cheap filter only (a growing bias declines here at once); Theorem 15i
+    # proves
+    i16, i8 = _gl_log_pair_quiet(b0, edges)
     if math.isnan(i16) or math.isnan(i8) or i16 == math.inf or i8 == math.inf:
         return None
     top = max(i16, i8, ref_log)
     if top == -math.inf or abs(math.exp(i16 - top) - math.exp(i8 - top)) > 1e-11:
         return None
     ends = np.array([float(a), float(K)])
-    with np.errstate(all="ignore"):
-        lb = np.asarray(b0(ends), dtype=float) * np.ones(2)
-        d1 = np.asarray(b1(ends), dtype=float) * np.ones(2)
-        d2 = np.asarray(b2(ends), dtype=float) * np.ones(2)
-        d3 = np.asarray(b3(ends), dtype=float) * np.ones(2)
-    if np.any(np.isnan(lb)) or np.any(lb == np.inf) or not np.all(np.isfinite(d1 + d2 + d3) | (lb == -np.inf)):
-        return None
-    finite_lb = np.isfinite(lb)
-    top_b = float(np.max(np.abs(lb[finite_lb]))) if np.any(finite_lb) else 0.0  # max |b| at the ends (0: none finite)
-    scale = max(i16, float(np.max(lb)))
+    ones = np.ones(2)
+    lb, d1, d2, d3 = (_as_shape(f(ends), ones) for f in (b0, b1, b2, b3))
+    # the checks on the two ends as Python floats (the values below stay numpy's, bit for bit)
+    lb_l, d1_l = lb.tolist(), d1.tolist()
+    for v, s1, s2, s3 in zip(lb_l, d1_l, d2.tolist(), d3.tolist(), strict=True):
+        if v != v or v == math.inf or not (math.isfinite(s1 + s2 + s3) or v == -math.inf):
+            return None
+    finite_lb = [abs(v) for v in lb_l if math.isfinite(v)]
+    top_b = max(finite_lb) if finite_lb else 0.0  # max |b| at the ends (0: none finite)
+    scale = max(i16, max(lb_l))
     if scale == -math.inf:
         return None
     fe = np.exp(lb - scale)
-    with np.errstate(all="ignore"):  # an end where f underflows contributes 0 to every term
-        f1 = np.where(fe > 0, d1 * fe, 0.0)  # f' = b' f
-        f3 = np.where(fe > 0, (d3 + 3 * d1 * d2 + d1**3) * fe, 0.0)  # f''' = (b''' + 3 b' b'' + b'^3) f
-    total = math.exp(i16 - scale) + 0.5 * (fe[0] + fe[1]) + (f1[1] - f1[0]) / 12 - (f3[1] - f3[0]) / 720
+    # an end where f underflows contributes 0 to every term (np.errstate held by _long_range_log)
+    f3 = (d3 + 3 * d1 * d2 + d1**3) * fe  # f''' = (b''' + 3 b' b'' + b'^3) f
+    fe0, fe1 = fe.tolist()
+    f30, f31 = (v if w > 0 else 0.0 for v, w in zip(f3.tolist(), (fe0, fe1), strict=True))
+    f10, f11 = (s1 * w if w > 0 else 0.0 for s1, w in zip(d1_l, (fe0, fe1), strict=True))  # f' = b' f
+    total = math.exp(i16 - scale) + 0.5 * (fe0 + fe1) + (f11 - f10) / 12 - (f31 - f30) / 720
     if not total > 0:
         return None
     out = scale + math.log(total)
@@ -1812,9 +2015,10 @@ def _long_range_log(fns, a, c, ref_log, tree):
     # the first part is the nodes' term again (the factor 2 below), the second is new where the range is short against
     # its start (min = 2.9 int f for -log(1+d) on [n/2, n)); a range where it exceeds 2^-39 is declined (the proved part
     # below takes 2^-40)
-    with np.errstate(all="ignore"):
-        slope = float(np.max(np.abs(ends * d1)[np.isfinite(d1)])) if np.any(np.isfinite(d1)) else 0.0
-    ends_rel = (abs(lu1) + 1) * 4 * _EPS * float(np.min(ends * fe)) / total
+    xs = (float(a), float(K))
+    slopes = [abs(x * s1) for x, s1 in zip(xs, d1_l, strict=True) if math.isfinite(s1)]
+    slope = max(slopes) if slopes else 0.0
+    ends_rel = (abs(lu1) + 1) * 4 * _EPS * min(xs[0] * fe0, xs[1] * fe1) / total
     if not (top_b + slope * (abs(float(edges[-1])) + 1) + 64) * 2 * _EPS + ends_rel <= 2.0**-39:
         return None
     # Theorem 15i: the proved error (quadrature, remainder, dropped tail) at most 2^-40 of max(sum, e^ref_log), the sum
@@ -1824,7 +2028,7 @@ def _long_range_log(fns, a, c, ref_log, tree):
     key = (tree, K, c, edges.tobytes(), budget, prec)
     proved = _PROOFS.get(key)
     if proved is None:
-        proved = _proved(tree, edges, K, c, budget, prec)
+        proved = _proved(tree, edges, K, c, budget, prec, b0)
         if len(_PROOFS) >= _PROOFS_MAX:
             _PROOFS.clear()
         _PROOFS[key] = proved
@@ -1834,18 +2038,19 @@ def _long_range_log(fns, a, c, ref_log, tree):
 # Theorem 15i's verdict on a range, memoised: a pure function of the compiled tree (the expression), the pieces (their
 # doubles), the integers K, c, the budget (a double) and the precision, so that a repeated call (window_mass, then
 # distant_mass, at the same W and n) does not prove the same bound again; bounded (cleared when full)
-_PROOFS = {}
+_PROOFS = {}  # also _long_range_log's answers, under keys ("float", tree, a, c, ref_log), with the functions used
 _PROOFS_MAX = 256  # keys hold the pieces (at most ~9 kB each): a few MB at most
 
 
-def _proved(tree, edges, K, c, budget, prec):
+def _proved(tree, edges, K, c, budget, prec, b0=None):
     """Whether Theorem 15i's proved error (the dropped tail beyond ``K``, Theorem 15d; the quadrature and the
-    Euler-Maclaurin remainder on ``edges``) stays within ``e^(budget - 1)`` (``budget`` already holds ``2^-40``)."""
+    Euler-Maclaurin remainder on ``edges``) stays within ``e^(budget - 1)`` (``budget`` already holds ``2^-40``).
+    ``b0``: ``b`` as a numpy function, for the tail bound's cheap guess (:func:`_dead_tail_log`)."""
     from .._balls import arb_precision
 
     try:
         with arb_precision(prec):
-            tail = _dead_tail_log(tree, K + 1, c, budget - 1.0) if K < c else -math.inf
+            tail = _dead_tail_log(tree, K + 1, c, budget - 1.0, b0) if K < c else -math.inf
             if tail is None or tail > budget - 1.0:
                 return False
             quad = proved_error_log(tree, edges, budget - 1.0)

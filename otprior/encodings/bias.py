@@ -244,26 +244,70 @@ def _without_negligible_terms(b, d, a, c, limit=_NEGLIGIBLE):
     bounds are added, rounded up, so that the dropped terms together lie within ``[-limit, limit]``). A double pre-test at ``a`` and ``c`` skips the
     terms that are plainly not small. ``exp(-exp(d/1000))`` beside ``-1.1 log(d + 1)`` beyond ``d = 4096``
     (``<= e^{-60}``): its complex boxes (Theorem 15i) and wide Taylor balls (Theorem 15) are unbounded where the term
-    itself is below every double."""
+    itself is below every double.
+
+    A bound proved on a range holds on every range inside it: where ``a`` lies beyond the float's head (``4096``) and the
+    terms that pass the pre-test at ``a`` and ``c`` pass it at ``4096`` too, they are proved on ``[4096, c]`` (one interval
+    bound each, as on ``[a, c]``), and a later range inside a proved one (the float's window side ``[4096, W - 1]``
+    after its distant side ``[W, n - 1]``) drops the same terms without a new bound. Where a term fails on the wider
+    range, ``[a, c]`` itself is tried. The proved ranges are kept with the cache (cleared with it)."""
     if not b.is_Add:
         return None
-    drop, used = [], 0.0
-    for term in b.args:
-        if not term.has(d):
-            continue
+    terms = _d_terms(b, d)
+    if len(terms) < 2:  # dropping the only term that varies is never asked (None below whatever its bound)
+        return None
+    head = _FLOAT_HEAD if a > _FLOAT_HEAD else None
+    pts = np.array([float(a), float(c)] + ([float(head)] if head is not None else []))
+    small, wide = [], head is not None
+    for i, (_, value, tree) in enumerate(terms):
         with np.errstate(all="ignore"):
             try:
-                ends = np.asarray(_numpy_value(term, d)(np.array([float(a), float(c)])), dtype=float) * np.ones(2)
+                ends = (np.asarray(value(pts), dtype=float) * np.ones(pts.size)).tolist()
             except (ValueError, TypeError, OverflowError):
                 continue
-        if not np.all(np.abs(ends) <= 1e-15):
+        if not (abs(ends[0]) <= 1e-15 and abs(ends[1]) <= 1e-15) or tree is None:
             continue
-        tree = _compiled(term, d)
-        if tree is None:
-            continue
+        small.append(i)
+        wide = wide and abs(ends[2]) <= 1e-15
+    if not small:
+        return None
+    if len(_NEGLIGIBLE_RANGES) > 256:  # bounded: a few ranges of a few expressions are all a call reads
+        _NEGLIGIBLE_RANGES.clear()
+    proved = _NEGLIGIBLE_RANGES.setdefault((b, d, limit), [])
+    for x, y, dropped in proved:  # a range inside a proved one: the same terms, no new bound
+        if x <= a and c <= y and dropped.issuperset(small):
+            return _less_terms_of(b, terms, small)
+    for x in ([head, a] if wide else [a]):
+        drop = _proved_small(terms, small, x, c, limit)
+        if len(proved) >= 16:
+            proved.clear()
+        proved.append((x, c, frozenset(drop)))
+        if len(drop) == len(small):  # every candidate dropped: as on [a, c] itself (a bound on it is no wider)
+            break
+    return _less_terms_of(b, terms, drop)
+
+
+_NEGLIGIBLE_RANGES = {}  # (b, d, limit) -> [(x, y, indices of terms proved within the limit on [x, y])]
+_negligible_cache_clear = _without_negligible_terms.cache_clear
+
+
+def _clear_negligible():
+    """``_without_negligible_terms.cache_clear()``: its cache and the proved ranges (a first call proves afresh)."""
+    _negligible_cache_clear()
+    _NEGLIGIBLE_RANGES.clear()
+
+
+_without_negligible_terms.cache_clear = _clear_negligible
+
+
+def _proved_small(terms, small, x, y, limit):
+    """The indices among ``small`` of the terms whose interval bounds on ``[x, y]`` (Arb at 96 bits, outward rounded)
+    lie within ``[-limit, limit]`` together (each bound rounded up, their sum rounded up once more), in order."""
+    drop, used = [], 0.0
+    for i in small:
         with arb_precision(96):
             try:
-                lo, hi = _interval(tree, a, c)
+                lo, hi = _interval(terms[i][2], x, y)
             except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
                 continue
         if lo is not None and hi is not None and lo >= -limit and hi <= limit:
@@ -271,9 +315,45 @@ def _without_negligible_terms(b, d, a, c, limit=_NEGLIGIBLE):
             bound = max(float((-lo).upper()), float(hi.upper()), 0.0)
             if (used + bound) * (1 + 2.0**-50) <= limit:
                 used = (used + bound) * (1 + 2.0**-50)
-                drop.append(term)
-    if not drop or len(drop) == len([t for t in b.args if t.has(d)]):
+                drop.append(i)
+    return drop
+
+
+def _less_terms_of(b, terms, drop):
+    """``b`` less the terms at the indices ``drop`` (``None`` where there are none, or where every varying term would go)."""
+    if not drop or len(drop) == len(terms):
         return None
+    return _less_terms(b, tuple(terms[i][0] for i in drop))
+
+
+@functools.lru_cache(maxsize=256)
+def _d_terms(b, d):
+    """The top-level additive terms of ``b`` that contain ``d``, each with its numpy function and compiled tree (``None``
+    where not compiled): what :func:`_without_negligible_terms` reads of the expression, formed once per expression."""
+    out = []
+    for t in b.args:
+        if not t.has(d):
+            continue
+        try:
+            value = _numpy_value(t, d)
+        except (ValueError, TypeError, OverflowError):
+            value = _no_value
+        try:  # compiled here for every term (before, only for terms that passed the double pre-test)
+            tree = _compiled(t, d)
+        except (ValueError, TypeError, ArithmeticError, RecursionError):
+            tree = None
+        out.append((t, value, tree))
+    return tuple(out)
+
+
+def _no_value(x):
+    raise ValueError("no numpy function")
+
+
+@functools.lru_cache(maxsize=256)
+def _less_terms(b, drop):
+    """``b - sum(drop)`` (sympy): a pure function of the expression and the terms left out, formed once per pair (the
+    proof that they are negligible on a range is :func:`_without_negligible_terms`' own, made at every first call)."""
     return b - sum(drop)
 
 
