@@ -1484,7 +1484,12 @@ def _frozen_steps_float(P, Q, tot, kappa, mr, count, summed):
         return None
     if summed:
         v[0] += tot  # tot + v_1, then the sequential sum of the rest (the loop's order)
-        tot = float(np.add.accumulate(v)[-1])
+        acc = np.add.accumulate(v)
+        # the loop stops summing at the end of the first block of _STEP_BLOCK steps where tot >= 1/2 (it may
+        # enter at or above 1/2 with P > 1 or from a caller's state): the partial sum there, as the loop returns it
+        ends = acc[_STEP_BLOCK - 1:_STEP_BLOCK * (count // _STEP_BLOCK):_STEP_BLOCK]
+        hit = np.flatnonzero(ends >= 0.5)
+        tot = float(ends[hit[0]]) if hit.size else float(acc[-1])
     return P, float(qs[-1]), tot
 
 
@@ -1496,7 +1501,10 @@ def _frozen_start(P, Q, kappa, rho):
         return math.inf
     if kappa == 0.0:
         return 0.0
-    log_need = (math.log(kappa) - math.log(0.25 * math.ulp(P))) / rho  # log of the Q from which v < ulp(P)/4
+    quarter = 0.25 * math.ulp(P)
+    if quarter == 0.0:  # P below 2^-1020: a quarter ulp rounds to zero, no v is below it
+        return math.inf
+    log_need = (math.log(kappa) - math.log(quarter)) / rho  # log of the Q from which v < ulp(P)/4
     if log_need > 700.0:
         return math.inf
     return max(0.0, (math.exp(log_need) - Q) * P)

@@ -7,6 +7,7 @@ import importlib
 import math
 
 import mpmath
+import numpy as np
 import pytest
 
 import otprior
@@ -175,3 +176,24 @@ def test_near_one_float_and_steps_bit_for_bit_as_before():
         assert x == old._bulk_solve_float(n, rho, 512, 0)  # the certified route's estimate is unchanged
         for W in (64, 512):
             assert ot._bulk_steps_float(x, rho, 4096, W)[:4] == old._bulk_steps_float(x, rho, 4096, W)[:4]
+
+
+def test_frozen_route_is_the_loop_on_hostile_states():
+    """Hostile states of the step loop (an independent review's finds): a sum entering at or above 1/2 with ``P > 1``
+    (the vectorised sum added every step where the loop stops summing at the first block's end: 64.5 against 8.5),
+    and ``P`` below ``2^-1020`` (a quarter ulp rounds to zero: ``math.log(0)`` raised ``ValueError`` where the loop
+    answers); then random states, frozen route against the one-step loop, bit for bit."""
+    steps = ot._steps_float
+    cases = [(4.309103330548428e+214, 4.651707e-318, 0.4999999999999999, 1.0, -1e-300, 64, True),
+             (1e-310, 1.0, 0.0, 1e-300, -0.5, 64, False), (1e-310, 1.0, 0.0, 1e-300, -0.5, 64, True)]
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        P = float(10.0 ** rng.uniform(-320, 300))
+        Q = float(10.0 ** rng.uniform(-320, 300))
+        tot = float(rng.choice([0.0, 0.25, 0.4999999999999999, 0.5, 3.0]))
+        kappa = float(10.0 ** rng.uniform(-300, 5))
+        mr = -float(rng.choice([1e-300, 1e-8, 0.1, 0.5, 0.9, 0.999999]))
+        cases.append((P, Q, tot, kappa, mr, int(rng.integers(ot._FROZEN_MIN, 400)), bool(rng.integers(2))))
+    for case in cases:
+        assert steps(*case) == steps(*case, frozen=False), case
+    assert ot._bulk_steps_float(741.1906521646135, 0.9999999999999979, 4096, 448) is not None
