@@ -107,6 +107,34 @@ def _linear_bias(b, d):
     return Fraction(sp.Rational(beta).p, sp.Rational(beta).q)
 
 
+@functools.lru_cache(maxsize=256)
+def _log_distance_form(b, d):
+    """``(alpha, offset)`` as doubles when ``b = c + beta log(g d + a)`` with numbers ``beta < 0``, ``g > 0``, ``a > 0``
+    (the log-distance prior ``(d + o)^-alpha``, ``alpha = -beta``, ``o = a/g``: ``c + beta log g`` cancels in every
+    mass) within the log-distance module's domain (``0 < alpha <= 1e15``, ``1e-300 <= o <= 1e300``), else ``None``."""
+    sp = import_sympy()
+    try:
+        _, term = b.as_independent(d, as_Add=True)
+        beta, rest = term.as_coeff_Mul()
+        if not (isinstance(rest, sp.log) and beta.is_Number and beta < 0):
+            return None
+        arg = rest.args[0]
+        if not arg.is_polynomial(d):
+            return None
+        poly = sp.Poly(arg, d)
+        if poly.degree() != 1 or not all(c.is_number for c in poly.all_coeffs()):
+            return None
+        g, a = poly.all_coeffs()
+        if not (bool(g > 0) and bool(a > 0)):
+            return None
+        alpha, offset = float(-beta), float(a / g)
+    except Exception:  # sympy raises a variety of errors on expressions it cannot read in this form
+        return None
+    if not (0.0 < alpha <= 1e15 and 1e-300 <= offset <= 1e300):
+        return None
+    return alpha, offset
+
+
 def _dominant_masses(tree, window, n):
     """``(m, D)`` as Arb balls when one side outweighs the other by more than ``e^746`` (Theorem 15d,
     ``proofs/closed_form_tails.md``), else ``None``.
@@ -1153,7 +1181,8 @@ class Bias(Encoding):
 
     def _masses(self, window, n):
         """Direct log-sum-exp up to ``2**16``; beyond, for an expression bias, the float routes of Theorem 15g
-        (15b's closed form; 15e and 15f in double; 15d's dominance in double; Theorem 15's float with a direct head of
+        (15b's closed form; a log-distance bias ``beta log(g d + a)``, ``beta < 0``, by the log-distance prior's
+        float route, O(1) in ``n``; 15e and 15f in double; 15d's dominance in double; Theorem 15's float with a direct head of
         4096 terms, checked by two quadrature rules), else the
         midpoint of the certified enclosure (:meth:`mass_enclosures`), else the direct head plus Theorem 13's monotone
         tail; a callable bias sums directly (``n <= 2**22``)."""
@@ -1178,6 +1207,11 @@ class Bias(Encoding):
         geometric = self._geometric_balls(window, n)
         if geometric is not None:  # a linear bias: the closed form's midpoint (Theorem 15b)
             return float(geometric[0].mid()), float(geometric[1].mid())
+        form = _log_distance_form(*reversed(self._sym))
+        if form is not None:  # beta log(g d + a), beta < 0: the log-distance prior's float route (Theorem 7, O(1) in n)
+            from ..log_distance import _float_masses
+
+            return _float_masses(window, n, *form)
         tree = _compiled(*reversed(self._sym))
         fast = None if tree is None else _periodic_float(tree, window, n)
         if fast is not None:  # beta sin(omega d + phi): Theorem 15e in double precision
