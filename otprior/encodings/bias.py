@@ -455,7 +455,23 @@ def _anchored_side(b, d, tree, a, c, bits, fns, third):
     puts the half below ``2^-45`` of the last term ``e^{b(c)}``, by half that bound within itself; ranges of at most ``_FLOAT_HEAD``
     integers below ``2^53`` term by term less ``b(c)`` (:func:`_direct_log`); or ``None``."""
     b_err = functools.partial(_rounding_of_b, b, d)
-    got = anchored_log_sum(tree, a, c, bits, fns, third, b_err)
+
+    def anchored(x, y):
+        got = anchored_log_sum(tree, x, y, bits, fns, third, b_err)
+        if got is not None or y - x + 1 <= _FLOAT_HEAD:
+            return got
+        # Theorem 15k: without the additive terms p proved within 2^-60 on [x, y] (h = b - p), phi moves by
+        # -p(y) + log(1 + theta) with |p(y)| <= 2^-60 and |log(1 + theta)| <= 2^-60: 2^-58 added to rel covers both
+        # (exp(-exp(d/1000)) beside sqrt(d): its complex box is unbounded where the term is below every double)
+        reduced = _without_negligible_terms(b, d, x, y)
+        r_tree = None if reduced is None else _compiled(reduced, d)
+        if r_tree is None:
+            return None
+        got = anchored_log_sum(r_tree, x, y, bits, _numpy_fns(reduced, d), _derivative_trees(reduced, d, 3),
+                               functools.partial(_rounding_of_b, reduced, d))
+        return None if got is None else (got[0], got[1] + 2.0**-58)
+
+    got = anchored(a, c)
     if got is not None or c - a + 1 <= _FLOAT_HEAD:
         return got
     try:
@@ -467,7 +483,7 @@ def _anchored_side(b, d, tree, a, c, bits, fns, third):
         return None
 
     def part(x, y):
-        got = anchored_log_sum(tree, x, y, bits, fns, third, b_err)
+        got = anchored(x, y)
         if got is None:
             # Theorem 15d's bound U >= sum_{x..y} e^{b(k) - b(c)}: below 2^-45 of the whole sum (at least its last
             # term, e^0) it is carried as U/2 within U/2 (rel 1, weighted by at most 2^-45 in the total)
