@@ -133,7 +133,7 @@ def _drop(a, holes, movers, size):
 
 def anderson_solve(G, x0, threshold, *, max_iter, memory=6, accelerate=True, history=False, seminorm="sup",
                    floor=None, bound=None, workspace=None, images_last=False, history32=False, first_image=None,
-                   backtrack=False, rate=None):
+                   backtrack=False, rate=None, certified=None):
     """:func:`_anderson_solve` with overflow and invalid operations of the mixing's products
     silent: a candidate whose products overflow is rejected by the safeguard (non-finite),
     exactly as the plain step would be, so the warning would report nothing the result does
@@ -142,7 +142,7 @@ def anderson_solve(G, x0, threshold, *, max_iter, memory=6, accelerate=True, his
         return _anderson_solve(G, x0, threshold, max_iter=max_iter, memory=memory, accelerate=accelerate,
                                history=history, seminorm=seminorm, floor=floor, bound=bound, workspace=workspace,
                                images_last=images_last, history32=history32, first_image=first_image,
-                               backtrack=backtrack, rate=rate)
+                               backtrack=backtrack, rate=rate, certified=certified)
 
 
 def _anderson_solve(
@@ -163,6 +163,7 @@ def _anderson_solve(
     first_image=None,
     backtrack=False,
     rate=None,
+    certified=None,
 ):
     """Solve ``x = G(x)`` for a batch of independent problems.
 
@@ -225,6 +226,16 @@ def _anderson_solve(
         rule (module docstring): a problem whose mixing goes no faster than ``rate`` per sweep over a
         window switches to plain steps from its best iterate, only where ``rate`` guarantees that they
         reach the threshold within the sweeps left. ``None``: no stall rule.
+
+    certified : callable, optional
+        ``certified(rn)``, called after each evaluation of ``G`` with the residuals ``rn`` of its
+        images (one per problem of that evaluation, as measured by ``seminorm``; ``inf`` where not
+        finite), says which problems may stop on it: ``None`` (all of them, as without it) or a
+        boolean (one for the batch or one per problem). An image for which it says ``False``
+        (computed inexactly by the caller, e.g. with single-precision products) never stops a
+        problem, whatever its residual; the problem goes on, and only an image it calls exact can
+        certify it. The residuals let the caller choose its next evaluation without measuring them
+        again.
 
     Returns
     -------
@@ -339,6 +350,10 @@ def _anderson_solve(
                 else:
                     thr = np.maximum(thr, np.where(finite, floor(np.where(finite, amax, 0.0)), 0.0))
         done = accepted & finite & (rn <= thr)
+        if certified is not None and (k > 1 or first_image is None):
+            exact = certified(rn)
+            if exact is not None:
+                done &= exact
         if k == 1 and first_image is not None and done.any():
             # an image not computed by G certifies nothing: a problem it would stop is evaluated by G, which
             # certifies it or not, so that one sweep suffices wherever it does for the plain iteration (rho = 0,
@@ -354,6 +369,10 @@ def _anderson_solve(
                 if floor is not None:
                     gthr = np.maximum(gthr, floor(np.where(np.isfinite(gam), gam, 0.0)))
             ok = np.isfinite(grn) & (grn <= gthr)
+            if certified is not None:
+                exact = certified(grn)
+                if exact is not None:
+                    ok &= exact
             take = sub[ok]
             img[take] = gimg[ok]
             res[take] = gres[ok]
@@ -397,8 +416,16 @@ def _anderson_solve(
                 if ui.size == b and not (us - us[0]).any():
                     # every problem writes the same slot: written in place
                     s = int(us[0])
-                    dr = np.subtract(res, prev_res, out=d_res[:, s])
-                    np.subtract(img, prev_img, out=d_img[:, :, s] if images_last else d_img[:, s])
+                    # the differences in float64, then rounded into the slot (the numbers of a subtraction
+                    # into the float32 slot itself, which numpy forms the same way, but in one fast pass each)
+                    dr = d_res[:, s]
+                    tmp = np.subtract(res, prev_res)
+                    dr[...] = tmp
+                    np.subtract(img, prev_img, out=tmp)
+                    if images_last:
+                        d_img[:, :, s] = tmp
+                    else:
+                        d_img[:, s] = tmp
                 else:
                     dr = res - prev_res
                     d_res[ui, us] = dr[ui]
