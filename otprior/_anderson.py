@@ -235,7 +235,8 @@ def _anderson_solve(
         (computed inexactly by the caller, e.g. with single-precision products) never stops a
         problem, whatever its residual; the problem goes on, and only an image it calls exact can
         certify it. The residuals let the caller choose its next evaluation without measuring them
-        again.
+        again. A plain ``False`` (the whole evaluation inexact) also says that every image of it
+        lies within ``bound`` (the caller checked it), so the solver does not measure their size.
 
     Returns
     -------
@@ -329,7 +330,15 @@ def _anderson_solve(
             all_finite = bool(finite.all())
             if not all_finite:
                 rn = np.where(finite, rn, np.inf)
-            amax = np.maximum(img.max(axis=1), -img.min(axis=1)) if (floor is not None or bound is not None) else None
+        exact = certified(rn) if certified is not None and (k > 1 or first_image is None) else None
+        # every image inexact, and within the safe range (certified's contract): nothing stops on them and
+        # nothing leaves the range, so their size, which only the rounding floor and the range check read, is
+        # not measured (the decisions are those the measurement gives)
+        inexact = exact is False
+        if (floor is not None or bound is not None) and not inexact:
+            amax = np.maximum(img.max(axis=1), -img.min(axis=1))
+        else:
+            amax = None
         iterations[rows] = k
         # --- acceptance of the Anderson candidates (the safeguard) ---
         if trial.any():
@@ -343,15 +352,16 @@ def _anderson_solve(
         if history and b and accepted[0]:
             trace.append(float(rn[0]))
         thr = thresholds
-        if floor is not None:
+        if floor is not None and not inexact:
             with np.errstate(invalid="ignore", over="ignore"):
                 if all_finite:
                     thr = np.maximum(thr, floor(amax))
                 else:
                     thr = np.maximum(thr, np.where(finite, floor(np.where(finite, amax, 0.0)), 0.0))
-        done = accepted & finite & (rn <= thr)
-        if certified is not None and (k > 1 or first_image is None):
-            exact = certified(rn)
+        if inexact:
+            done = np.zeros(b, dtype=bool)
+        else:
+            done = accepted & finite & (rn <= thr)
             if exact is not None:
                 done &= exact
         if k == 1 and first_image is not None and done.any():
@@ -384,7 +394,7 @@ def _anderson_solve(
         elif k == 1 and first_image is not None:
             done[:] = False
         bad = accepted & ~finite
-        if bound is not None:
+        if bound is not None and not inexact:
             with np.errstate(invalid="ignore"):
                 outside = accepted & finite & ~done & ~(amax <= bound)
         else:
