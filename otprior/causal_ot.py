@@ -289,13 +289,18 @@ def causal_ot_attention(scores, rho, *, dual_tol=1e-12, max_iter=10_000, variant
     shape = s.shape
     n = shape[-1]
     flat = s.reshape(-1, n, n)
-    out = np.empty_like(flat)
+    out = np.zeros(flat.shape)
     for b in range(flat.shape[0]):
-        out[b] = _attention_one(flat[b], rho, dual_tol, max_iter, variant, accelerate)
+        dest = out[b]  # written in place (no second n x n array and copy)
+        rows = _attention_one(flat[b], rho, dual_tol, max_iter, variant, accelerate, out=dest)
+        if rows is not dest:
+            dest[...] = rows
     return out.reshape(shape)
 
 
-def _attention_one(s, rho, dual_tol, max_iter, variant, accelerate, block=_BLOCK):
+def _attention_one(s, rho, dual_tol, max_iter, variant, accelerate, block=_BLOCK, out=None):
+    """The operator on one ``(n, n)`` matrix, into ``out`` (zeros, C-ordered) where given; returns the
+    result (``out`` itself except for ``variant="full"``)."""
     n = s.shape[0]
     tri = np.tri(n, dtype=bool)  # the causal mask (lower triangle with the diagonal)
     # shift every row by its maximum: f absorbs it exactly (Definition 1); the shifted scores are
@@ -307,7 +312,8 @@ def _attention_one(s, rho, dual_tol, max_iter, variant, accelerate, block=_BLOCK
     spread = float(-np.min(sm, where=tri, initial=0.0))
     np.copyto(sm, -np.inf, where=~tri)
     prefixes = np.arange(n) if variant == "prefix" else np.array([n - 1])
-    out = np.zeros((n, n))
+    if out is None:
+        out = np.zeros((n, n))
     kernels = first = None
     # the blocks are independent (each cold): the widest first, so that the memory of the
     # mixing is allocated once and reused by the narrower ones
