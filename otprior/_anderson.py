@@ -317,10 +317,15 @@ def _anderson_solve(
         count = np.zeros(batch, dtype=int)  # differences stored since the last restart
         rhs_prev = np.zeros((batch, m))  # d_res . res at the last sweep, where rhs_ok
         rhs_ok = np.zeros(batch, dtype=bool)
+    # the residuals are written into two buffers in turn (the last one is still read as prev_res, the one
+    # before is no longer read), and the differences stored by the mixing are formed in a third: the same
+    # numbers as fresh arrays, without touching fresh memory every sweep
+    res_bufs = (np.empty((batch, width)), np.empty((batch, width)))
+    diff_buf = np.empty((batch, width)) if accelerate else None
     for k in range(1, max_iter + 1):
         b = rows.size
         img = G(x, rows) if k > 1 or first_image is None else np.array(first_image, dtype=float)
-        res = img - x
+        res = np.subtract(img, x, out=res_bufs[k & 1][:b])
         with np.errstate(invalid="ignore", over="ignore"):
             hi, lo = res.max(axis=1), res.min(axis=1)
             rn = hi - lo if osc else np.maximum(hi, -lo)
@@ -429,7 +434,7 @@ def _anderson_solve(
                     # the differences in float64, then rounded into the slot (the numbers of a subtraction
                     # into the float32 slot itself, which numpy forms the same way, but in one fast pass each)
                     dr = d_res[:, s]
-                    tmp = np.subtract(res, prev_res)
+                    tmp = np.subtract(res, prev_res, out=diff_buf[:b])
                     dr[...] = tmp
                     np.subtract(img, prev_img, out=tmp)
                     if images_last:
