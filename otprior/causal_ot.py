@@ -533,11 +533,11 @@ def _warm_map(G64, G32, threshold, Ginc=None):
 
     ``Ginc`` (``_increment_map``): then the first float64 evaluation keeps its products (the
     reference), and the next evaluations are the reference plus increments formed with float32
-    products (Lemma 7 there), as long as every dual stays within ``_F32_DUAL``, the point within
-    ``_INC_STEP`` of the reference, the image finite and, after each, every problem's residual
-    above ``_INC_SWITCH`` times the threshold and ``_INC_FLOOR`` times the distance to the reference
-    (at most ``_F32_SWEEPS`` of them); they are flagged inexact too. Every later evaluation is
-    ``G64``.
+    products (Lemma 7 there), as long as every dual stays within ``_F32_DUAL``, the image is finite
+    with duals within ``_F32_DUAL`` and, after each, every problem's residual is above
+    ``_INC_SWITCH`` times the threshold and ``_INC_FLOOR`` times the reference's largest residual
+    over ``1 - rho`` (Theorem 1's bound on its distance to the fixed point), at most ``_F32_SWEEPS``
+    of them; they are flagged inexact too. Every later evaluation is ``G64``.
     """
     state = {"fine": False, "used": 0, "ref": None, "inc": Ginc is not None, "incs": 0, "phase": None, "level": 0.0}
 
@@ -549,10 +549,10 @@ def _warm_map(G64, G32, threshold, Ginc=None):
             # the reference: a float64 sweep keeping its products (kept if its residuals leave room, certified)
             keep = {}
             img = G64(x, rows, keep=keep)
-            state["ref"] = (rows.copy(), x.copy(), keep)
+            state["ref"] = (rows.copy(), keep)
             state["phase"] = "ref"
             return img
-        ref_rows, xr, keep = ref
+        ref_rows, keep = ref
         if not (state["incs"] < _F32_SWEEPS and max(x.max(), -x.min()) <= _F32_DUAL):
             state["inc"] = False
             return G64(x, rows)
@@ -562,13 +562,12 @@ def _warm_map(G64, G32, threshold, Ginc=None):
             pos = np.empty(int(ref_rows.max()) + 1, dtype=np.int64)
             pos[ref_rows] = np.arange(ref_rows.size)
             sel = pos[rows]
-        img, dist = Ginc(x, rows, xr if sel is None else xr[sel], keep, sel, _INC_STEP)
-        # (a step beyond _INC_STEP from the reference, an image not finite or beyond _F32_DUAL: G64 instead)
-        if img is None or not max(img.max(), -img.min()) <= _F32_DUAL:
+        img = Ginc(x, rows, keep, sel)
+        if not max(img.max(), -img.min()) <= _F32_DUAL:  # not finite, or beyond the range: G64 instead
             state["inc"] = False
             return G64(x, rows)
         state["incs"] += 1
-        state["phase"], state["level"] = "inc", max(_INC_SWITCH * threshold, _INC_FLOOR * dist)
+        state["phase"] = "inc"
         return img
 
     def G(x, rows):
@@ -595,8 +594,11 @@ def _warm_map(G64, G32, threshold, Ginc=None):
             if not (rn > state["level"]).all():
                 state["inc"] = False  # a problem is close to its solution: float64 from the next sweep on
             return False
-        if phase == "ref" and not (np.max(rn, initial=0.0) > _INC_SWITCH * threshold and np.isfinite(rn).all()):
-            state["inc"] = False  # no room for refinement sweeps
+        if phase == "ref":
+            top = np.max(rn, initial=0.0)
+            state["level"] = max(_INC_SWITCH * threshold, _INC_FLOOR * top / (1.0 - Ginc.rho))
+            if not (top > state["level"] and np.isfinite(rn).all()):
+                state["inc"] = False  # no room for refinement sweeps
         return None
 
     G.certified = certified
@@ -606,12 +608,11 @@ def _warm_map(G64, G32, threshold, Ginc=None):
 # Refinement sweeps (Lemma 7, proofs/operator_fast_paths.md): after the float32 warm-up, the first float64
 # sweep of a block keeps its products, and the next sweeps add to them increments computed with float32
 # products, whose rounding is about eps32 times the increment (not times the products): measured 2e-11 at a
-# distance 1e-4 from the reference (n = 1024). They go on while the point stays within _INC_STEP of the
-# reference (the float32 increments then stay finite) and every residual is above _INC_SWITCH times the
-# threshold and _INC_FLOOR times the distance to the reference (below that the increments' rounding, about
-# 2e-7 times that distance, shows in the mixing: measured at n = 1024, rho = 0.5, a floor of 1e-5 gave a
-# float64 residual 1.4e-10 after a refinement residual 1.2e-9, against 5e-11 in float64 alone).
-_INC_STEP = 0.1
+# distance 1e-4 from the reference (n = 1024). They go on while every residual is above _INC_SWITCH times the
+# threshold and _INC_FLOOR times the reference's distance to the fixed point (bounded by its residual over
+# 1 - rho, Theorem 1; below that the increments' rounding, about 2e-7 times the distance, shows in the mixing:
+# measured at n = 1024, rho = 0.5, a floor of 1e-5 times the distance gave a float64 residual 1.4e-10 after a
+# refinement residual 1.2e-9, against 5e-11 in float64 alone).
 _INC_SWITCH = 10.0
 _INC_FLOOR = 1e-4
 
@@ -619,21 +620,18 @@ _INC_FLOOR = 1e-4
 def _increment_map(K32, KT32, mask, P, rho):
     """Images of the dual update as a float64 reference plus float32-product increments (Lemma 7).
 
-    With the reference point ``x0`` of a float64 sweep and its scalings ``V0 = exp(x0)`` (masked),
-    row sums ``R0 = V0 K^T``, reciprocals ``Q0`` (masked) and column sums ``C0 = Q0 K``, the sums
-    at ``x`` are exactly ``R = R0 + (V0 (e^(x - x0) - 1)) K^T`` and ``C = C0 + (Q - Q0) K``; the two
-    increments are formed in float32 and added in float64, and the image is then formed from ``C``
-    as ``_kernel_map`` forms it. Returns ``None`` where ``max |x - x0| > step``.
+    With the scalings ``V0 = exp(x0)`` (masked) of a float64 sweep at a reference point ``x0``, its
+    row sums ``R0 = V0 K^T``, reciprocals ``Q0`` (masked) and column sums ``C0 = Q0 K``, the sums at
+    ``x`` are exactly ``R = R0 + (V - V0) K^T`` and ``C = C0 + (Q - Q0) K``; the increments
+    ``V - V0`` (formed in float64) and ``Q - Q0`` are multiplied in float32 and added in float64, and
+    the image is then formed from ``C`` as ``_kernel_map`` forms it. ``keep``: the reference's
+    products (``_kernel_map``), ``sel``: the rows of the reference to use (``None``: all).
     """
     maskf = mask.astype(np.float64)
     offf = 1.0 - maskf
 
-    def G(x, rows, x0, keep, sel, step):
+    def G(x, rows, keep, sel):
         last = P if rows.size == P.size else P[rows]
-        D = x - x0
-        dist = max(D.max(), -D.min())
-        if not dist <= step:
-            return None, dist
         V0, R0, Q0, C0 = (keep[k] if sel is None else keep[k][sel] for k in ("V", "R", "Q", "C"))
         c0 = _common_columns(last, x.shape[1])
         if c0 < x.shape[1]:
@@ -642,8 +640,12 @@ def _increment_map(K32, KT32, mask, P, rho):
             else:
                 mf, of = maskf[rows, c0:], offf[rows, c0:]
         with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
-            E = np.expm1(D, out=D)
-            E *= V0  # zero beyond each prefix, as V0 is
+            # V - V0: its float64 rounding, eps times V, is below the float32 rounding of the increment
+            # while |x - x0| > 1e-8 (Lemma 7)
+            E = np.exp(x)
+            if c0 < x.shape[1]:
+                E[:, c0:] *= mf
+            E -= V0
             R = _times_kt(E.astype(np.float32), KT32).astype(np.float64)
             R += R0
             if c0:
@@ -660,8 +662,9 @@ def _increment_map(K32, KT32, mask, P, rho):
             g -= g[np.arange(last.size), last][:, None]
             if c0 < x.shape[1]:
                 g[:, c0:] *= mf
-            return g, dist
+            return g
 
+    G.rho = rho
     return G
 
 
