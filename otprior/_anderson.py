@@ -133,7 +133,7 @@ def _drop(a, holes, movers, size):
 
 def anderson_solve(G, x0, threshold, *, max_iter, memory=6, accelerate=True, history=False, seminorm="sup",
                    floor=None, bound=None, workspace=None, images_last=False, history32=False, first_image=None,
-                   backtrack=False, rate=None):
+                   backtrack=False, rate=None, certified=None):
     """:func:`_anderson_solve` with overflow and invalid operations of the mixing's products
     silent: a candidate whose products overflow is rejected by the safeguard (non-finite),
     exactly as the plain step would be, so the warning would report nothing the result does
@@ -142,7 +142,7 @@ def anderson_solve(G, x0, threshold, *, max_iter, memory=6, accelerate=True, his
         return _anderson_solve(G, x0, threshold, max_iter=max_iter, memory=memory, accelerate=accelerate,
                                history=history, seminorm=seminorm, floor=floor, bound=bound, workspace=workspace,
                                images_last=images_last, history32=history32, first_image=first_image,
-                               backtrack=backtrack, rate=rate)
+                               backtrack=backtrack, rate=rate, certified=certified)
 
 
 def _anderson_solve(
@@ -163,6 +163,7 @@ def _anderson_solve(
     first_image=None,
     backtrack=False,
     rate=None,
+    certified=None,
 ):
     """Solve ``x = G(x)`` for a batch of independent problems.
 
@@ -225,6 +226,17 @@ def _anderson_solve(
         rule (module docstring): a problem whose mixing goes no faster than ``rate`` per sweep over a
         window switches to plain steps from its best iterate, only where ``rate`` guarantees that they
         reach the threshold within the sweeps left. ``None``: no stall rule.
+
+    certified : callable, optional
+        ``certified(rn)``, called after each evaluation of ``G`` with the residuals ``rn`` of its
+        images (one per problem of that evaluation, as measured by ``seminorm``; ``inf`` where not
+        finite), says which problems may stop on it: ``None`` (all of them, as without it) or a
+        boolean (one for the batch or one per problem). An image for which it says ``False``
+        (computed inexactly by the caller, e.g. with single-precision products) never stops a
+        problem, whatever its residual; the problem goes on, and only an image it calls exact can
+        certify it. The residuals let the caller choose its next evaluation without measuring them
+        again. A plain ``False`` (the whole evaluation inexact) also says that every image of it
+        lies within ``bound`` (the caller checked it), so the solver does not measure their size.
 
     Returns
     -------
@@ -305,10 +317,15 @@ def _anderson_solve(
         count = np.zeros(batch, dtype=int)  # differences stored since the last restart
         rhs_prev = np.zeros((batch, m))  # d_res . res at the last sweep, where rhs_ok
         rhs_ok = np.zeros(batch, dtype=bool)
+    # the residuals are written into two buffers in turn (the last one is still read as prev_res, the one
+    # before is no longer read), and the differences stored by the mixing are formed in a third: the same
+    # numbers as fresh arrays, without touching fresh memory every sweep
+    res_bufs = (np.empty((batch, width)), np.empty((batch, width)))
+    diff_buf = np.empty((batch, width)) if accelerate else None
     for k in range(1, max_iter + 1):
         b = rows.size
         img = G(x, rows) if k > 1 or first_image is None else np.array(first_image, dtype=float)
-        res = img - x
+        res = np.subtract(img, x, out=res_bufs[k & 1][:b])
         with np.errstate(invalid="ignore", over="ignore"):
             hi, lo = res.max(axis=1), res.min(axis=1)
             rn = hi - lo if osc else np.maximum(hi, -lo)
@@ -318,7 +335,15 @@ def _anderson_solve(
             all_finite = bool(finite.all())
             if not all_finite:
                 rn = np.where(finite, rn, np.inf)
-            amax = np.maximum(img.max(axis=1), -img.min(axis=1)) if (floor is not None or bound is not None) else None
+        exact = certified(rn) if certified is not None and (k > 1 or first_image is None) else None
+        # every image inexact, and within the safe range (certified's contract): nothing stops on them and
+        # nothing leaves the range, so their size, which only the rounding floor and the range check read, is
+        # not measured (the decisions are those the measurement gives)
+        inexact = exact is False
+        if (floor is not None or bound is not None) and not inexact:
+            amax = np.maximum(img.max(axis=1), -img.min(axis=1))
+        else:
+            amax = None
         iterations[rows] = k
         # --- acceptance of the Anderson candidates (the safeguard) ---
         if trial.any():
@@ -332,13 +357,18 @@ def _anderson_solve(
         if history and b and accepted[0]:
             trace.append(float(rn[0]))
         thr = thresholds
-        if floor is not None:
+        if floor is not None and not inexact:
             with np.errstate(invalid="ignore", over="ignore"):
                 if all_finite:
                     thr = np.maximum(thr, floor(amax))
                 else:
                     thr = np.maximum(thr, np.where(finite, floor(np.where(finite, amax, 0.0)), 0.0))
-        done = accepted & finite & (rn <= thr)
+        if inexact:
+            done = np.zeros(b, dtype=bool)
+        else:
+            done = accepted & finite & (rn <= thr)
+            if exact is not None:
+                done &= exact
         if k == 1 and first_image is not None and done.any():
             # an image not computed by G certifies nothing: a problem it would stop is evaluated by G, which
             # certifies it or not, so that one sweep suffices wherever it does for the plain iteration (rho = 0,
@@ -354,6 +384,10 @@ def _anderson_solve(
                 if floor is not None:
                     gthr = np.maximum(gthr, floor(np.where(np.isfinite(gam), gam, 0.0)))
             ok = np.isfinite(grn) & (grn <= gthr)
+            if certified is not None:
+                exact = certified(grn)
+                if exact is not None:
+                    ok &= exact
             take = sub[ok]
             img[take] = gimg[ok]
             res[take] = gres[ok]
@@ -365,7 +399,7 @@ def _anderson_solve(
         elif k == 1 and first_image is not None:
             done[:] = False
         bad = accepted & ~finite
-        if bound is not None:
+        if bound is not None and not inexact:
             with np.errstate(invalid="ignore"):
                 outside = accepted & finite & ~done & ~(amax <= bound)
         else:
@@ -397,8 +431,16 @@ def _anderson_solve(
                 if ui.size == b and not (us - us[0]).any():
                     # every problem writes the same slot: written in place
                     s = int(us[0])
-                    dr = np.subtract(res, prev_res, out=d_res[:, s])
-                    np.subtract(img, prev_img, out=d_img[:, :, s] if images_last else d_img[:, s])
+                    # the differences in float64, then rounded into the slot (the numbers of a subtraction
+                    # into the float32 slot itself, which numpy forms the same way, but in one fast pass each)
+                    dr = d_res[:, s]
+                    tmp = np.subtract(res, prev_res, out=diff_buf[:b])
+                    dr[...] = tmp
+                    np.subtract(img, prev_img, out=tmp)
+                    if images_last:
+                        d_img[:, :, s] = tmp
+                    else:
+                        d_img[:, s] = tmp
                 else:
                     dr = res - prev_res
                     d_res[ui, us] = dr[ui]

@@ -77,7 +77,24 @@ ORDINARY = [(1, 1.0, 0.5), (7, 1.0, 0.9), (33, 5.0, 0.99), (40, 300.0, 0.9), (20
 ORDINARY_SLOW = [(24, 30.0, 0.999), (64, 30.0, 0.999), (130, 1.0, 0.9), (300, 1.0, 0.5), (300, 3.0, 0.99), (64, 1e3, 0.99)]
 
 
+# Where a block is at least _F32_WIDTH wide (and the spread at most _F32_SPREAD) the accelerated route now runs
+# refinement sweeps (Lemma 7, proofs/operator_fast_paths.md), which move the certified point within the certified
+# accuracy: there the answer is compared bit for bit with the refinement switched off, and with it to this bound
+# relative to each row's largest entry (measured: at most 1.9e-14 on these inputs; 5.1e-14 at n = 1024, rho = 0.99)
+REFINED_RTOL = 1e-13
+
+
+def _refined(S, acc):
+    import otprior.causal_ot as co
+
+    n = S.shape[-1]
+    spread = np.ptp(np.where(np.tri(n, dtype=bool), S, np.nan), axis=-1)
+    return acc and n >= co._F32_WIDTH and np.nanmax(spread) <= co._F32_SPREAD
+
+
 def _check_ordinary(cases, priors, monkeypatch):
+    import otprior.causal_ot as co
+
     anderson, old = _old_modules()
     rng = np.random.default_rng(2026)
     inputs = [(rng.standard_normal((n, n)) * scale, rho) for n, scale, rho in cases]
@@ -85,7 +102,14 @@ def _check_ordinary(cases, priors, monkeypatch):
     for S, rho in inputs:
         for acc in (True, False) if rho <= 0.99 and S.shape[-1] < 30 else (True,):
             new = causal_ot_attention(S, rho, accelerate=acc)
-            assert np.array_equal(new, old.causal_ot_attention(S, rho, accelerate=acc)), (S.shape, rho, acc)
+            ref = old.causal_ot_attention(S, rho, accelerate=acc)
+            if _refined(S, acc):
+                top = np.max(np.abs(ref), axis=-1, keepdims=True)
+                assert np.all(np.abs(new - ref) <= REFINED_RTOL * top), (S.shape, rho)
+                monkeypatch.setattr(co, "_increment_map", lambda *args: None)  # no refinement sweeps
+                new = causal_ot_attention(S, rho, accelerate=acc)
+                monkeypatch.undo()
+            assert np.array_equal(new, ref), (S.shape, rho, acc)
         if S.ndim == 2 and S.shape[0] <= 64:
             a = causal_ot_fixed_point(S, rho, accelerate=True)
             b = old.causal_ot_fixed_point(S, rho, accelerate=True)

@@ -41,18 +41,31 @@ def test_float32_warm_up_agrees_with_the_plain_iteration(monkeypatch, rho):
     calls = []
     original = co._warm_map
 
-    def spy(G64, G32, threshold):
+    refined = []
+
+    def spy(G64, G32, threshold, Ginc=None):
         def G32_counted(x, rows):
             calls.append(x.shape)
             return G32(x, rows)
 
-        return original(G64, G32_counted, threshold)
+        def Ginc_counted(*args):
+            refined.append(args[0].shape)
+            return Ginc(*args)
+
+        Ginc_counted.rho = Ginc.rho
+        return original(G64, G32_counted, threshold, Ginc_counted)
 
     monkeypatch.setattr(co, "_warm_map", spy)
-    S = np.random.default_rng(11).normal(size=(48, 48))
+    # two blocks: the one of prefixes 128..149 has the float32 and refinement sweeps (in the one holding the
+    # prefix of length 1, the closed-form first image certifies that prefix at once, and the G64 image it takes
+    # ends the float32 sweeps of its block)
+    # (at rho >= 0.9 the plain route takes seconds there: one block of 48)
+    n = 150 if rho == 0.5 else 48
+    S = np.random.default_rng(11).normal(size=(n, n))
     fast = otprior.causal_ot_attention(S, rho, dual_tol=1e-12)
     plain = otprior.causal_ot_attention(S, rho, dual_tol=1e-12, accelerate=False)
     assert calls, "the float32 sweeps ran"
+    assert n < 150 or any(refined), "the refinement sweeps ran"
     np.testing.assert_allclose(fast, plain, rtol=0, atol=1e-11)
 
 
@@ -66,11 +79,11 @@ def test_every_certificate_comes_from_a_float64_sweep(monkeypatch):
     blocks = []
     original_warm, original_solve = co._warm_map, co._solve
 
-    def warm(G64, G32, threshold):
+    def warm(G64, G32, threshold, Ginc=None):
         images, float32 = {}, []
 
-        def G64_recorded(x, rows):
-            img = G64(x, rows)
+        def G64_recorded(x, rows, **kw):
+            img = G64(x, rows, **kw)
             for r, row in zip(rows, img, strict=True):
                 images.setdefault(int(r), []).append(row.copy())
             return img
@@ -79,8 +92,13 @@ def test_every_certificate_comes_from_a_float64_sweep(monkeypatch):
             float32.append(x.shape[0])
             return G32(x, rows)
 
+        def Ginc_counted(*args):
+            float32.append(-1)  # a refinement sweep (float32 products): its images are never recorded here
+            return Ginc(*args)
+
+        Ginc_counted.rho = Ginc.rho
         blocks.append((images, float32))
-        return original_warm(G64_recorded, G32_counted, threshold)
+        return original_warm(G64_recorded, G32_counted, threshold, Ginc_counted)
 
     def solve(*args, **kwargs):
         x, info = original_solve(*args, **kwargs)
@@ -93,6 +111,7 @@ def test_every_certificate_comes_from_a_float64_sweep(monkeypatch):
     S = np.random.default_rng(3).normal(size=(150, 150))
     otprior.causal_ot_attention(S, 0.5, dual_tol=1e-12, max_iter=300)
     assert len(blocks) == 2 and all(float32 for _, float32 in blocks)
+    assert any(-1 in float32 for _, float32 in blocks), "the refinement sweeps ran"
     for images, _ in blocks:
         for p, row in enumerate(images["result"]):
             assert any(np.array_equal(row, img) for img in images.get(p, [])), p
@@ -143,6 +162,61 @@ def test_a_first_image_given_by_the_caller_never_certifies():
     np.testing.assert_array_equal(x, b)
     assert len(evaluations) == 1 and info["iterations"][0] == 2
     np.testing.assert_array_equal(evaluations[0], b)
+
+
+def test_a_problem_never_stops_on_an_image_called_inexact():
+    # certified(rn) says which images may stop a problem: none, for the first 5 evaluations here
+    G = _contraction(0.5, 20, 4)
+    x0 = np.zeros((3, 20))
+    ref, info_ref = anderson_solve(G, x0, 1e-10, max_iter=200, memory=6)
+    seen = []
+
+    def certified(rn):
+        seen.append(rn.copy())
+        return None if len(seen) > 5 else False
+
+    x, info = anderson_solve(G, x0, 1e-10, max_iter=200, memory=6, certified=certified)
+    assert np.all(info["iterations"] >= 6) and np.all(info["residual"] <= 1e-10)
+    # the residuals passed are those of each evaluation's images, one per problem
+    assert all(r.shape == (3,) for r in seen[:5])
+    # "None" (every image exact) is the solver without the argument, bit for bit
+    y, info_none = anderson_solve(G, x0, 1e-10, max_iter=200, memory=6, certified=lambda rn: None)
+    assert np.array_equal(y, ref) and np.array_equal(info_none["iterations"], info_ref["iterations"])
+    # never exact: no problem ever stops, and the failure says the tolerance was not reached
+    with pytest.raises(otprior.ConvergenceError, match="did not reach the tolerance"):
+        anderson_solve(G, x0, 1e-10, max_iter=50, memory=6, certified=lambda rn: False)
+
+
+def test_refinement_sweep_is_the_float64_image_at_the_reference_and_close_near_it(rho=0.9):
+    # Lemma 7: the sums at x are the reference's plus the increments; at x = x0 the increments are zero and the
+    # image is the float64 map's, bit for bit; near x0 it differs by the increments' float32 rounding only
+    rng = np.random.default_rng(8)
+    S = rng.normal(size=(300, 300))
+    _, K = _shifted(S)
+    K32 = K.astype(np.float32)
+    for P in (np.arange(172, 300), np.arange(0, 40)):
+        w = int(P[-1]) + 1
+        mask = np.arange(w)[None, :] <= P[:, None]
+        rows = np.arange(P.size)
+        G64 = co._kernel_map(K[:w, :w], K[:w, :w].T, mask, P, rho)
+        Ginc = co._increment_map(K32[:w, :w], K32[:w, :w].T, mask, P, rho)
+        x0 = np.where(mask, 0.3 * rng.normal(size=(P.size, w)), 0.0)
+        keep = {}
+        img0 = G64(x0, rows, keep=keep)
+        assert np.array_equal(img0, G64(x0, rows))  # keeping the products changes nothing
+        assert np.array_equal(Ginc(x0, rows, keep, None), img0)
+        for step in (1e-4, 1e-2):
+            x = x0 + np.where(mask, step * rng.normal(size=x0.shape), 0.0)
+            img = Ginc(x, rows, keep, None)
+            exact = G64(x, rows)
+            # float32 rounding of increments of relative size about the distance (not of the sums themselves)
+            dist = np.max(np.abs(x - x0))
+            assert np.max(np.abs(img - exact)) <= 2e-5 * dist, (w, step)
+            assert np.max(np.abs(img - exact)) > 0  # they are computed in float32 indeed
+        # a subset of the problems (the reference's rows selected)
+        sel = np.arange(0, P.size, 3)
+        img = Ginc(x[sel], rows[sel], keep, sel)
+        np.testing.assert_allclose(img, G64(x[sel], rows[sel]), rtol=0, atol=2e-5 * dist)
 
 
 def test_one_sweep_suffices_wherever_it_does_for_the_plain_iteration():
