@@ -300,12 +300,13 @@ def check_window(window, n, name: str = "window") -> int:
     return check_int(window, name, minimum=1, maximum=n)
 
 
-def check_scores(scores, work=0) -> np.ndarray:
+def check_scores(scores, work=0, rows=0) -> np.ndarray:
     """Scores: a real array of shape (..., n, n), n >= 1, finite on and below the diagonal.
 
     Complex values (whose imaginary part a float conversion would drop), booleans, strings,
     objects and ragged nestings are refused, never converted. ``work``: the ``n x n`` double arrays
-    the caller's solve keeps besides an output of the input's size; the whole is checked against the
+    the caller's solve keeps besides an output of the input's size, ``rows``: its length-``n`` double vectors (blocks of
+    prefixes' buffers); the whole is checked against the
     memory cap (``otprior.limits``) before any of it, this function's own mask included, is allocated."""
     refuse_masked(scores, "scores")
     try:
@@ -322,7 +323,7 @@ def check_scores(scores, work=0) -> np.ndarray:
     # the output and a float copy of the input (8 bytes each per entry), the finiteness mask (1) and the solve's
     # own arrays, before the copy is made: a broadcast view of 30000 x 30000 zeros costs nothing itself and asked for
     # about 40 GB (an int or float32 view was copied to float64 first)
-    check_allocation(17 * arr.size + 8 * work * n * n, "scores", f"array of shape {arr.shape}")
+    check_allocation(17 * arr.size + 8 * work * n * n + 8 * rows * n, "scores", f"array of shape {arr.shape}")
     arr = arr.astype(float, copy=False)
     # only the causal (lower) triangle is used; it must be finite (the triangle is looked at
     # only when some entry is not: one pass over the array in the common case)

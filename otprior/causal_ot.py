@@ -193,6 +193,9 @@ def causal_ot_fixed_point(scores, rho, *, dual_tol=1e-12, max_iter=100_000, acce
 # transpose is a view), its float32 copy, the causal mask and the blocks' duals, images and mixing memory (two),
 # rounded up (a kept bound: the transposed copies it once counted are no longer made)
 _WORK_ARRAYS = 6
+# length-n double vectors a block of at most _BLOCK prefixes adds besides those: the refinement sweeps' four
+# reference arrays and the solver's three residual and difference buffers (Lemma 7), 7 _BLOCK of them
+_WORK_ROWS = 7 * _BLOCK
 
 
 def causal_ot_attention(scores, rho, *, dual_tol=1e-12, max_iter=10_000, variant="prefix", accelerate=True):
@@ -285,7 +288,7 @@ def causal_ot_attention(scores, rho, *, dual_tol=1e-12, max_iter=10_000, variant
         raise DomainError("variant", variant, "'prefix' or 'full'")
     if not isinstance(accelerate, (bool, np.bool_)):
         raise DomainError("accelerate", accelerate, "True or False")
-    s = check_scores(scores, work=_WORK_ARRAYS)
+    s = check_scores(scores, work=_WORK_ARRAYS, rows=_WORK_ROWS)
     shape = s.shape
     n = shape[-1]
     flat = s.reshape(-1, n, n)
