@@ -7,6 +7,7 @@ they were before their compilation, loaded from git."""
 import functools
 import math
 
+import flint
 import mpmath
 import numpy as np
 import pytest
@@ -175,3 +176,21 @@ def test_theorem_15j_without_a_negligible_term():
     enc = B.mass_enclosures(10**5, 10**6)
     mid = 0.5 * (enc.window_mass.lo + enc.window_mass.hi)
     assert abs(got[0] - mid) <= 2.0**-38 * mid and got[1] == 1.0
+
+
+def test_largest_half_width_for_a_vanishing_third_derivative_is_immediate():
+    """Far from a narrow bump the bound of b''' is about 2^-9e6: the exact integer root of 2^(9e6) took minutes (an
+    independent review found calls hanging over 40 s); every half-width up to 2^1000 (beyond any range) qualifies."""
+    assert tail._largest_h(flint.arb(2) ** -(10**6), -41, 3) >= 1 << 997
+    assert tail._largest_h(flint.arb(2) ** -300, -41, 3) == tail._iroot((1 << 259) // 1, 3)  # the exact root below
+
+
+def test_a_narrow_bump_far_from_the_range_answers_at_once():
+    """``12.5*exp(-((d-999999)/1)**2)`` at W = 5e5, n = 1e6 hung in the root above; against the bump's terms summed in
+    mpmath (every other term is e^0)."""
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+    W, n = 500000, 10**6
+    bump = ctx.fsum(ctx.expm1(ctx.mpf(25) / 2 * ctx.exp(-((ctx.mpf(k) - 999999) ** 2))) for k in range(999950, n))
+    m_ref = W / (n + bump)
+    assert abs(Bias("12.5*exp(-((d-999999)/1)**2)").window_mass(W, n) - m_ref) <= 2.0**-38 * m_ref

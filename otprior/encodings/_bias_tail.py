@@ -1143,6 +1143,10 @@ def _largest_h(X, e, k):
     man, ex = X.man_exp()
     man, ex = int(man), int(ex)
     E = e - ex  # X h^k <= 2^e  <=>  h^k <= 2^E / man
+    if E - man.bit_length() >= 1000 * k:
+        # 2^E / man >= 2^(1000 k): every h <= 2^1000 (beyond any range, n <= 1e300 < 2^997) qualifies; the exact root
+        # of a 2^(9e6)-bit integer (X = 2^-9e6, a third derivative far from a narrow bump) took minutes in CPython
+        return 1 << 1000
     return 0 if E < 0 else _iroot((1 << E) // man, k)
 
 
@@ -1525,10 +1529,11 @@ def _kept_log(tree, c, keep, bits, fns, third, b_err):
 
     K = c - keep + 1
     doubles = fns is not None and b_err is not None and c < 1 << 53
+    heavy = []  # the heaviest terms, where the term-by-term pass ran: b's running error is read there by both routes
     if doubles and _direct_first(fns, K, c):
-        got = _direct_kept_log(fns[0], K, c, _b_top(fns[0], c))
+        got = _direct_kept_log(fns[0], K, c, _b_top(fns[0], c), heavy)
         if got is not None and got[1] <= TAYLOR_ACCEPT:
-            err_b = b_err(K, c)
+            err_b = b_err(K, c, heavy)  # at the heaviest terms too (Theorem 15j(vi): a narrow bump between the samples)
             if math.isfinite(err_b) and got[1] + 2 * err_b <= TAYLOR_ACCEPT:
                 return got[0], got[1] + 2 * err_b
     with arb_precision(bits):
@@ -1540,12 +1545,13 @@ def _kept_log(tree, c, keep, bits, fns, third, b_err):
         return None
     with np.errstate(all="ignore"):
         bc = float(np.asarray(fns[0](np.array([float(c)])), dtype=float).ravel()[0])
-    err_b = b_err(K, c)
+    err_b = b_err(K, c, heavy)
     if not (math.isfinite(bc) and math.isfinite(err_b)):
         return None
     return got[0] - bc, got[1] + (abs(got[0]) + abs(bc) + 1) * 2 * _EPS + 2 * err_b
 
 
+_HEAVY = 16  # Theorem 15j(vi): the largest terms of each pass at which b's running error is read as well
 _DIRECT_CHUNK = 1 << 13  # Theorem 15j(vi): terms per numpy pass (64 kB arrays: a range of 1e5 at once paid page faults)
 _CHUNK_OFFSETS = np.arange(float(_DIRECT_CHUNK))
 _CHUNK_OFFSETS.flags.writeable = False
@@ -1566,7 +1572,7 @@ def _b_top(b0, c):
     return hi, float(v[0] - np.longdouble(hi))
 
 
-def _direct_kept_log(b0, K, c, bc=None):
+def _direct_kept_log(b0, K, c, bc=None, heavy=None):
     """``(phi, rel)`` with ``phi = log sum_{k=K}^{c} e^{b(k) - b(c)}`` term by term in double (Theorem 15j(vi),
     ``proofs/closed_form_tails.md``; ``c < 2^53``, so every ``k`` is exact), or ``None`` where a value is not finite.
 
@@ -1577,7 +1583,9 @@ def _direct_kept_log(b0, K, c, bc=None):
     (the differences ``b(k) - b(c)`` and their shift by the largest, ``4 (max|b| + 1) u``; ``exp``, ``2u``; numpy's
     pairwise sum within a pass, ``(log2 2^13 + 24) u``, and the passes' running sum and rescalings, ``4u`` per pass;
     the log and the final sum, ``2 (|phi| + 1) u``); the caller adds twice the running error of ``b`` (Theorem
-    15g(vii)), for ``b(k)`` and ``b(c)``."""
+    15g(vii)), for ``b(k)`` and ``b(c)``. ``heavy``: a list that receives the integers (as doubles) of the
+    ``_HEAVY`` largest terms of each pass, where the caller reads that running error as well (a narrow bump's terms
+    hold the sum, and its cancellation inside ``b`` between the running error's 33 sample points was missed)."""
     N = c - K + 1
     top, total, vmax, passes = -math.inf, 0.0, 0.0, 0
     with np.errstate(all="ignore"):
@@ -1596,6 +1604,9 @@ def _direct_kept_log(b0, K, c, bc=None):
             lo, m = float(x.min()), float(x.max())  # not finite where any b(k) is not (max and min carry a nan)
             if not (math.isfinite(lo) and math.isfinite(m)):
                 return None
+            if heavy is not None:
+                top_i = np.argpartition(x, -_HEAVY)[-_HEAVY:] if x.size > _HEAVY else np.arange(x.size)
+                heavy.extend((top_i + float(lo_end)).tolist())
             vmax = max(vmax, abs(lo) + abs(bc[0]) + 1, abs(m) + abs(bc[0]) + 1)  # at least max |b(k)| of the pass
             if m > top:
                 total *= math.exp(top - m)

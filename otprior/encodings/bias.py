@@ -435,11 +435,14 @@ def _anchored_float(b, d, tree, window, n):
     return float(np.exp(-np.logaddexp(0.0, lr))), float(np.exp(-np.logaddexp(0.0, -lr)))
 
 
-def _rounding_of_b(b, d, x, y):
+def _rounding_of_b(b, d, x, y, extra=()):
     """The largest running error of ``b`` read in double (Theorem 15g(vii), an estimate) at 33 points of ``[x, y]``
-    (both ends among them), or ``inf``: the part of a float route's error that comes from evaluating ``b``, including a
-    cancellation inside it, which ``|b| eps`` does not see."""
+    (both ends among them) and at the integers ``extra`` (the heaviest terms of a sum, where a narrow feature's
+    cancellation lies between the 33 points), or ``inf``: the part of a float route's error that comes from evaluating
+    ``b``, including a cancellation inside it, which ``|b| eps`` does not see."""
     pts = np.unique(np.round(np.linspace(float(x), float(y), 33)))
+    if len(extra):
+        pts = np.unique(np.concatenate([pts, np.asarray(extra, dtype=float)]))
     got = running_error(b, d, pts)
     if got is None:
         return math.inf
