@@ -1529,7 +1529,7 @@ def _kept_log(tree, c, keep, bits, fns, third, b_err):
 
     K = c - keep + 1
     doubles = fns is not None and b_err is not None and c < 1 << 53
-    heavy = []  # the heaviest terms, where the term-by-term pass ran: b's running error is read there by both routes
+    heavy = []  # around the heaviest terms, where the term-by-term pass ran: b's running error is read there by both routes
     if doubles and _direct_first(fns, K, c):
         got = _direct_kept_log(fns[0], K, c, _b_top(fns[0], c), heavy)
         if got is not None and got[1] <= TAYLOR_ACCEPT:
@@ -1551,7 +1551,9 @@ def _kept_log(tree, c, keep, bits, fns, third, b_err):
     return got[0] - bc, got[1] + (abs(got[0]) + abs(bc) + 1) * 2 * _EPS + 2 * err_b
 
 
-_HEAVY = 16  # Theorem 15j(vi): the largest terms of each pass at which b's running error is read as well
+# Theorem 15j(vi): offsets from each pass's heaviest term at which b's running error is read as well (a bump of any
+# width w has one within [w/2, w] of its peak on each side, where its rounding inside b is largest)
+_HEAVY_OFFSETS = (0,) + tuple(s * (1 << k) for k in range(13) for s in (-1, 1))
 _DIRECT_CHUNK = 1 << 13  # Theorem 15j(vi): terms per numpy pass (64 kB arrays: a range of 1e5 at once paid page faults)
 _CHUNK_OFFSETS = np.arange(float(_DIRECT_CHUNK))
 _CHUNK_OFFSETS.flags.writeable = False
@@ -1583,9 +1585,10 @@ def _direct_kept_log(b0, K, c, bc=None, heavy=None):
     (the differences ``b(k) - b(c)`` and their shift by the largest, ``4 (max|b| + 1) u``; ``exp``, ``2u``; numpy's
     pairwise sum within a pass, ``(log2 2^13 + 24) u``, and the passes' running sum and rescalings, ``4u`` per pass;
     the log and the final sum, ``2 (|phi| + 1) u``); the caller adds twice the running error of ``b`` (Theorem
-    15g(vii)), for ``b(k)`` and ``b(c)``. ``heavy``: a list that receives the integers (as doubles) of the
-    ``_HEAVY`` largest terms of each pass, where the caller reads that running error as well (a narrow bump's terms
-    hold the sum, and its cancellation inside ``b`` between the running error's 33 sample points was missed)."""
+    15g(vii)), for ``b(k)`` and ``b(c)``. ``heavy``: a list that receives the integers (as doubles) of each pass's
+    heaviest term and of its neighbours at distances 1, 2, 4, ..., 4096, where the caller reads that running error as
+    well (a bump's terms hold the sum, and its cancellation inside ``b`` between the running error's 33 sample points
+    was missed; one neighbour lies within [w/2, w] of the peak of a bump of width w, where that rounding is largest)."""
     N = c - K + 1
     top, total, vmax, passes = -math.inf, 0.0, 0.0, 0
     with np.errstate(all="ignore"):
@@ -1604,9 +1607,9 @@ def _direct_kept_log(b0, K, c, bc=None, heavy=None):
             lo, m = float(x.min()), float(x.max())  # not finite where any b(k) is not (max and min carry a nan)
             if not (math.isfinite(lo) and math.isfinite(m)):
                 return None
-            if heavy is not None:
-                top_i = np.argpartition(x, -_HEAVY)[-_HEAVY:] if x.size > _HEAVY else np.arange(x.size)
-                heavy.extend((top_i + float(lo_end)).tolist())
+            if heavy is not None:  # the pass's heaviest term and its neighbours at 1, 2, 4, ... on both sides
+                i = int(np.argmax(x))
+                heavy.extend(float(lo_end + j) for j in (i + o for o in _HEAVY_OFFSETS) if 0 <= j < x.size)
             vmax = max(vmax, abs(lo) + abs(bc[0]) + 1, abs(m) + abs(bc[0]) + 1)  # at least max |b(k)| of the pass
             if m > top:
                 total *= math.exp(top - m)
