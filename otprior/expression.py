@@ -21,7 +21,8 @@ Grammar (Python syntax, checked node by node on :mod:`ast`'s tree; anything else
    ``B(a op b) <= B(a) + B(b) + 1`` for ``+ - * /`` and n-ary ``min``/``max``,
    ``B(a**e) <= (floor|e| + 1) B(a) + B(e)`` for a numeric exponent ``e`` (sympy expands an
    integer power of a product, ``(d/N)**k = d**k/N**k``, and takes ``floor|e|`` powers of a
-   rational base), ``B(exp(a)) <= (floor(s) + 1) B(a)`` when ``a`` holds a logarithm
+   rational base), and ``(|p| + 1) B(a) + B(e)`` for a constant ``a`` and a fractional ``e = p/q`` (sympy
+   combines it with the powers inside ``a``: ``((0.3**99)**0.99)`` is ``3**(9801/100)/10**(9801/100)``), ``B(exp(a)) <= (floor(s) + 1) B(a)`` when ``a`` holds a logarithm
    (``exp(c log x)`` is ``x**c``, ``s`` bounding the product of the magnitudes of the literals
    outside the logarithms, and of their inverses),
    must stay within :data:`MAX_CONSTANT_BITS`. ``((1 + 1/N)**100)**100`` with a 299-digit
@@ -263,7 +264,14 @@ def _static_node(node, text, symbol, depth):
             if base == 0 and e < 0:
                 _refuse(text, "division by zero")
         value = _float_op(math.pow, a.value, e) if a.const else None
-        return _Facts(a.const, value, (math.floor(abs(e)) + 1) * a.bits + b.bits, has_log, scale)
+        bits = (math.floor(abs(e)) + 1) * a.bits + b.bits
+        if a.const and e != math.floor(e):
+            # an exact constant to a fractional power p/q: sympy combines it with the powers inside (((3/10)^99)^(99/100)
+            # is 3^(9801/100) 10^(-9801/100), whose integer parts it forms), so up to |p| + 1 powers of the base's
+            # numbers: bounded by the exponent's numerator (the literal's exact one, else 2^bits of the exponent)
+            num = _exponent_numerator(node.right, text, b.bits)
+            bits = math.inf if num is None else (num + 1) * a.bits + b.bits
+        return _Facts(a.const, value, bits, has_log, scale)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
         name = node.func.id
         if name not in _UNARY_FUNCS and name not in _NARY_FUNCS:
@@ -298,6 +306,15 @@ def _static_node(node, text, symbol, depth):
         # the argument of a logarithm is no coefficient of it: exp(c log x) = x**c takes c from outside
         return _Facts(a.const, value, bits, a.has_log or name == "log", 1.0 if name == "log" else a.scale)
     _refuse(text, f"{type(node).__name__} is not part of the grammar")
+
+
+def _exponent_numerator(node, text, bits):
+    """``|p|`` of a fractional exponent ``p/q`` written as a (signed) decimal literal, else ``2^bits`` (the bound of
+    stage 1 on the numerator of any exact number the exponent forms), or ``None`` beyond ``2^64``."""
+    sign_free = node.operand if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) else node
+    if isinstance(sign_free, ast.Constant) and isinstance(sign_free.value, float):
+        return abs(_decimal_fraction(_literal(sign_free, text), sign_free.value).numerator)
+    return None if bits > 64 else 1 << bits
 
 
 def _short_repr(value) -> str:
@@ -567,8 +584,9 @@ def _decimal_fraction(literal, value):
 
 def bias_text(expr) -> str:
     """``expr`` as text, each rational whose denominator divides a power of ten written as its decimal (``-7/10`` as
-    ``-0.7``; ``10/7`` stays ``10/7``, and a half stays as sympy writes it: ``sqrt(d)``, ``sin(d)/2``), the text that
-    parses back to the same expression (the parser keeps a decimal literal as the rational it writes)."""
+    ``-0.7``; ``10/7`` stays ``10/7``, and a half stays as sympy writes it: ``sqrt(d)``, ``sin(d)/2``; a decimal of more
+    than 60 significant digits stays ``p/q``), the text that parses back to the same expression (the parser keeps a
+    decimal literal of at most 60 digits as the rational it writes) while it stays within the parser's 1000 characters."""
     from decimal import Decimal, localcontext
 
     sp = import_sympy()
@@ -589,6 +607,8 @@ def bias_text(expr) -> str:
             ctx.prec = max(twos, fives) + len(str(abs(int(r.p)))) + 2  # p / (2^a 5^b): exact at this many digits
             dec = (Decimal(int(r.p)) / Decimal(int(r.q))).normalize()
         digits = len(dec.as_tuple().digits)
+        if digits > _MAX_DIGITS:  # the parser keeps at most that many digits of a decimal: left as p/q
+            continue
         reps[r] = sp.Float(format(dec, "e") if abs(dec.adjusted()) > 15 else format(dec, "f"), max(digits, 15))
     with sp.evaluate(False):
         shown = expr.xreplace(reps)

@@ -122,3 +122,24 @@ def test_the_running_error_counts_a_decimal_s_rounding_to_double():
         node = parse_bias(f"{text}*d").as_coeff_Mul()[0]
         v, e = running_error(node, d, np.array([1.0]))
         assert float(e[0]) == abs(float(exact - Fraction(float(v[0])))) > 0
+
+
+def test_fractional_powers_of_exact_constants_are_bounded_before_sympy():
+    """Decimals are exact rationals, so sympy combines a fractional power with the powers inside it
+    (``((0.3**99)**0.99)**0.99`` held a 14,680-digit integer, beyond the 8192-bit bound, and an unnamed ``ValueError``
+    followed; three more ran out the 10 s parse budget): stage 1 bounds them by the exponent's numerator and refuses by
+    name, before sympy; ordinary fractional powers still parse."""
+    from otprior import DomainError
+
+    for text in ["((0.3**99)**0.99)**0.99*d", "((0.123**99)**0.999)**0.999*d", "((((0.3**99)**0.99)**0.99)**0.99)**0.99*d"]:
+        with pytest.raises(DomainError, match="exact numbers within"):
+            parse_bias(text)
+    for text in ["0.5**0.5*d", "2.5**1.5*d - log(1+d)", "2**(1/3)*d"]:
+        e = parse_bias(text)
+        assert parse_bias(bias_text(e)) == e
+
+
+def test_bias_text_keeps_long_decimals_as_fractions():
+    """1.1**99 is a decimal of 104 digits: written as a decimal it re-parsed as its double (the parser keeps 60)."""
+    e = parse_bias("1.1**99*d")
+    assert parse_bias(bias_text(e)) == e
