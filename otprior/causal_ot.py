@@ -638,10 +638,7 @@ def _increment_map(K32, KT32, mask, P, rho):
         V0, R0, Q0, C0 = (keep[k] if sel is None else keep[k][sel] for k in ("V", "R", "Q", "C"))
         c0 = _common_columns(last, x.shape[1])
         if c0 < x.shape[1]:
-            if rows.size == P.size:
-                mf, of = maskf[:, c0:], offf[:, c0:]
-            else:
-                mf, of = maskf[rows, c0:], offf[rows, c0:]
+            mf, of = _tail_masks(maskf, offf, rows, P.size, c0)
         with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
             # V - V0: its float64 rounding, eps times V, is below the float32 rounding of the increment
             # while |x - x0| > 1e-8 (Lemma 7)
@@ -678,6 +675,14 @@ def _common_columns(last, width):
     return 0 if 2 * c0 < width else c0
 
 
+def _tail_masks(maskf, offf, rows, size, c0):
+    """The mask and its complement on the columns ``[c0, ...)`` for the problems ``rows`` (views where all
+    ``size`` problems of the batch are asked)."""
+    if rows.size == size:
+        return maskf[:, c0:], offf[:, c0:]
+    return maskf[rows, c0:], offf[rows, c0:]
+
+
 def _kernel_map(K, KT, mask, P, rho):
     """The normalised dual update of the prefixes ``P`` in the kernel domain.
 
@@ -693,10 +698,7 @@ def _kernel_map(K, KT, mask, P, rho):
         last = P if rows.size == P.size else P[rows]
         c0 = _common_columns(last, x.shape[1])  # columns [0, c0) lie in every prefix of the batch
         if c0 < x.shape[1]:
-            if rows.size == P.size:
-                mf, of = maskf[:, c0:], offf[:, c0:]
-            else:
-                mf, of = maskf[rows, c0:], offf[rows, c0:]
+            mf, of = _tail_masks(maskf, offf, rows, P.size, c0)
         with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
             V = np.exp(x, dtype=K.dtype)
             if c0 < x.shape[1]:
