@@ -592,6 +592,8 @@ def bias_text(expr) -> str:
     sp = import_sympy()
     from sympy.printing.str import StrPrinter
 
+    if not isinstance(expr, sp.Basic):
+        raise DomainError("expr", _short_repr(expr), "a sympy expression (as parse_bias returns)")
     reps = {}
     for r in expr.atoms(sp.Rational):
         if r.is_Integer or abs(r) == sp.Rational(1, 2):

@@ -144,3 +144,11 @@ def test_bias_text_keeps_long_decimals_as_fractions():
     """1.1**99 is a decimal of 104 digits: written as a decimal it re-parsed as its double (the parser keeps 60)."""
     e = parse_bias("1.1**99*d")
     assert parse_bias(bias_text(e)) == e
+
+
+def test_bias_text_refuses_what_is_not_an_expression():
+    from otprior import DomainError
+
+    for bad in ["-0.7*log(1+d)", 1.5, None]:
+        with pytest.raises(DomainError, match="expr"):
+            bias_text(bad)
