@@ -246,14 +246,14 @@ def _mixed_plan(b, d, tree):
         # gigabyte); beyond the cap this route declines and the others answer
         if sp.count_ops(exprs[-1]) > _DIFF_OPS:
             return None
-    fns = tuple(sp.lambdify(d, e, "numpy") for e in exprs)
+    fns = tuple(lambdify_far(e, d) for e in exprs)
     try:  # h''' as trees (with h) for Theorem 15h's bounds on a range short against its start
         d3 = (compile_bias(h, d), compile_bias(exprs[3], d))
         d1 = (d3[0], compile_bias(exprs[1], d))  # h and h' for _negligible's proof that h decreases
     except Unsupported:
         d3 = d1 = None
-    all_fns = sp.lambdify(d, exprs, "numpy")  # h, h', ..., h^(p+1) in one call
-    all_math = sp.lambdify(d, exprs, "math")  # the same on one float (a tenth of numpy's overhead)
+    all_fns = lambdify_far(exprs, d)  # h, h', ..., h^(p+1) in one call
+    all_math = lambdify_far(exprs, d, "math")  # the same on one float (a tenth of numpy's overhead)
     coefs = np.zeros((plan["M"], p), dtype=complex)
     K = np.zeros(plan["M"])
     with ap(128):
@@ -446,8 +446,12 @@ def running_error(expr, d, ks):
     the certified routes read it); ``a_1 + ... + a_m``:
     ``sum e_i + (m - 1) u sum |a_i|``; ``a_1 ... a_m``: ``sum_i |prod_{j != i} a_j| e_i + (m - 1) u |r|``; ``f(a)``:
     ``|f'(a)| e_a + 2 u |f(a)|`` (``exp``, ``log``, ``sin``, ``cos``, ``a**p`` with a constant ``p``; ``|sin'| <= 1``);
-    ``a**c`` with a non-constant ``c`` as ``exp(c log a)``; ``abs``, ``min``, ``max`` carry their arguments' errors."""
+    ``a**c`` with a non-constant ``c`` as ``exp(c log a)``; ``abs``, ``min``, ``max`` carry their arguments' errors;
+    ``log1p(a)``: ``e_a/|1 + a| + 2 u |log1p(a)|``. Where :func:`_far_form` rewrites the expression, its values and
+    errors at ``k >= 1`` are those of the far form (what :func:`lambdify_far`'s functions evaluate)."""
     from fractions import Fraction
+
+    from sympy.codegen.cfunctions import log1p
 
     from ..expression import import_sympy
 
@@ -509,6 +513,9 @@ def running_error(expr, d, ks):
                 if isinstance(node, sp.log):
                     v = np.log(a)
                     return v, ea / np.abs(a) + 2 * _U * np.abs(v)
+                if isinstance(node, log1p):  # the far form of a polynomial's logarithm (lambdify_far)
+                    v = np.log1p(a)
+                    return v, ea / np.abs(1 + a) + 2 * _U * np.abs(v)
                 if isinstance(node, (sp.sin, sp.cos)):
                     v = np.sin(a) if isinstance(node, sp.sin) else np.cos(a)
                     return v, ea + 2 * _U * np.abs(v)
@@ -522,6 +529,13 @@ def running_error(expr, d, ks):
     got = ev(expr)
     if got is None:
         return None
+    far = _far_form(expr, d)
+    if far is not None:  # the values lambdify_far's functions give: the far form at d >= 1
+        got_far = ev(far)
+        if got_far is None:
+            return None
+        with np.errstate(all="ignore"):
+            got = tuple(np.where(ks >= 1, f, g) for f, g in zip(got_far, got, strict=True))
     # arrays of ks's shape (a constant bias, or an exact one, has scalars here)
     return tuple(np.broadcast_to(np.asarray(x, dtype=float), np.shape(ks)).copy() for x in got)
 
@@ -611,3 +625,72 @@ def weights_error_ok_lengths(expr, d, lengths, window):
             return False
         rel = head + twe / tw
     return bool(np.all(np.isfinite(rel)) and np.all(rel <= 2.0**-39))
+
+
+def _far_form(e, d):
+    """``e`` with each ``log P(d)`` and each power ``P(d)^c`` (``c`` not a positive integer) of a polynomial ``P`` of
+    degree ``k >= 2`` with rational coefficients and ``c_k > 0`` written for ``d > 0`` as
+    ``log c_k + k log d + log1p(sum_{j<k} (c_j/c_k) d^(j-k))`` (and ``exp(c`` times it``)``), the same function there;
+    ``None`` when ``e`` has no such node. In double ``d**2`` overflows beyond ``1.3e154`` and ``log(d**2 + 1)`` became
+    ``inf`` (``-0.5*log(d**2 + 1)`` read as ``-inf`` at ``d = 1e200``, a weight of 0 for ``1e-200``)."""
+    from sympy.codegen.cfunctions import log1p
+
+    from ..expression import import_sympy
+
+    sp = import_sympy()
+
+    def poly_of(P):
+        if not P.is_polynomial(d) or P.is_Number:
+            return None
+        try:
+            poly = sp.Poly(P, d)
+        except sp.PolynomialError:
+            return None
+        cs = poly.all_coeffs()
+        if poly.degree() < 2 or not all(c.is_Rational for c in cs) or not cs[0] > 0:
+            return None
+        return cs
+
+    def far_log(cs):
+        k = len(cs) - 1
+        rest = sp.Add(*[(c / cs[0]) * d ** (j - k) for j, c in zip(range(k, -1, -1), cs, strict=True) if j < k and c != 0])
+        return sp.log(cs[0]) + k * sp.log(d) + log1p(rest)
+
+    found = []
+
+    def is_log(x):
+        return isinstance(x, sp.log) and poly_of(x.args[0]) is not None
+
+    def is_pow(x):
+        return x.is_Pow and not (x.exp.is_Integer and x.exp > 0) and poly_of(x.base) is not None
+
+    out = e.replace(is_log, lambda x: found.append(1) or far_log(poly_of(x.args[0])))
+    out = out.replace(is_pow, lambda x: found.append(1) or sp.exp(x.exp * far_log(poly_of(x.base))))
+    return out if found else None
+
+
+def lambdify_far(exprs, d, module="numpy"):
+    """``sympy.lambdify(d, exprs, module)``, except that where :func:`_far_form` rewrites an expression the function
+    evaluates that form at ``d >= 1`` (``numpy.where``; the original below, where ``log d`` would be ``-inf`` at 0)."""
+    from ..expression import import_sympy
+
+    sp = import_sympy()
+    near = sp.lambdify(d, exprs, module)
+    single = not isinstance(exprs, (list, tuple))
+    far_exprs = [_far_form(x, d) for x in ([exprs] if single else exprs)]
+    if all(x is None for x in far_exprs):
+        return near
+    far_exprs = [x if f is None else f for x, f in zip([exprs] if single else exprs, far_exprs, strict=True)]
+    far = sp.lambdify(d, far_exprs[0] if single else far_exprs, module)
+    if module == "math":
+        return lambda x: far(x) if x >= 1 else near(x)
+
+    def both(x):
+        x = np.asarray(x, dtype=float)
+        with np.errstate(all="ignore"):
+            lo, hi = near(x), far(x)
+        if single:
+            return np.where(x >= 1, hi, lo)
+        return [np.where(x >= 1, f, g) for f, g in zip(hi, lo, strict=True)]
+
+    return both

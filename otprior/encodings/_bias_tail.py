@@ -178,6 +178,10 @@ def _eval(n, x, kind, series=False):
         else:
             base = _eval(n[1], x, kind, series)
             ex = _num(n[2], flint.arb) if tag == "powc" else _eval(n[2], x, kind, series)
+        if tag != "powlin":
+            logp = _log_poly(n[1], x, series)
+            if logp is not None:  # a polynomial base of degree >= 2 at positive x: its logarithm term by term
+                return (logp * ex).exp()
         if not series:
             return base**ex  # Arb's real power: 0 at a zero base with a positive exponent, nan below 0
         if tag != "pow" and n[-1][0] == "q" and n[-1][2] == 1:
@@ -185,8 +189,41 @@ def _eval(n, x, kind, series=False):
         return (base.log() * ex).exp()
     if tag == "loglin":
         return (_num(n[1], flint.arb) + _num(n[2], flint.arb) * x).log()
+    if tag == "log":
+        logp = _log_poly(n[1], x, series)
+        if logp is not None:
+            return logp
     v = _eval(n[1], x, kind, series)
     return getattr(v, tag)()
+
+
+def _log_poly(n, x, series):
+    """``log P(x)`` for a polynomial node ``P = c_k d^k + ... + c_0`` of degree ``k >= 2`` with rational coefficients and
+    ``c_k > 0``, at a ball (or series) ``x`` whose lower end is positive, as
+    ``log c_k + k log x + log1p(sum_{j<k} (c_j/c_k) x^(j-k))`` (the same function for ``x > 0``); ``None`` for any other
+    node or ``x``, or where that form is not finite. Midpoint-radius arithmetic bounds ``x^k`` on a wide ball with a
+    negative lower end (``d**2`` on the ball of ``[2^20, 1e9]``, ``d**4`` already on ``[x, 1.5x]``), so ``log P`` of the
+    ball was not finite and a wide piece of Theorem 15's remainder refused; ``x^(j-k)`` and ``log x`` are tight there."""
+    poly = _poly_coeffs(n)
+    if poly is None or len(poly) < 3 or not poly[-1] > 0:
+        return None
+    x0 = x.coeffs()[0] if series else x
+    if not (x0 > 0):
+        return None
+    k = len(poly) - 1
+    lead = flint.arb(poly[-1].p) / poly[-1].q
+    inv = 1 / x
+    t, power = None, inv
+    for j in range(k - 1, -1, -1):  # x^(j - k) = (1/x)^(k - j)
+        c = poly[j]
+        if c != 0:
+            term = (flint.arb(c.p) / c.q / lead) * power
+            t = term if t is None else t + term
+        power = power * inv
+    rest = 0 if t is None else ((1 + t).log() if series else t.log1p())  # arb_series has no log1p
+    out = lead.log() + k * x.log() + rest
+    finite = all(c.is_finite() for c in out.coeffs()) if series else out.is_finite()
+    return out if finite else None
 
 
 def _log1p_an(t, analytic):
@@ -221,12 +258,64 @@ def _eval_u(n, z, ez, analytic):
         lg = gamma.log() + z + (_log1p_an(alpha / gamma * (-z).exp(), analytic) if n[1] != ("q", 0, 1) else 0)
         return lg if tag == "loglin" else (lg * _num(n[3], acb)).exp()
     if tag == "powc":
-        return (_eval_u(n[1], z, ez, analytic).log(analytic=analytic) * _num(n[2], acb)).exp()
+        return (_log_u(n[1], z, ez, analytic) * _num(n[2], acb)).exp()
     if tag == "pow":
-        return (_eval_u(n[1], z, ez, analytic).log(analytic=analytic) * _eval_u(n[2], z, ez, analytic)).exp()
+        return (_log_u(n[1], z, ez, analytic) * _eval_u(n[2], z, ez, analytic)).exp()
     if tag == "log":
-        return _eval_u(n[1], z, ez, analytic).log(analytic=analytic)
+        return _log_u(n[1], z, ez, analytic)
     return getattr(_eval_u(n[1], z, ez, analytic), tag)()
+
+
+_POLYS = {}  # node -> its polynomial coefficients (or None): read once per node, the integrand is evaluated thousands of times
+
+
+def _poly_coeffs(n):
+    """``(c_0, ..., c_k)`` as exact ``fmpq`` when the node is a polynomial in ``d`` with rational coefficients, else
+    ``None`` (numbers, ``d``, sums, products and non-negative integer powers of them)."""
+    if n in _POLYS:
+        return _POLYS[n]
+    tag, out = n[0], None
+    if tag == "x":
+        out = (flint.fmpq(0), flint.fmpq(1))
+    elif tag == "q":
+        out = (flint.fmpq(n[1], n[2]),)
+    elif tag in ("add", "mul", "powi"):
+        parts = [_poly_coeffs(a) for a in (n[1] if tag != "powi" else (n[1],))]
+        if all(p is not None for p in parts) and (tag != "powi" or 0 <= n[2] <= 64):
+            if tag == "add":
+                size = max(len(p) for p in parts)
+                out = tuple(sum((p[i] for p in parts if i < len(p)), flint.fmpq(0)) for i in range(size))
+            else:
+                out = (flint.fmpq(1),)
+                for p in parts if tag == "mul" else [parts[0]] * n[2]:
+                    prod = [flint.fmpq(0)] * (len(out) + len(p) - 1)
+                    for i, a in enumerate(out):
+                        for j, c in enumerate(p):
+                            prod[i + j] += a * c
+                    out = tuple(prod)
+            while len(out) > 1 and out[-1] == 0:
+                out = out[:-1]
+    if len(_POLYS) > 4096:
+        _POLYS.clear()
+    _POLYS[n] = out
+    return out
+
+
+def _log_u(n, z, ez, analytic):
+    """``log`` of the node at ``d = e^z``. A polynomial ``P(d) = c_k d^k + ... + c_0`` with ``c_k > 0``, ``k >= 1``, is
+    ``log c_k + k z + log1p(sum_{j<k} (c_j/c_k) e^{-(k-j) z})``: far out its logarithm is then formed without
+    ``e^{kz}``, whose ball over a wide piece in ``z`` bounds the argument of ``log`` by its modulus only (Arb's integral of
+    ``(d**2 + 1)^(-1/2)`` to ``1e30`` ran out of evaluations, the identity is exact)."""
+    poly = _poly_coeffs(n)
+    if poly is None or len(poly) < 2 or not poly[-1] > 0:
+        return _eval_u(n, z, ez, analytic).log(analytic=analytic)
+    k, acb = len(poly) - 1, flint.acb
+    lead = acb(flint.arb(poly[-1].p) / poly[-1].q)
+    t = acb(0)
+    for j, c in enumerate(poly[:-1]):
+        if c != 0:
+            t += acb(flint.arb(c.p) / c.q) / lead * (-(k - j) * z).exp()
+    return lead.log() + k * z + (_log1p_an(t, analytic) if poly[:-1] != (0,) * k else 0)
 
 
 def _linear_part(n):
@@ -371,16 +460,35 @@ def sup_coeff_sum(tree, a, c, k, doubling=False):
         # below 2^20 the pieces double (a stretched exponential's derivatives fall by orders of
         # magnitude within [x, x^2]: a wide piece would bound them by its largest)
         y = min(c, 2 * x) if doubling or x < _DOUBLING_END else min(c, max(2 * x, min(x * x, x << 24)))
-        ball = flint.arb(x).union(flint.arb(y))
-        try:
-            cc = _coeffs(tree, ball, k + 1)[k]
-        except (ValueError, ZeroDivisionError, ArithmeticError):
+        part = _piece_coeff_bound(tree, x, y, k, [_SPLIT_BUDGET])
+        if part is None:
             return None
-        if not cc.is_finite():
-            return None
-        total += (y - x) * abs(cc).upper()
+        total += part
         x = y
     return total
+
+
+_SPLIT_BUDGET = 64  # pieces a wide piece may be split into by :func:`_piece_coeff_bound`
+
+
+def _piece_coeff_bound(tree, x, y, k, budget):
+    """``(y - x) sup |c_k|`` over ``[x, y]`` as an upper bound, or ``None``. A wide piece whose ball is not finite
+    (midpoint-radius arithmetic: ``d**2`` on the ball of ``[2^20, 1e9]`` reaches below 0, and ``log(d**2 + 1)`` is not
+    finite) is split at its geometric mean: ``sup`` over a union is the largest of the parts' (Theorem 15)."""
+    try:
+        cc = _coeffs(tree, flint.arb(x).union(flint.arb(y)), k + 1)[k]
+    except (ValueError, ZeroDivisionError, ArithmeticError):
+        cc = flint.arb("nan")
+    if cc.is_finite():
+        return (y - x) * abs(cc).upper()
+    if y - x < 2 or budget[0] <= 0:
+        return None
+    budget[0] -= 2
+    m = math.isqrt(x * y)
+    m = m if x < m < y else (x + y) // 2
+    left = _piece_coeff_bound(tree, x, m, k, budget)
+    right = None if left is None else _piece_coeff_bound(tree, m, y, k, budget)
+    return None if right is None else left + right
 
 
 def _cut(tree, a, c, level):

@@ -29,6 +29,7 @@ from ._bias_float import (
     ACCEPT,
     _ja_plan,
     _mixed_plan,
+    lambdify_far,
     mixed_log_sum,
     periodic_log_sum,
     running_error,
@@ -760,13 +761,13 @@ def _numpy_fns(b, d):
     exprs = [b]
     for _ in range(3):
         exprs.append(sp.diff(exprs[-1], d))
-    return tuple(sp.lambdify(d, e, "numpy") for e in exprs)
+    return tuple(lambdify_far(e, d) for e in exprs)
 
 
 @functools.lru_cache(maxsize=256)
 def _numpy_value(e, d):
     """``e`` alone as a numpy function (sympy's lambdify, once; no derivatives: the cheap tests of Theorem 15k)."""
-    return import_sympy().lambdify(d, e, "numpy")
+    return lambdify_far(e, d)
 
 
 def _real_domain_problem(b, d, asymptotic_only=False):
@@ -1321,7 +1322,9 @@ class Bias(Encoding):
         if slope_r is not None and np.all(slope_r <= 0):  # b decreasing on [W, n - 1]: T <= (n - W) e^{b(W)}
             v = vals(fns[0], [0, window - 1, window])
             g = math.nan if v is None else gap(np.nanmax(v[:2]) if not np.all(np.isnan(v[:2])) else math.nan, v[2], n - window)
-            if math.isnan(g) or g == -math.inf:
+            # an infinite gap is read again exactly: b(W) = -inf in double may be an intermediate overflow
+            # (-0.5 log(d**2 + 1) at W = 1e200 gave m = 1 for 0.67)
+            if not math.isfinite(g):
                 (l0, _), (l1, _), (_, uw) = arb_ends([0, window - 1, window])
                 ls = [x for x in (l0, l1) if x is not None]
                 g = float(max(ls) - uw - math.log(n - window)) if ls and uw is not None else math.nan
@@ -1333,7 +1336,7 @@ class Bias(Encoding):
         if slope_l is not None and np.all(slope_l >= 0):  # b increasing on [0, W - 1]: S_W <= W e^{b(W - 1)}
             v = vals(fns[0], [window - 1, n - 1])
             g = math.nan if v is None else gap(v[1], v[0], window)
-            if math.isnan(g):
+            if not math.isfinite(g):
                 (_, us), (lt, _) = arb_ends([window - 1, n - 1])
                 g = float(lt - us - math.log(window)) if us is not None and lt is not None else math.nan
             if g > _FLOAT_GAP and monotone_on(_derivative_trees(b, d, 1), 0, window - 1, +1):
