@@ -85,3 +85,27 @@ def test_an_overflowing_logarithm_is_no_proved_gap():
     except DomainError:
         return
     assert got == pytest.approx(ref, rel=2**-38)
+
+
+@pytest.mark.parametrize(("window", "n"), [(64, 10**100), pytest.param(10**20, 10**40, marks=pytest.mark.slow)])
+def test_a_rational_term_far_out(window, n):
+    """``-1e-3 d^2/(d^2 + 1) - log(1 + d)/2``: refused from ``n = 1e40`` before (Theorem 15's remainder on pieces
+    ``[x, 2^24 x]`` lost the cancellation in ``d^2/(d^2 + 1)``; in ``u = log d`` the ball of ``e^{2z} + 1`` wrapped round 0).
+    Reference: ``K = 2000`` terms directly, beyond ``e^{-1e-3} (1 + k)^{-1/2}`` by Hurwitz zeta; the rest,
+    ``e^{-1e-3}(1 + k)^{-1/2}(e^{1e-3/(k^2 + 1)} - 1) < 1.1e-3 k^{-5/2}``, sums to below ``1e-8``, ``1e-18`` of either sum."""
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+    big_k = 2000
+    terms = [ctx.exp(-ctx.mpf(1) / 1000 * k**2 / (k**2 + 1)) / ctx.sqrt(1 + k) for k in range(big_k)]
+
+    def total(m):
+        head = ctx.fsum(terms[:m]) if m <= big_k else ctx.fsum(terms)
+        if m <= big_k:
+            return head
+        return head + ctx.exp(-ctx.mpf(1) / 1000) * (ctx.zeta(0.5, big_k + 1) - ctx.zeta(0.5, m + 1))
+
+    ref = float(total(window) / total(n))
+    bias = Bias("-1e-3*d**2/(d**2 + 1) - 0.5*log(1 + d)")
+    enc = bias.mass_enclosures(window, n).window_mass
+    assert enc.lo * (1 - 1e-15) <= ref <= enc.hi * (1 + 1e-15)
+    assert bias.window_mass(window, n) == pytest.approx(ref, rel=2**-38)

@@ -251,6 +251,10 @@ def _eval_u(n, z, ez, analytic):
             out = out * _eval_u(a, z, ez, analytic)
         return out
     if tag == "powi":
+        if n[2] < 0 and _poly_coeffs(n[1]) is not None and len(_poly_coeffs(n[1])) > 2:
+            # 1/P(e^z)^m as e^(-m log P): log1p of e^-z terms is analytic in a wide strip, where P(e^z)'s ball wraps
+            # round 0 on a tall ellipse (-1e-3/(d**2 + 1) ran out of evaluations to 1e100)
+            return (_log_u(n[1], z, ez, analytic) * n[2]).exp()
         return _eval_u(n[1], z, ez, analytic) ** n[2]
     if tag in ("loglin", "powlin"):
         alpha, gamma = _num(n[1], acb), _num(n[2], acb)
@@ -646,7 +650,11 @@ def em_sum_arb(tree, a, c, prec, order=ORDER, integral=None, doubling=False, sca
     if cc[0].is_finite():
         floor = floor.max(cc[0])
     # a remainder above 2^-bits of the sum's lower bound is too wide to be worth the
-    # integral (the caller starts the tail further out)
+    # integral (the caller starts the tail further out); first, once, on pieces [x, 2x] throughout: on a wide piece
+    # midpoint-radius arithmetic loses the cancellation in d**2/(d**2 + 1) (at most log2(c/a) <= 1000 pieces)
+    if not (R <= floor * flint.arb(2) ** -bits) and not doubling:
+        R2 = remainder_bound(tree, a, c, order, True)
+        R = R if R2 is None else R2
     if not (R <= floor * flint.arb(2) ** -bits):
         why.append(f"the Euler-Maclaurin remainder on [{_fmt(a)}, {_fmt(c)}] stays above 2^-{bits} of the sum (derivatives of "
                    "e^b that do not shrink, e.g. an undamped oscillation; or, for a growing bias, bounds of them "
