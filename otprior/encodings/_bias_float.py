@@ -627,6 +627,7 @@ def weights_error_ok_lengths(expr, d, lengths, window):
     return bool(np.all(np.isfinite(rel)) and np.all(rel <= 2.0**-39))
 
 
+@functools.lru_cache(maxsize=256)
 def _far_form(e, d):
     """``e`` with each ``log P(d)`` and each power ``P(d)^c`` (``c`` not a positive integer) of a polynomial ``P`` of
     degree ``k >= 2`` with rational coefficients and ``c_k > 0`` written for ``d > 0`` as
