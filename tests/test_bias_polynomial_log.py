@@ -109,3 +109,48 @@ def test_a_rational_term_far_out(window, n):
     enc = bias.mass_enclosures(window, n).window_mass
     assert enc.lo * (1 - 1e-15) <= ref <= enc.hi * (1 + 1e-15)
     assert bias.window_mass(window, n) == pytest.approx(ref, rel=2**-38)
+
+
+def _scaled_square_mass(window, n, a):
+    """The window mass of ``(1 + a k^2)^-1/2`` (head ``K`` terms, then ``a^-1/2 sum_j binom(-1/2, j) a^-j k^(-1-2j)``)."""
+    ctx = mpmath.MPContext()
+    ctx.dps = 60
+    a = ctx.mpf(a)
+
+    def total(m):
+        head = ctx.fsum((1 + a * ctx.mpf(k) ** 2) ** ctx.mpf(-0.5) for k in range(min(m, K)))
+        if m <= K:
+            return head
+        tail = ctx.digamma(m) - ctx.digamma(K)
+        for j in range(1, 25):
+            tail += ctx.binomial(-0.5, j) * a ** (-j) * (ctx.zeta(1 + 2 * j, K) - ctx.zeta(1 + 2 * j, m))
+        return head + tail / ctx.sqrt(a)
+
+    return float(total(window) / total(n))
+
+
+@pytest.mark.parametrize(("expr", "a"), [("-0.5*log(10**20*d**2 + 1)", 10**20), ("-0.5*log(1e-300*d**2 + 1)", 10**-300)])
+def test_constants_beyond_a_machine_integer(expr, a):
+    """The far form's constants are decimals: ``log(10**20)`` under numpy's log raised ``TypeError`` (an int beyond
+    2^64), and a ratio beyond ``1.8e308`` ``OverflowError``; a ratio outside ``[1e-300, 1e300]`` keeps its form."""
+    bias = Bias(expr)
+    if a < 1:  # (1 + 1e-300 k^2)^-1/2 is 1 for every k below 1e149: the mass is W/n
+        ref = 64 / 10**9
+    else:
+        ref = _scaled_square_mass(64, 10**9, a)
+    assert bias.window_mass(64, 10**9) == pytest.approx(ref, rel=2**-38)
+    assert Bias("-log(2**64*d**2 + 1)").window_mass(1, 10) == pytest.approx(1.0, rel=1e-15)
+
+
+def test_a_negative_integer_power_keeps_its_sign():
+    """``1/P`` with ``P < 0`` somewhere is real there, ``e^(-log P)`` is not: no far form for integer powers."""
+    import math
+
+    import numpy as np
+
+    assert Bias("1/(2*d**2 - 9)").bias(np.array([1.0, 2.0])).tolist() == [-1 / 7, -1.0]
+    bias = Bias("1/(d**2 - 20000000.5)")
+    k = np.arange(10**5, dtype=float)
+    w = np.exp(1 / (k * k - 20000000.5))
+    ref = math.fsum(w[:64]) / math.fsum(w)
+    assert bias.window_mass(64, 10**5) == pytest.approx(ref, rel=2**-38)

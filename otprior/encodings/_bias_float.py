@@ -629,8 +629,8 @@ def weights_error_ok_lengths(expr, d, lengths, window):
 
 @functools.lru_cache(maxsize=256)
 def _far_form(e, d):
-    """``e`` with each ``log P(d)`` and each power ``P(d)^c`` (``c`` not a positive integer) of a polynomial ``P`` of
-    degree ``k >= 2`` with rational coefficients and ``c_k > 0`` written for ``d > 0`` as
+    """``e`` with each ``log P(d)`` and each power ``P(d)^c`` (``c`` not an integer) of a polynomial ``P`` of
+    degree ``k >= 2`` with rational coefficients, ``c_k > 0`` and ratios ``c_j/c_k`` in ``[1e-300, 1e300]`` written for ``d > 0`` as
     ``log c_k + k log d + log1p(sum_{j<k} (c_j/c_k) d^(j-k))`` (and ``exp(c`` times it``)``), the same function there;
     ``None`` when ``e`` has no such node. In double ``d**2`` overflows beyond ``1.3e154`` and ``log(d**2 + 1)`` became
     ``inf`` (``-0.5*log(d**2 + 1)`` read as ``-inf`` at ``d = 1e200``, a weight of 0 for ``1e-200``)."""
@@ -650,12 +650,17 @@ def _far_form(e, d):
         cs = poly.all_coeffs()
         if poly.degree() < 2 or not all(c.is_Rational for c in cs) or not cs[0] > 0:
             return None
+        # the constants become 30-digit decimals (a Python int of 2^64 or more under numpy's log raised TypeError, a
+        # ratio beyond 1.8e308 OverflowError); a polynomial with a ratio c_j/c_k outside [1e-300, 1e300] keeps its form
+        if any(c != 0 and not (sp.Rational(1, 10**300) <= abs(c / cs[0]) <= 10**300) for c in cs[1:]):
+            return None
         return cs
 
     def far_log(cs):
         k = len(cs) - 1
-        rest = sp.Add(*[(c / cs[0]) * d ** (j - k) for j, c in zip(range(k, -1, -1), cs, strict=True) if j < k and c != 0])
-        return sp.log(cs[0]) + k * sp.log(d) + log1p(rest)
+        rest = sp.Add(*[sp.Float(c / cs[0], 30) * d ** (j - k)
+                        for j, c in zip(range(k, -1, -1), cs, strict=True) if j < k and c != 0])
+        return sp.log(cs[0]).evalf(30) + k * sp.log(d) + log1p(rest)
 
     found = []
 
@@ -663,7 +668,9 @@ def _far_form(e, d):
         return isinstance(x, sp.log) and poly_of(x.args[0]) is not None
 
     def is_pow(x):
-        return x.is_Pow and not (x.exp.is_Integer and x.exp > 0) and poly_of(x.base) is not None
+        # not an integer power: 1/P(d) is real where P < 0, e^(-log P) is not (1/(2*d**2 - 9) gave nan); in double an
+        # overflowed P gives 1/P = 0, the limit
+        return x.is_Pow and not x.exp.is_Integer and poly_of(x.base) is not None
 
     out = e.replace(is_log, lambda x: found.append(1) or far_log(poly_of(x.args[0])))
     out = out.replace(is_pow, lambda x: found.append(1) or sp.exp(x.exp * far_log(poly_of(x.base))))

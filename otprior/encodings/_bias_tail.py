@@ -253,8 +253,11 @@ def _eval_u(n, z, ez, analytic):
     if tag == "powi":
         if n[2] < 0 and _poly_coeffs(n[1]) is not None and len(_poly_coeffs(n[1])) > 2:
             # 1/P(e^z)^m as e^(-m log P): log1p of e^-z terms is analytic in a wide strip, where P(e^z)'s ball wraps
-            # round 0 on a tall ellipse (-1e-3/(d**2 + 1) ran out of evaluations to 1e100)
-            return (_log_u(n[1], z, ez, analytic) * n[2]).exp()
+            # round 0 on a tall ellipse (-1e-3/(d**2 + 1) ran out of evaluations to 1e100); not finite where the log1p
+            # argument leaves Re > -1 (P < 0 on the range: 1/(2*d**2 - 9) is real there), then as written
+            out = (_log_u(n[1], z, ez, analytic) * n[2]).exp()
+            if out.is_finite():
+                return out
         return _eval_u(n[1], z, ez, analytic) ** n[2]
     if tag in ("loglin", "powlin"):
         alpha, gamma = _num(n[1], acb), _num(n[2], acb)
