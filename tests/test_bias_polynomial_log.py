@@ -154,3 +154,18 @@ def test_a_negative_integer_power_keeps_its_sign():
     w = np.exp(1 / (k * k - 20000000.5))
     ref = math.fsum(w[:64]) / math.fsum(w)
     assert bias.window_mass(64, 10**5) == pytest.approx(ref, rel=2**-38)
+
+
+@pytest.mark.parametrize(("expr", "s", "p"), [("-0.6*log(d**2 + 1)", (-3, 5), 2), ("-0.3*log(d**4 + 1)", (-3, 10), 4)])
+def test_the_limit_of_a_summable_polynomial_logarithm(expr, s, p):
+    """``D_oo(64)`` of ``(1 + d^p)^s``, ``ps < -1`` (Theorem 15c'(iv); refused before as outside the envelope's forms),
+    against ``T_oo = sum_j binom(s, j) zeta(-ps + pj, 64)`` and 64 direct terms (mpmath, 40 digits)."""
+    ctx = mpmath.MPContext()
+    ctx.dps = 40
+    s = ctx.mpf(s[0]) / s[1]  # the decimal as written, exactly
+    head = ctx.fsum((1 + ctx.mpf(k) ** p) ** s for k in range(64))
+    tail = ctx.fsum(ctx.binomial(s, j) * ctx.zeta(-p * s + p * j, 64) for j in range(40))
+    ref = tail / (head + tail)
+    enc = Bias(expr).limit_enclosure(64)
+    assert enc.lo <= ref <= enc.hi
+    assert enc.hi - enc.lo <= 1e-15

@@ -2249,8 +2249,10 @@ def tail_envelope(tree, names=None):
     ``proofs/closed_form_tails.md``).
 
     ``b`` must be a sum of a constant and terms ``c h(d)`` with ``h`` one of ``d``, ``log(alpha + gamma d)``,
-    ``(alpha + gamma d)^p`` (``p != 0``), ``log(alpha + gamma d)^p`` (``p >= 1``, ``c < 0``)."""
-    logs, lin, stretched, drops = [], flint.fmpq(0), [], []
+    ``(alpha + gamma d)^p`` (``p != 0``), ``log(alpha + gamma d)^p`` (``p >= 1``, ``c < 0``), and Theorem 15c''s
+    ``sin``, ``cos``, ``e^(alpha + gamma d)`` and ``log P(d)`` (a polynomial of degree ``k >= 2`` with rational
+    coefficients, ``c_k > 0``)."""
+    logs, lin, stretched, drops, polys = [], flint.fmpq(0), [], [], []
     bounded, expos = flint.fmpq(0), []  # Theorem 15c': sum of |c| over sin/cos terms; (c, alpha, gamma) of c e^(alpha + gamma d)
     for i, (c, node) in enumerate(_terms(tree)):
         tag = node[0]
@@ -2284,6 +2286,13 @@ def tail_envelope(tree, names=None):
                 drops.append((c, al, ga, p))  # increases to 0: at most |c| (alpha + gamma X)^p
             else:
                 return f"the term {term or c} (a power {p} of d) grows without bound (Theorem 15c bounds no increment of it)"
+        elif tag == "log" and _poly_coeffs(node[1]) is not None and len(_poly_coeffs(node[1])) > 2 \
+                and _poly_coeffs(node[1])[-1] > 0:
+            # Theorem 15c'(iv): c log P(d) = c k log d + c log c_k + c log(1 + t(d)), |t| <= tau(X) on d >= X
+            poly = _poly_coeffs(node[1])
+            k = len(poly) - 1
+            logs.append((c * k, flint.fmpq(0), flint.fmpq(1), 1))
+            polys.append((c, [abs(q / poly[-1]) for q in poly[:-1]], k))
         elif tag in ("powi", "powc") and node[1][0] == "loglin" and c < 0:
             p = flint.fmpq(node[2]) if tag == "powi" else _frac(node[2])
             if p is None or p < 1:
@@ -2292,7 +2301,8 @@ def tail_envelope(tree, names=None):
         else:
             shown = f"the term {term}" if term else "a term"
             return (f"{shown} is outside Theorem 15c's forms (c d, c log(a + g d), c (a + g d)^p, -c log(a + g d)^p, "
-                    "c sin(.), c cos(.), c e^(a + g d)), so no envelope of the tail beyond a cut-off is proved")
+                    "c sin(.), c cos(.), c e^(a + g d), c log P(d) for a polynomial P), so no envelope of the tail "
+                    "beyond a cut-off is proved")
     if lin > 0:
         return f"the linear part {lin} d grows without bound (Theorem 15c bounds no increment of it)"
     if any(x is None for t in logs for x in t[1:3]):
@@ -2320,6 +2330,11 @@ def tail_envelope(tree, names=None):
         for c, al, ga, p in drops:
             extra += -flint.arb(c) * (flint.arb(al) + flint.arb(ga) * x) ** flint.arb(p)
         extra += 2 * flint.arb(bounded)  # Theorem 15c': sin and cos terms
+        for c, ratios, k in polys:  # Theorem 15c'(iv): |log(1 + t)| <= -log(1 - tau) on d >= X, an increment of twice it
+            tau = sum((flint.arb(r) * x ** (j - k) for j, r in enumerate(ratios) if r != 0), flint.arb(0))
+            if not (tau < 1):
+                return None
+            extra += 2 * abs(flint.arb(c)) * (-(1 - tau).log())
         faster = flint.arb(0)  # Theorem 15c': -|c| e^(al + ga x) with ga > 0 decays at least at the rate |c| ga e^(al + ga X)
         for c, al, ga in expos:
             e_X = (flint.arb(al) + flint.arb(ga) * x).exp()
