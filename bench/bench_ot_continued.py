@@ -68,7 +68,7 @@ def main():
                 med = {k: statistics.median(v) for k, v in cpu.items()}
                 ref = None
                 D = max(64, min(512, n // 8))
-                if W > 4096 and rho <= 0.99 and n >= 2 * W:
+                if W > 2048 and rho <= 0.99 and n >= 2 * W:
                     x, est = new._bulk_solve_float(n, rho, D, D, with_est=True, fast=True)
                     if x is not None and est is not None:
                         st = new._bulk_steps_float(x, rho, W, W, start=est[4], ) if est[4] is not None else None
@@ -99,6 +99,15 @@ def main():
         lines.append(f"W = {W}: CPU ratio new/old median {statistics.median(ratios):.2f}, "
                      f"worst new {max(r['new_ms'] for r in sub):.3f} ms (old worst {max(r['old_ms'] for r in sub):.3f} ms), "
                      f"points over 1 ms: new {sum(r['new_ms'] > 1 for r in sub)}, old {sum(r['old_ms'] > 1 for r in sub)}")
+    lines += ["", "Per rho (median CPU ratio new/old over n; worst new ms; worst err new / old where computed):", ""]
+    for W in (4096, 10**5):
+        for rho in RHOS:
+            sub = [r for r in rows if r["W"] == W and r["rho"] == rho]
+            errs_n = [r["err_new"] for r in sub if r["err_new"] is not None]
+            errs_o = [r["err_old"] for r in sub if r["err_old"] is not None]
+            err = f"{max(errs_n):.3g} / {max(errs_o):.3g}" if errs_n else "-"
+            lines.append(f"- W = {W}, rho = {rho}: {statistics.median(r['new_ms'] / r['old_ms'] for r in sub):.2f}, "
+                         f"{max(r['new_ms'] for r in sub):.3f} ms, err {err}")
     lines += ["", "| W | n | rho | old ms | new ms | ratio | old err | new err |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         def f(v):
