@@ -161,3 +161,34 @@ def test_continued_count_against_the_exact_certified_route(rho):
     for k in range(windows.size):
         unit = (cert.hi[k] - cert.lo[k]) + (min(int(windows[k]), 4096) + 512 + math.log(n) / (1 - rho)) * EPS * f[k]
         assert exact.lo[k] - unit <= f[k] <= exact.hi[k] + unit, (windows[k], f[k], exact.lo[k], exact.hi[k])
+
+
+@pytest.mark.slow
+def test_lemma_4_11_series_in_sympy():
+    """Lemma 4.11's expansions as exact power series (sympy, rational coefficients in rho): with y = t Y and 1/M = t E,
+    the step of I = J + y/2 - rho d/12 - y^2/12 has no term of order t, t^2, t^3; the step's count is
+    1 + t^2 (rho Y E/12 - Y^2/24) + O(t^3); y - y' = t^2 (rho Y E - Y^2) + O(t^3). Without -y^2/12 the t^3 term is not 0."""
+    import sympy as sp
+
+    y, e, r, s, t, Y, E = sp.symbols("y epsilon rho s t Y E", positive=True)
+    q = 1 - r
+    x = y * (1 + e) ** (-r)
+    zeta = y * ((1 + e) ** q - 1) / (q * e)
+    y1 = x / (1 - x)
+    e1 = e / ((1 - x) * (1 + e))
+    scale = {y: t * Y, e: t * E}
+
+    def invariant_step(c2):
+        def extra(yy, ee):
+            return yy / 2 - r * yy * ee / 12 + c2 * yy**2
+
+        d_i = sp.log(1 - x) + zeta + extra(y1, e1) - extra(y, e)
+        return sp.expand(sp.series(d_i.subs(scale), t, 0, 4).removeO())
+
+    assert sp.simplify(invariant_step(sp.Rational(-1, 12))) == 0
+    assert sp.simplify(invariant_step(0)) != 0
+    g = sp.exp(y / 2 - r * y * e / 12 - y**2 / 12) * sp.exp(-y * ((1 + e * s) ** q - 1) / (q * e))
+    count = sp.integrate(sp.expand(sp.series(g.subs(scale), t, 0, 3).removeO()), (s, 0, 1))
+    assert sp.simplify(count - (1 + t**2 * (r * Y * E / 12 - Y**2 / 24))) == 0
+    dy = sp.series((y - y1).subs(scale), t, 0, 3).removeO()
+    assert sp.simplify(dy - t**2 * (r * Y * E - Y**2)) == 0
