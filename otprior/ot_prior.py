@@ -2781,7 +2781,8 @@ def _near_one_mass_float(W, n, rho):
     estimate of ``c_n`` (an estimate, measured: proofs/ot_asymptotics.md); ``None`` where it is not available
     (then Lemma 4.3's estimate answers). ``W <= K``: ``-expm1(log M_W - L_W)`` from the steps themselves;
     beyond, ``1`` where ``Phi_{n-K} / c < 2^-54`` (the mass increases in ``W``), else the double steps of
-    :func:`_bulk_steps_float` (``W <= 4096``) or Corollary 4.5's continued count from that ``c``."""
+    :func:`_bulk_steps_float` (up to ``D = 512``, and to ``W`` for ``W <= 2048``) and for ``W > 2048`` Lemma 4.11's
+    count from the ``D`` steps (:func:`_continued_mass_float`)."""
     res = _near_one_root_float(n, rho, W)
     if res is None:
         return None
