@@ -164,12 +164,13 @@ def _before():
 
 def test_near_one_float_and_steps_bit_for_bit_as_before():
     """The near-one float (its secant keeps (M_K, L_K) and runs the best point's steps again only for W < 64) and
-    the double steps (frozen tail) give the same doubles as before the change."""
+    the double steps (frozen tail) give the same doubles as before the change. Windows above 2048 continue the steps
+    by Lemma 4.11's count since (tests/test_ot_continued_count.py), so they are left out here."""
     old = _before()
     for rho in (0.999, 1 - 1e-6, 1 - 1e-9):
         for n in (5000, 10**6, 10**18, int(1e300)):
             for W in (1, 63, 64, 100, 4096, 10**5, n // 2):
-                if W < n:
+                if W < n and W <= ot._CONTINUED_W:
                     assert ot._near_one_mass_float(W, n, rho) == old._near_one_mass_float(W, n, rho), (W, n, rho)
     for rho, n in ((0.5, int(1e300)), (0.1, 10**18), (0.9, 10**6)):
         x = ot._bulk_solve_float(n, rho, 512, 0)
