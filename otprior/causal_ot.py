@@ -88,6 +88,18 @@ def _threshold(dual_tol, rho):
     return dual_tol * (1.0 - rho)
 
 
+def _image_threshold(dual_tol, rho):
+    # Stop when rho osc(G(g) - g) <= dual_tol (1 - rho): then the image G(g), which is what the solver returns,
+    # has osc(G(g) - g*) <= dual_tol (Lemma 8, proofs/operator_fast_paths.md: Theorem 1 and one more contraction).
+    # rho = 0: G is constant and its first image is the fixed point. An overflow to inf only happens where
+    # dual_tol (1 - rho) / rho exceeds the largest double, and then every finite residual of the kernel path (at
+    # most 2 * _KERNEL_DUAL) satisfies the rule.
+    if rho == 0.0:
+        return np.inf
+    with np.errstate(over="ignore"):
+        return dual_tol * (1.0 - rho) / rho
+
+
 def _logsumexp(a, axis):
     """``log(sum(exp(a), axis))`` with the maximum factored out (entries ``-inf`` allowed)."""
     m = np.max(a, axis=axis, keepdims=True)
@@ -468,17 +480,21 @@ def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full, kernels=None
     K, KT = kernels[0][:w, :w], kernels[1][:w, :w]
     mask = np.arange(w)[None, :] <= P[:, None]
     G = _kernel_map(K, KT, mask, P, rho)
-    certified = None
+    certified = threshold = None
     if accelerate and len(kernels) > 2 and w >= _F32_WIDTH:
         K32, KT32 = kernels[2][:w, :w], kernels[3][:w, :w]
-        G = _warm_map(G, _kernel_map(K32, KT32, mask, P, rho), _threshold(dual_tol, rho),
-                      _increment_map(K32, KT32, mask, P, rho))
+        Ginc = _increment_map(K32, KT32, mask, P, rho)
+        G = _warm_map(G, _kernel_map(K32, KT32, mask, P, rho), _threshold(dual_tol, rho), Ginc)
         certified = G.certified
+        if Ginc is not None:
+            # with the refinement sweeps, a problem stops on the image rule (Lemma 8, proofs/operator_fast_paths.md):
+            # the returned image is certified to dual_tol where its residual is at most dual_tol (1 - rho) / rho
+            threshold = _image_threshold(dual_tol, rho)
     try:
         x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w, bound=_KERNEL_DUAL,
                       workspace=workspace,
                       first_image=None if first is None or full else _first_sweep(first, P, mask, rho),
-                      certified=certified)
+                      certified=certified, threshold=threshold)
     except ConvergenceError as err:
         # a plain step that overflows or leaves the safe range: the log-domain path is exact there
         if err.failures["tolerance"].size == 0:
@@ -728,11 +744,13 @@ def _kernel_map(K, KT, mask, P, rho):
 
 
 def _solve(G, x0, rho, dual_tol, max_iter, accelerate, width, bound=None, workspace=None, first_image=None,
-           certified=None):
+           certified=None, threshold=None):
+    """``anderson_solve`` with the operator's settings; ``threshold``: the stopping level (default
+    ``_threshold(dual_tol, rho)``)."""
     return anderson_solve(
         G,
         x0,
-        _threshold(dual_tol, rho),
+        _threshold(dual_tol, rho) if threshold is None else threshold,
         max_iter=max_iter,
         accelerate=accelerate,
         memory=anderson_memory(rho),

@@ -323,3 +323,48 @@ def test_transposed_kernel_view_gives_the_contiguous_products():
         V = rng.random((5, w))
         np.testing.assert_allclose(co._times_kt(V, K.T), co._times_kt(V, np.ascontiguousarray(K.T)), rtol=1e-14)
         np.testing.assert_allclose(co._times_kt(V, K.T), np.einsum("bj,ij->bi", V, K), rtol=1e-13)
+
+
+@pytest.mark.parametrize("rho", [0.3, 0.5, 0.9])
+def test_image_of_a_point_is_within_rho_times_its_certificate(rho):
+    # Lemma 8: osc(G(x) - g*) <= rho osc(G(x) - x) / (1 - rho); the fixed point g* from the log-domain route
+    # (causal_ot_fixed_point, an independent evaluation of the map)
+    n = 60
+    S = np.random.default_rng(8).normal(scale=2.0, size=(n, n))
+    _, K = _shifted(S)
+    P = np.array([n - 1])
+    G = co._kernel_map(K, np.ascontiguousarray(K.T), np.ones((1, n), dtype=bool), P, rho)
+    gstar = otprior.causal_ot_fixed_point(S, rho, dual_tol=1e-14).g
+    rng = np.random.default_rng(9)
+    worst = 0.0
+    for scale in (1e-1, 1e-3, 1e-6, 1e-9):
+        for _ in range(5):
+            x = gstar + scale * rng.normal(size=n)
+            y = G(x[None, :], np.arange(1))[0]
+            r = np.ptp(y - x)
+            err = np.ptp(y - gstar)
+            assert err <= rho * r / (1 - rho) + 1e-14, (scale, err, r)
+            worst = max(worst, err / (rho * r / (1 - rho)))
+    assert worst > 0.05  # the bound is not vacuous on these points
+
+
+def test_refined_blocks_stop_on_the_image_rule_within_the_documented_accuracy(monkeypatch):
+    # Lemma 8: the blocks with refinement sweeps stop at dual_tol (1 - rho) / rho, and the rows still carry at most
+    # 2 dual_tol relative error per entry (against the plain route at dual_tol = 1e-13, which has no refinement)
+    thresholds = []
+    original = co._solve
+
+    def spy(*args, **kwargs):
+        thresholds.append(kwargs.get("threshold"))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(co, "_solve", spy)
+    n, rho, tol = 260, 0.5, 1e-6
+    S = np.random.default_rng(12).normal(size=(n, n))
+    A = otprior.causal_ot_attention(S, rho, dual_tol=tol)
+    monkeypatch.undo()
+    assert tol * (1 - rho) / rho in thresholds  # the block 132..259 (at least 256 wide)
+    assert None in thresholds  # the narrower block: the rule of Theorem 1, as before
+    ref = otprior.causal_ot_attention(S, rho, dual_tol=1e-13, accelerate=False)
+    tri = np.tri(n, dtype=bool)
+    assert np.all(np.abs(A - ref)[tri] <= 2 * tol * ref[tri] + 1e-15)
