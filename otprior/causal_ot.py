@@ -371,7 +371,7 @@ def _attention_one(s, rho, dual_tol, max_iter, variant, accelerate, block=_BLOCK
         if full:
             return rows
         w = int(P[-1]) + 1
-        out[P, :w] = rows
+        out[int(P[0]) : w, :w] = rows  # P is the range P[0]..w-1
     return out
 
 
@@ -404,8 +404,9 @@ class _KernelRange(Exception):
 
 
 def _normalise_rows(A):
+    """``A`` with each row divided by its sum, in place (``A`` is a fresh array of the caller's)."""
     total = A.sum(axis=-1, keepdims=True)
-    return A / total
+    return np.divide(A, total, out=A)
 
 
 # column tiles of the products with the lower-triangular kernel (zero tiles are skipped):
@@ -507,7 +508,8 @@ def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full, kernels=None
     if full:
         R = V @ K.T
         return _normalise_rows(K * V[0][None, :] / R[0][:, None])
-    rows = K[P] * V
+    # the rows P of the kernel (P is a range: a view, not a gathered copy), scaled into V
+    rows = np.multiply(K[int(P[0]) : int(P[-1]) + 1] if P.size == P[-1] - P[0] + 1 else K[P], V, out=V)
     return _normalise_rows(rows)
 
 
