@@ -648,7 +648,8 @@ def _increment_map(K32, KT32, mask, P, rho):
     the image is then formed from ``C`` as ``_kernel_map`` forms it. ``keep``: the reference's
     products (``_kernel_map``), ``sel``: the rows of the reference to use (``None``: all).
     """
-    maskf = mask.astype(np.float64)
+    base = _common_columns(P, mask.shape[1])  # the masks are read from this column on (_tail_masks)
+    maskf = mask[:, base:].astype(np.float64)
     offf = 1.0 - maskf
 
     def G(x, rows, keep, sel):
@@ -656,7 +657,7 @@ def _increment_map(K32, KT32, mask, P, rho):
         V0, R0, Q0, C0 = (keep[k] if sel is None else keep[k][sel] for k in ("V", "R", "Q", "C"))
         c0 = _common_columns(last, x.shape[1])
         if c0 < x.shape[1]:
-            mf, of = _tail_masks(maskf, offf, rows, P.size, c0)
+            mf, of = _tail_masks(maskf, offf, rows, P.size, c0 - base)
         with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
             # V - V0: its float64 rounding, eps times V, is below the float32 rounding of the increment
             # while |x - x0| > 1e-8 (Lemma 7)
@@ -694,8 +695,8 @@ def _common_columns(last, width):
 
 
 def _tail_masks(maskf, offf, rows, size, c0):
-    """The mask and its complement on the columns ``[c0, ...)`` for the problems ``rows`` (views where all
-    ``size`` problems of the batch are asked)."""
+    """The mask and its complement on the columns ``[c0, ...)`` of the stored masks (which start at the batch's
+    common columns) for the problems ``rows`` (views where all ``size`` problems of the batch are asked)."""
     if rows.size == size:
         return maskf[:, c0:], offf[:, c0:]
     return maskf[rows, c0:], offf[rows, c0:]
@@ -707,7 +708,10 @@ def _kernel_map(K, KT, mask, P, rho):
     The columns below the shortest prefix of the batch belong to every prefix and are
     updated without masks; only the columns beyond it (at most the block's size) are masked.
     """
-    maskf = mask.astype(K.dtype)  # float64, or float32 for the warm-up sweeps (_warm_map)
+    # the masks from the common columns of the whole batch on: a batch of fewer problems has at least as many
+    # (its shortest prefix is not shorter), so every column _tail_masks reads is kept
+    base = _common_columns(P, mask.shape[1])
+    maskf = mask[:, base:].astype(K.dtype)  # float64, or float32 for the warm-up sweeps (_warm_map)
     # adding offf before a division or logarithm keeps the entries outside each prefix
     # finite; multiplying by maskf zeroes them (inside, both are exact no-ops)
     offf = 1.0 - maskf
@@ -716,7 +720,7 @@ def _kernel_map(K, KT, mask, P, rho):
         last = P if rows.size == P.size else P[rows]
         c0 = _common_columns(last, x.shape[1])  # columns [0, c0) lie in every prefix of the batch
         if c0 < x.shape[1]:
-            mf, of = _tail_masks(maskf, offf, rows, P.size, c0)
+            mf, of = _tail_masks(maskf, offf, rows, P.size, c0 - base)
         with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
             V = np.exp(x, dtype=K.dtype)
             if c0 < x.shape[1]:
