@@ -461,7 +461,9 @@ def _first_sweep(first, P, mask, rho):
     ``-rho log C_pj`` normalised at ``j = p``, as ``_kernel_map`` forms it (up to rounding).
     """
     w = mask.shape[1]
-    g = np.log(np.where(mask, first[P, :w], 1.0))  # C_pj >= K_jj / r_j > 0 on the prefix
+    rows = first[int(P[0]) : int(P[-1]) + 1, :w] if P.size == P[-1] - P[0] + 1 else first[P, :w]  # a view for a range
+    g = np.where(mask, rows, 1.0)
+    np.log(g, out=g)  # C_pj >= K_jj / r_j > 0 on the prefix
     g *= -rho
     g -= g[np.arange(P.size), P][:, None]
     g *= mask
