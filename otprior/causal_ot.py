@@ -283,8 +283,11 @@ def causal_ot_attention(scores, rho, *, dual_tol=1e-12, max_iter=10_000, variant
     of them); then one float64 sweep keeps its products as a reference, and the next sweeps
     add to them increments formed with float32 products (refinement sweeps, accurate to about
     ``1e-7`` times the distance to the reference, Lemma 7 there) until a residual comes within
-    ``10`` times the threshold. Every certificate comes from a float64 sweep (Lemma 2 there),
-    so the accuracy stated above is unchanged.
+    ``10`` times the threshold. Such blocks stop on the image rule (the returned duals are the image of
+    the last point, within ``rho r / (1 - rho)`` of the fixed point, Lemma 8 there), and their last sweep
+    adds float32 increments to the sums of the float64 sweep before it, with a proved bound on their
+    rounding that the stopping test subtracts (Lemma 9 there); every other certificate comes from a
+    float64 sweep (Lemma 2 there), so the accuracy stated above is unchanged.
 
     Examples
     --------
@@ -487,12 +490,13 @@ def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full, kernels=None
     if accelerate and len(kernels) > 2 and w >= _F32_WIDTH:
         K32, KT32 = kernels[2][:w, :w], kernels[3][:w, :w]
         Ginc = _increment_map(K32, KT32, mask, P, rho)
-        G = _warm_map(G, _kernel_map(K32, KT32, mask, P, rho), _threshold(dual_tol, rho), Ginc)
-        certified = G.certified
         if Ginc is not None:
             # with the refinement sweeps, a problem stops on the image rule (Lemma 8, proofs/operator_fast_paths.md):
             # the returned image is certified to dual_tol where its residual is at most dual_tol (1 - rho) / rho
             threshold = _image_threshold(dual_tol, rho)
+        G = _warm_map(G, _kernel_map(K32, KT32, mask, P, rho), _threshold(dual_tol, rho), Ginc,
+                      None if full else threshold)
+        certified = G.certified
     try:
         x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w, bound=_KERNEL_DUAL,
                       workspace=workspace,
@@ -542,7 +546,7 @@ _HISTORY32 = True
 _IMAGES_LAST = False
 
 
-def _warm_map(G64, G32, threshold, Ginc=None):
+def _warm_map(G64, G32, threshold, Ginc=None, stop=None):
     """The float64 map ``G64`` with its first evaluations replaced by the float32 map ``G32``.
 
     Lemma 2 (``proofs/operator_fast_paths.md``): every image not computed by ``G64`` is flagged
@@ -560,12 +564,24 @@ def _warm_map(G64, G32, threshold, Ginc=None):
     with duals within ``_F32_DUAL`` and, after each, every problem's residual is above
     ``_INC_SWITCH`` times the threshold and ``_INC_FLOOR`` times the reference's largest residual
     over ``1 - rho`` (Theorem 1's bound on its distance to the fixed point), at most ``_F32_SWEEPS``
-    of them; they are flagged inexact too. Every later evaluation is ``G64``.
+    of them; they are flagged inexact too.
+
+    ``stop`` (the solver's stopping level, the image rule's ``theta'`` of Lemma 8): then, once the refinement
+    sweeps have ended, the first float64 evaluation keeps its products as a second reference, and at most
+    ``_CERT_SWEEPS`` evaluations after it are increments from it with float32 products whose rounding is bounded
+    (certified increments, Lemma 9): such an image may stop a problem only where its residual is at most
+    ``stop - 4 l``, with ``l`` the proved bound on its relative rounding (so the returned image is within
+    ``dual_tol`` of the fixed point, as a float64 image stopped at ``stop`` is). Every later evaluation is ``G64``.
     """
-    state = {"fine": False, "used": 0, "ref": None, "inc": Ginc is not None, "incs": 0, "phase": None, "level": 0.0}
+    state = {"fine": False, "used": 0, "ref": None, "inc": Ginc is not None, "incs": 0, "phase": None, "level": 0.0,
+             "cert": None, "certs": 0, "slack": None}
+    # certified increments need a refinement phase that ended (its reference taken and used) and the stopping level
+    certify = Ginc is not None and stop is not None and stop > 0.0
 
     def fine(x, rows):
         if not state["inc"]:
+            if certify and state["incs"] and state["certs"] < _CERT_SWEEPS:
+                return certified_increment(x, rows)
             return G64(x, rows)
         ref = state["ref"]
         if ref is None:
@@ -593,6 +609,40 @@ def _warm_map(G64, G32, threshold, Ginc=None):
         state["phase"] = "inc"
         return img
 
+    def certified_increment(x, rows):
+        cert = state["cert"]
+        if cert is None:
+            # the second reference: a float64 sweep keeping its products (it may certify, as any float64 image)
+            keep = {}
+            img = G64(x, rows, keep=keep)
+            state["cert"] = (rows.copy(), keep, x.copy())
+            state["phase"] = "ref"
+            return img
+        ref_rows, keep, x0 = cert
+        if "low" not in keep:  # the smallest row and column sums of each problem (positive), once
+            keep["low"] = (np.min(keep["R"], axis=1), np.min(keep["C"], axis=1))
+        low_r, low_c = keep["low"]
+        if not max(x.max(), -x.min()) <= _F32_DUAL:
+            state["certs"] = _CERT_SWEEPS
+            return G64(x, rows)
+        if rows.size == ref_rows.size and np.array_equal(rows, ref_rows):
+            sel = None
+        else:
+            pos = np.empty(int(ref_rows.max()) + 1, dtype=np.int64)
+            pos[ref_rows] = np.arange(ref_rows.size)
+            sel = pos[rows]
+        img = Ginc(x, rows, keep, sel)
+        if not max(img.max(), -img.min()) <= _F32_DUAL:  # not finite, or beyond the range: G64 instead
+            state["certs"] = _CERT_SWEEPS
+            return G64(x, rows)
+        state["certs"] += 1
+        d = x - (x0 if sel is None else x0[sel])
+        np.abs(d, out=d)
+        state["slack"] = 4.0 * _increment_rounding(d.max(axis=1), x.shape[1], low_r if sel is None else low_r[sel],
+                                                   low_c if sel is None else low_c[sel])
+        state["phase"] = "cert"
+        return img
+
     def G(x, rows):
         state["phase"] = None
         if state["fine"] or state["used"] >= _F32_SWEEPS or not max(x.max(), -x.min()) <= _F32_DUAL:
@@ -609,6 +659,10 @@ def _warm_map(G64, G32, threshold, Ginc=None):
 
     def certified(rn):
         phase = state["phase"]
+        if phase == "cert":
+            # Lemma 9: the image may stop its problem where rho r + e <= dual_tol (1 - rho) with e = 4 rho l its
+            # rounding in the oscillation, i.e. r <= stop - 4 l (stop = dual_tol (1 - rho) / rho)
+            return rn <= stop - state["slack"]
         if phase == "f32":
             if not np.any(rn > _F32_SWITCH):
                 state["fine"] = True  # every float32 image is close enough: float64 from now on
@@ -638,6 +692,32 @@ def _warm_map(G64, G32, threshold, Ginc=None):
 # refinement residual 1.2e-9, against 5e-11 in float64 alone).
 _INC_SWITCH = 10.0
 _INC_FLOOR = 1e-4
+# certified increments (Lemma 9, proofs/operator_fast_paths.md): at most this many after the second reference
+_CERT_SWEEPS = 2
+_U32 = 2.0**-24  # unit roundoff of float32
+_ETA32 = 2.0**-149  # spacing of float32's subnormals (the absolute error of an underflow is at most half of it)
+
+
+def _increment_rounding(d, width, low_r, low_c):
+    """Lemma 9: a bound ``l`` on ``|log(C~ / C)|`` for every column sum of a certified increment sweep.
+
+    ``d``: per problem, ``max_j |x_j - x0_j|`` (the distance to the second reference), ``width`` the products'
+    inner dimension (at most), ``low_r``, ``low_c``: per problem, the smallest row and column sums of the reference
+    (positive). Returns ``inf`` where the bound does not hold (``l`` is then not below one)."""
+    gam = width * _U32 / (1.0 - width * _U32)
+    # a float32 product of inputs rounded to float32 (and the float64 rounding of the increment fed to it)
+    c = (1.0 + _U32) ** 2 * gam + 2.0 * _U32 + _U32**2 + _EPS
+    under = width * _ETA32 * (1.0 + gam)  # underflow: absolute, per sum (K32 <= 1)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        grow = np.expm1(d)
+        e_d = 1.0 + grow
+        a = grow + 3.0 * _EPS * e_d  # |V~ - V0| <= a V0 (the exponentials rounded)
+        dr = e_d * (c * a + under / low_r)  # |R~ - R| <= dr R, as R >= e^-d R0
+        th = dr / (1.0 - dr) + _EPS  # Q~ = Q (1 + t), |t| <= th (the reciprocal rounded)
+        phi = e_d * (1.0 + th) - 1.0  # |Q~ - Q0| <= phi Q0, as Q lies within e^(+-d) of Q0
+        dc = th + e_d * (c * (phi + 2.0 * _EPS) + under / low_c)  # |C~ - C| <= dc C, as C >= e^-d C0
+        out = -np.log1p(-dc)  # |log(C~ / C)| <= -log(1 - dc)
+    return np.where((dr < 0.5) & (dc < 0.5), out, np.inf)
 
 
 def _increment_map(K32, KT32, mask, P, rho):
