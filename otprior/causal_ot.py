@@ -617,6 +617,10 @@ def _warm_map(G64, G32, threshold, Ginc=None, stop=None):
             img = G64(x, rows, keep=keep)
             state["cert"] = (rows.copy(), keep, x.copy())
             state["phase"] = "ref"
+            if not stop >= _CERT_ROOM * _floor(x.shape[1]) * (1.0 + max(img.max(), -img.min())):
+                # the stopping level is near the rounding floor of a float64 sweep (a tight dual_tol, rho near one):
+                # a bound subtracted from it would leave no room, so the float64 sweeps certify as before
+                state["certs"] = _CERT_SWEEPS
             return img
         ref_rows, keep, x0 = cert
         if "low" not in keep:  # the smallest row and column sums of each problem (positive), once
@@ -662,7 +666,10 @@ def _warm_map(G64, G32, threshold, Ginc=None, stop=None):
         if phase == "cert":
             # Lemma 9: the image may stop its problem where rho r + e <= dual_tol (1 - rho) with e = 4 rho l its
             # rounding in the oscillation, i.e. r <= stop - 4 l (stop = dual_tol (1 - rho) / rho)
-            return rn <= stop - state["slack"]
+            slack = state["slack"]
+            if not np.max(slack, initial=0.0) <= 0.5 * stop:
+                state["certs"] = _CERT_SWEEPS  # the bound leaves too little room: float64 sweeps from now on
+            return rn <= stop - slack
         if phase == "f32":
             if not np.any(rn > _F32_SWITCH):
                 state["fine"] = True  # every float32 image is close enough: float64 from now on
@@ -694,6 +701,8 @@ _INC_SWITCH = 10.0
 _INC_FLOOR = 1e-4
 # certified increments (Lemma 9, proofs/operator_fast_paths.md): at most this many after the second reference
 _CERT_SWEEPS = 2
+# ... and only where the stopping level is at least this many times a float64 sweep's rounding floor
+_CERT_ROOM = 10.0
 _U32 = 2.0**-24  # unit roundoff of float32
 _ETA32 = 2.0**-149  # spacing of float32's subnormals (the absolute error of an underflow is at most half of it)
 
