@@ -666,10 +666,7 @@ def _warm_map(G64, G32, threshold, Ginc=None, stop=None):
         if phase == "cert":
             # Lemma 9: the image may stop its problem where rho r + e <= dual_tol (1 - rho) with e = 4 rho l its
             # rounding in the oscillation, i.e. r <= stop - 4 l (stop = dual_tol (1 - rho) / rho)
-            slack = state["slack"]
-            if not np.max(slack, initial=0.0) <= 0.5 * stop:
-                state["certs"] = _CERT_SWEEPS  # the bound leaves too little room: float64 sweeps from now on
-            return rn <= stop - slack
+            return rn <= stop - state["slack"]
         if phase == "f32":
             if not np.any(rn > _F32_SWITCH):
                 state["fine"] = True  # every float32 image is close enough: float64 from now on
@@ -701,8 +698,9 @@ _INC_SWITCH = 10.0
 _INC_FLOOR = 1e-4
 # certified increments (Lemma 9, proofs/operator_fast_paths.md): at most this many after the second reference
 _CERT_SWEEPS = 2
-# ... and only where the stopping level is at least this many times a float64 sweep's rounding floor
-_CERT_ROOM = 10.0
+# ... and only where the stopping level is at least this many times a float64 sweep's rounding floor (below it they
+# could never stop a problem: the float64 sweeps certify at the floor)
+_CERT_ROOM = 1.0
 _U32 = 2.0**-24  # unit roundoff of float32
 _ETA32 = 2.0**-149  # spacing of float32's subnormals (the absolute error of an underflow is at most half of it)
 
