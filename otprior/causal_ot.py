@@ -206,8 +206,9 @@ def causal_ot_fixed_point(scores, rho, *, dual_tol=1e-12, max_iter=100_000, acce
 # rounded up (a kept bound: the transposed copies it once counted are no longer made)
 _WORK_ARRAYS = 6
 # length-n double vectors a block of at most _BLOCK prefixes adds besides those: the refinement sweeps' four
-# reference arrays and the solver's three residual and difference buffers (Lemma 7), 7 _BLOCK of them
-_WORK_ROWS = 7 * _BLOCK
+# reference arrays (Lemma 7; the certified increments' second reference replaces them, with its point: five, Lemma 9)
+# and the solver's three residual and difference buffers, 8 _BLOCK of them
+_WORK_ROWS = 8 * _BLOCK
 
 
 def causal_ot_attention(scores, rho, *, dual_tol=1e-12, max_iter=10_000, variant="prefix", accelerate=True):
@@ -616,6 +617,7 @@ def _warm_map(G64, G32, threshold, Ginc=None, stop=None):
             keep = {}
             img = G64(x, rows, keep=keep)
             state["cert"] = (rows.copy(), keep, x.copy())
+            state["ref"] = None  # the first reference is no longer read (the refinement sweeps have ended)
             state["phase"] = "ref"
             if not stop >= _CERT_ROOM * _floor(x.shape[1]) * (1.0 + max(img.max(), -img.min())):
                 # the stopping level is near the rounding floor of a float64 sweep (a tight dual_tol, rho near one):
