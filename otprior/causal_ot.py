@@ -88,6 +88,18 @@ def _threshold(dual_tol, rho):
     return dual_tol * (1.0 - rho)
 
 
+def _image_threshold(dual_tol, rho):
+    # Stop when rho osc(G(g) - g) <= dual_tol (1 - rho): then the image G(g), which is what the solver returns,
+    # has osc(G(g) - g*) <= dual_tol (Lemma 8, proofs/operator_fast_paths.md: Theorem 1 and one more contraction).
+    # rho = 0: G is constant and its first image is the fixed point. An overflow to inf only happens where
+    # dual_tol (1 - rho) / rho exceeds the largest double, and then every finite residual of the kernel path (at
+    # most 2 * _KERNEL_DUAL) satisfies the rule.
+    if rho == 0.0:
+        return np.inf
+    with np.errstate(over="ignore"):
+        return dual_tol * (1.0 - rho) / rho
+
+
 def _logsumexp(a, axis):
     """``log(sum(exp(a), axis))`` with the maximum factored out (entries ``-inf`` allowed)."""
     m = np.max(a, axis=axis, keepdims=True)
@@ -194,8 +206,9 @@ def causal_ot_fixed_point(scores, rho, *, dual_tol=1e-12, max_iter=100_000, acce
 # rounded up (a kept bound: the transposed copies it once counted are no longer made)
 _WORK_ARRAYS = 6
 # length-n double vectors a block of at most _BLOCK prefixes adds besides those: the refinement sweeps' four
-# reference arrays and the solver's three residual and difference buffers (Lemma 7), 7 _BLOCK of them
-_WORK_ROWS = 7 * _BLOCK
+# reference arrays (Lemma 7; the certified increments' second reference replaces them, with its point: five, Lemma 9)
+# and the solver's three residual and difference buffers, 8 _BLOCK of them
+_WORK_ROWS = 8 * _BLOCK
 
 
 def causal_ot_attention(scores, rho, *, dual_tol=1e-12, max_iter=10_000, variant="prefix", accelerate=True):
@@ -271,8 +284,11 @@ def causal_ot_attention(scores, rho, *, dual_tol=1e-12, max_iter=10_000, variant
     of them); then one float64 sweep keeps its products as a reference, and the next sweeps
     add to them increments formed with float32 products (refinement sweeps, accurate to about
     ``1e-7`` times the distance to the reference, Lemma 7 there) until a residual comes within
-    ``10`` times the threshold. Every certificate comes from a float64 sweep (Lemma 2 there),
-    so the accuracy stated above is unchanged.
+    ``10`` times the threshold. Such blocks stop on the image rule (the returned duals are the image of
+    the last point, within ``rho r / (1 - rho)`` of the fixed point, Lemma 8 there), and their last sweep
+    adds float32 increments to the sums of the float64 sweep before it, with a proved bound on their
+    rounding that the stopping test subtracts (Lemma 9 there); every other certificate comes from a
+    float64 sweep (Lemma 2 there), so the accuracy stated above is unchanged.
 
     Examples
     --------
@@ -359,7 +375,7 @@ def _attention_one(s, rho, dual_tol, max_iter, variant, accelerate, block=_BLOCK
         if full:
             return rows
         w = int(P[-1]) + 1
-        out[P, :w] = rows
+        out[int(P[0]) : w, :w] = rows  # P is the range P[0]..w-1
     return out
 
 
@@ -392,8 +408,9 @@ class _KernelRange(Exception):
 
 
 def _normalise_rows(A):
+    """``A`` with each row divided by its sum, in place (``A`` is a fresh array of the caller's)."""
     total = A.sum(axis=-1, keepdims=True)
-    return A / total
+    return np.divide(A, total, out=A)
 
 
 # column tiles of the products with the lower-triangular kernel (zero tiles are skipped):
@@ -448,7 +465,9 @@ def _first_sweep(first, P, mask, rho):
     ``-rho log C_pj`` normalised at ``j = p``, as ``_kernel_map`` forms it (up to rounding).
     """
     w = mask.shape[1]
-    g = np.log(np.where(mask, first[P, :w], 1.0))  # C_pj >= K_jj / r_j > 0 on the prefix
+    rows = first[int(P[0]) : int(P[-1]) + 1, :w] if P.size == P[-1] - P[0] + 1 else first[P, :w]  # a view for a range
+    g = np.where(mask, rows, 1.0)
+    np.log(g, out=g)  # C_pj >= K_jj / r_j > 0 on the prefix
     g *= -rho
     g -= g[np.arange(P.size), P][:, None]
     g *= mask
@@ -468,17 +487,22 @@ def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full, kernels=None
     K, KT = kernels[0][:w, :w], kernels[1][:w, :w]
     mask = np.arange(w)[None, :] <= P[:, None]
     G = _kernel_map(K, KT, mask, P, rho)
-    certified = None
+    certified = threshold = None
     if accelerate and len(kernels) > 2 and w >= _F32_WIDTH:
         K32, KT32 = kernels[2][:w, :w], kernels[3][:w, :w]
-        G = _warm_map(G, _kernel_map(K32, KT32, mask, P, rho), _threshold(dual_tol, rho),
-                      _increment_map(K32, KT32, mask, P, rho))
+        Ginc = _increment_map(K32, KT32, mask, P, rho)
+        if Ginc is not None:
+            # with the refinement sweeps, a problem stops on the image rule (Lemma 8, proofs/operator_fast_paths.md):
+            # the returned image is certified to dual_tol where its residual is at most dual_tol (1 - rho) / rho
+            threshold = _image_threshold(dual_tol, rho)
+        G = _warm_map(G, _kernel_map(K32, KT32, mask, P, rho), _threshold(dual_tol, rho), Ginc,
+                      None if full else threshold)
         certified = G.certified
     try:
         x, _ = _solve(G, np.zeros((P.size, w)), rho, dual_tol, max_iter, accelerate, w, bound=_KERNEL_DUAL,
                       workspace=workspace,
                       first_image=None if first is None or full else _first_sweep(first, P, mask, rho),
-                      certified=certified)
+                      certified=certified, threshold=threshold)
     except ConvergenceError as err:
         # a plain step that overflows or leaves the safe range: the log-domain path is exact there
         if err.failures["tolerance"].size == 0:
@@ -491,7 +515,8 @@ def _kernel_block(sm, P, rho, dual_tol, max_iter, accelerate, full, kernels=None
     if full:
         R = V @ K.T
         return _normalise_rows(K * V[0][None, :] / R[0][:, None])
-    rows = K[P] * V
+    # the rows P of the kernel (P is a range: a view, not a gathered copy), scaled into V
+    rows = np.multiply(K[int(P[0]) : int(P[-1]) + 1] if P.size == P[-1] - P[0] + 1 else K[P], V, out=V)
     return _normalise_rows(rows)
 
 
@@ -522,7 +547,7 @@ _HISTORY32 = True
 _IMAGES_LAST = False
 
 
-def _warm_map(G64, G32, threshold, Ginc=None):
+def _warm_map(G64, G32, threshold, Ginc=None, stop=None):
     """The float64 map ``G64`` with its first evaluations replaced by the float32 map ``G32``.
 
     Lemma 2 (``proofs/operator_fast_paths.md``): every image not computed by ``G64`` is flagged
@@ -540,12 +565,24 @@ def _warm_map(G64, G32, threshold, Ginc=None):
     with duals within ``_F32_DUAL`` and, after each, every problem's residual is above
     ``_INC_SWITCH`` times the threshold and ``_INC_FLOOR`` times the reference's largest residual
     over ``1 - rho`` (Theorem 1's bound on its distance to the fixed point), at most ``_F32_SWEEPS``
-    of them; they are flagged inexact too. Every later evaluation is ``G64``.
+    of them; they are flagged inexact too.
+
+    ``stop`` (the solver's stopping level, the image rule's ``theta'`` of Lemma 8): then, once the refinement
+    sweeps have ended, the first float64 evaluation keeps its products as a second reference, and at most
+    ``_CERT_SWEEPS`` evaluations after it are increments from it with float32 products whose rounding is bounded
+    (certified increments, Lemma 9): such an image may stop a problem only where its residual is at most
+    ``stop - 4 l``, with ``l`` the proved bound on its relative rounding (so the returned image is within
+    ``dual_tol`` of the fixed point, as a float64 image stopped at ``stop`` is). Every later evaluation is ``G64``.
     """
-    state = {"fine": False, "used": 0, "ref": None, "inc": Ginc is not None, "incs": 0, "phase": None, "level": 0.0}
+    state = {"fine": False, "used": 0, "ref": None, "inc": Ginc is not None, "incs": 0, "phase": None, "level": 0.0,
+             "cert": None, "certs": 0, "slack": None}
+    # certified increments need a refinement phase that ended (its reference taken and used) and the stopping level
+    certify = Ginc is not None and stop is not None and stop > 0.0
 
     def fine(x, rows):
         if not state["inc"]:
+            if certify and state["incs"] and state["certs"] < _CERT_SWEEPS:
+                return certified_increment(x, rows)
             return G64(x, rows)
         ref = state["ref"]
         if ref is None:
@@ -573,6 +610,45 @@ def _warm_map(G64, G32, threshold, Ginc=None):
         state["phase"] = "inc"
         return img
 
+    def certified_increment(x, rows):
+        cert = state["cert"]
+        if cert is None:
+            # the second reference: a float64 sweep keeping its products (it may certify, as any float64 image)
+            keep = {}
+            img = G64(x, rows, keep=keep)
+            state["cert"] = (rows.copy(), keep, x.copy())
+            state["ref"] = None  # the first reference is no longer read (the refinement sweeps have ended)
+            state["phase"] = "ref"
+            if not stop >= _CERT_ROOM * _floor(x.shape[1]) * (1.0 + max(img.max(), -img.min())):
+                # the stopping level is near the rounding floor of a float64 sweep (a tight dual_tol, rho near one):
+                # a bound subtracted from it would leave no room, so the float64 sweeps certify as before
+                state["certs"] = _CERT_SWEEPS
+            return img
+        ref_rows, keep, x0 = cert
+        if "low" not in keep:  # the smallest row and column sums of each problem (positive), once
+            keep["low"] = (np.min(keep["R"], axis=1), np.min(keep["C"], axis=1))
+        low_r, low_c = keep["low"]
+        if not max(x.max(), -x.min()) <= _F32_DUAL:
+            state["certs"] = _CERT_SWEEPS
+            return G64(x, rows)
+        if rows.size == ref_rows.size and np.array_equal(rows, ref_rows):
+            sel = None
+        else:
+            pos = np.empty(int(ref_rows.max()) + 1, dtype=np.int64)
+            pos[ref_rows] = np.arange(ref_rows.size)
+            sel = pos[rows]
+        img = Ginc(x, rows, keep, sel)
+        if not max(img.max(), -img.min()) <= _F32_DUAL:  # not finite, or beyond the range: G64 instead
+            state["certs"] = _CERT_SWEEPS
+            return G64(x, rows)
+        state["certs"] += 1
+        d = x - (x0 if sel is None else x0[sel])
+        np.abs(d, out=d)
+        state["slack"] = 4.0 * _increment_rounding(d.max(axis=1), x.shape[1], low_r if sel is None else low_r[sel],
+                                                   low_c if sel is None else low_c[sel])
+        state["phase"] = "cert"
+        return img
+
     def G(x, rows):
         state["phase"] = None
         if state["fine"] or state["used"] >= _F32_SWEEPS or not max(x.max(), -x.min()) <= _F32_DUAL:
@@ -589,6 +665,10 @@ def _warm_map(G64, G32, threshold, Ginc=None):
 
     def certified(rn):
         phase = state["phase"]
+        if phase == "cert":
+            # Lemma 9: the image may stop its problem where rho r + e <= dual_tol (1 - rho) with e = 4 rho l its
+            # rounding in the oscillation, i.e. r <= stop - 4 l (stop = dual_tol (1 - rho) / rho)
+            return rn <= stop - state["slack"]
         if phase == "f32":
             if not np.any(rn > _F32_SWITCH):
                 state["fine"] = True  # every float32 image is close enough: float64 from now on
@@ -618,6 +698,35 @@ def _warm_map(G64, G32, threshold, Ginc=None):
 # refinement residual 1.2e-9, against 5e-11 in float64 alone).
 _INC_SWITCH = 10.0
 _INC_FLOOR = 1e-4
+# certified increments (Lemma 9, proofs/operator_fast_paths.md): at most this many after the second reference
+_CERT_SWEEPS = 2
+# ... and only where the stopping level is at least this many times a float64 sweep's rounding floor (below it they
+# could never stop a problem: the float64 sweeps certify at the floor)
+_CERT_ROOM = 1.0
+_U32 = 2.0**-24  # unit roundoff of float32
+_ETA32 = 2.0**-149  # spacing of float32's subnormals (the absolute error of an underflow is at most half of it)
+
+
+def _increment_rounding(d, width, low_r, low_c):
+    """Lemma 9: a bound ``l`` on ``|log(C~ / C)|`` for every column sum of a certified increment sweep.
+
+    ``d``: per problem, ``max_j |x_j - x0_j|`` (the distance to the second reference), ``width`` the products'
+    inner dimension (at most), ``low_r``, ``low_c``: per problem, the smallest row and column sums of the reference
+    (positive). Returns ``inf`` where the bound does not hold (``l`` is then not below one)."""
+    gam = width * _U32 / (1.0 - width * _U32)
+    # a float32 product of inputs rounded to float32 (and the float64 rounding of the increment fed to it)
+    c = (1.0 + _U32) ** 2 * gam + 2.0 * _U32 + _U32**2 + _EPS
+    under = width * _ETA32 * (1.0 + gam)  # underflow: absolute, per sum (K32 <= 1)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        grow = np.expm1(d)
+        e_d = 1.0 + grow
+        a = grow + 3.0 * _EPS * e_d  # |V~ - V0| <= a V0 (the exponentials rounded)
+        dr = e_d * (c * a + under / low_r)  # |R~ - R| <= dr R, as R >= e^-d R0
+        th = dr / (1.0 - dr) + _EPS  # Q~ = Q (1 + t), |t| <= th (the reciprocal rounded)
+        phi = e_d * (1.0 + th) - 1.0  # |Q~ - Q0| <= phi Q0, as Q lies within e^(+-d) of Q0
+        dc = th + e_d * (c * (phi + 2.0 * _EPS) + under / low_c)  # |C~ - C| <= dc C, as C >= e^-d C0
+        out = -np.log1p(-dc)  # |log(C~ / C)| <= -log(1 - dc)
+    return np.where((dr < 0.5) & (dc < 0.5), out, np.inf)
 
 
 def _increment_map(K32, KT32, mask, P, rho):
@@ -630,7 +739,8 @@ def _increment_map(K32, KT32, mask, P, rho):
     the image is then formed from ``C`` as ``_kernel_map`` forms it. ``keep``: the reference's
     products (``_kernel_map``), ``sel``: the rows of the reference to use (``None``: all).
     """
-    maskf = mask.astype(np.float64)
+    base = _common_columns(P, mask.shape[1])  # the masks are read from this column on (_tail_masks)
+    maskf = mask[:, base:].astype(np.float64)
     offf = 1.0 - maskf
 
     def G(x, rows, keep, sel):
@@ -638,7 +748,7 @@ def _increment_map(K32, KT32, mask, P, rho):
         V0, R0, Q0, C0 = (keep[k] if sel is None else keep[k][sel] for k in ("V", "R", "Q", "C"))
         c0 = _common_columns(last, x.shape[1])
         if c0 < x.shape[1]:
-            mf, of = _tail_masks(maskf, offf, rows, P.size, c0)
+            mf, of = _tail_masks(maskf, offf, rows, P.size, c0 - base)
         with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
             # V - V0: its float64 rounding, eps times V, is below the float32 rounding of the increment
             # while |x - x0| > 1e-8 (Lemma 7)
@@ -676,8 +786,8 @@ def _common_columns(last, width):
 
 
 def _tail_masks(maskf, offf, rows, size, c0):
-    """The mask and its complement on the columns ``[c0, ...)`` for the problems ``rows`` (views where all
-    ``size`` problems of the batch are asked)."""
+    """The mask and its complement on the columns ``[c0, ...)`` of the stored masks (which start at the batch's
+    common columns) for the problems ``rows`` (views where all ``size`` problems of the batch are asked)."""
     if rows.size == size:
         return maskf[:, c0:], offf[:, c0:]
     return maskf[rows, c0:], offf[rows, c0:]
@@ -689,7 +799,10 @@ def _kernel_map(K, KT, mask, P, rho):
     The columns below the shortest prefix of the batch belong to every prefix and are
     updated without masks; only the columns beyond it (at most the block's size) are masked.
     """
-    maskf = mask.astype(K.dtype)  # float64, or float32 for the warm-up sweeps (_warm_map)
+    # the masks from the common columns of the whole batch on: a batch of fewer problems has at least as many
+    # (its shortest prefix is not shorter), so every column _tail_masks reads is kept
+    base = _common_columns(P, mask.shape[1])
+    maskf = mask[:, base:].astype(K.dtype)  # float64, or float32 for the warm-up sweeps (_warm_map)
     # adding offf before a division or logarithm keeps the entries outside each prefix
     # finite; multiplying by maskf zeroes them (inside, both are exact no-ops)
     offf = 1.0 - maskf
@@ -698,7 +811,7 @@ def _kernel_map(K, KT, mask, P, rho):
         last = P if rows.size == P.size else P[rows]
         c0 = _common_columns(last, x.shape[1])  # columns [0, c0) lie in every prefix of the batch
         if c0 < x.shape[1]:
-            mf, of = _tail_masks(maskf, offf, rows, P.size, c0)
+            mf, of = _tail_masks(maskf, offf, rows, P.size, c0 - base)
         with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
             V = np.exp(x, dtype=K.dtype)
             if c0 < x.shape[1]:
@@ -728,11 +841,13 @@ def _kernel_map(K, KT, mask, P, rho):
 
 
 def _solve(G, x0, rho, dual_tol, max_iter, accelerate, width, bound=None, workspace=None, first_image=None,
-           certified=None):
+           certified=None, threshold=None):
+    """``anderson_solve`` with the operator's settings; ``threshold``: the stopping level (default
+    ``_threshold(dual_tol, rho)``)."""
     return anderson_solve(
         G,
         x0,
-        _threshold(dual_tol, rho),
+        _threshold(dual_tol, rho) if threshold is None else threshold,
         max_iter=max_iter,
         accelerate=accelerate,
         memory=anderson_memory(rho),

@@ -43,7 +43,7 @@ def test_float32_warm_up_agrees_with_the_plain_iteration(monkeypatch, rho):
 
     refined = []
 
-    def spy(G64, G32, threshold, Ginc=None):
+    def spy(G64, G32, threshold, Ginc=None, stop=None):
         def G32_counted(x, rows):
             calls.append(x.shape)
             return G32(x, rows)
@@ -53,7 +53,7 @@ def test_float32_warm_up_agrees_with_the_plain_iteration(monkeypatch, rho):
             return Ginc(*args)
 
         Ginc_counted.rho = Ginc.rho
-        return original(G64, G32_counted, threshold, Ginc_counted)
+        return original(G64, G32_counted, threshold, Ginc_counted, stop)
 
     monkeypatch.setattr(co, "_warm_map", spy)
     # two blocks: the one of prefixes 128..149 has the float32 and refinement sweeps (in the one holding the
@@ -72,15 +72,19 @@ def test_float32_warm_up_agrees_with_the_plain_iteration(monkeypatch, rho):
 def test_every_certificate_comes_from_a_float64_sweep(monkeypatch):
     # Lemma 2: each returned dual is an image of the float64 map, even with the float32 sweeps
     # run as long as they may (no switch level; they stall at float32's rounding, and the
-    # problems near their solution get float64 images meanwhile)
+    # problems near their solution get float64 images meanwhile), or a certified increment (Lemma 9),
+    # which is then the float64 image at its point to within its proved rounding
     monkeypatch.setattr(co, "_F32_WIDTH", 1)
     monkeypatch.setattr(co, "_F32_SWITCH", 0.0)
     monkeypatch.setattr(co, "_F32_SWEEPS", 40)
     blocks = []
     original_warm, original_solve = co._warm_map, co._solve
 
-    def warm(G64, G32, threshold, Ginc=None):
+    def warm(G64, G32, threshold, Ginc=None, stop=None):
         images, float32 = {}, []
+        increments = {}
+        images["increments"] = increments
+        images["G64"] = G64
 
         def G64_recorded(x, rows, **kw):
             img = G64(x, rows, **kw)
@@ -92,13 +96,16 @@ def test_every_certificate_comes_from_a_float64_sweep(monkeypatch):
             float32.append(x.shape[0])
             return G32(x, rows)
 
-        def Ginc_counted(*args):
-            float32.append(-1)  # a refinement sweep (float32 products): its images are never recorded here
-            return Ginc(*args)
+        def Ginc_counted(x, rows, keep, sel):
+            float32.append(-1)  # a refinement sweep or a certified increment (float32 products)
+            img = Ginc(x, rows, keep, sel)
+            for r, xr, row in zip(rows, x, img, strict=True):
+                increments.setdefault(int(r), []).append((xr.copy(), row.copy()))
+            return img
 
         Ginc_counted.rho = Ginc.rho
         blocks.append((images, float32))
-        return original_warm(G64_recorded, G32_counted, threshold, Ginc_counted)
+        return original_warm(G64_recorded, G32_counted, threshold, Ginc_counted, stop)
 
     def solve(*args, **kwargs):
         x, info = original_solve(*args, **kwargs)
@@ -113,8 +120,14 @@ def test_every_certificate_comes_from_a_float64_sweep(monkeypatch):
     assert len(blocks) == 2 and all(float32 for _, float32 in blocks)
     assert any(-1 in float32 for _, float32 in blocks), "the refinement sweeps ran"
     for images, _ in blocks:
+        G64 = images["G64"]
         for p, row in enumerate(images["result"]):
-            assert any(np.array_equal(row, img) for img in images.get(p, [])), p
+            if any(np.array_equal(row, img) for img in images.get(p, [])):
+                continue
+            # a certified increment: the float64 image at its point is within the bound (here far below 1e-13)
+            x = next(xr for xr, img in images["increments"].get(p, []) if np.array_equal(row, img))
+            exact = G64(x[None, :], np.array([p]))[0]
+            assert np.max(np.abs(exact - row)) <= 1e-13, p
 
 
 def test_warm_up_is_skipped_beyond_float32_range(monkeypatch):
@@ -323,3 +336,93 @@ def test_transposed_kernel_view_gives_the_contiguous_products():
         V = rng.random((5, w))
         np.testing.assert_allclose(co._times_kt(V, K.T), co._times_kt(V, np.ascontiguousarray(K.T)), rtol=1e-14)
         np.testing.assert_allclose(co._times_kt(V, K.T), np.einsum("bj,ij->bi", V, K), rtol=1e-13)
+
+
+@pytest.mark.parametrize("rho", [0.3, 0.5, 0.9])
+def test_image_of_a_point_is_within_rho_times_its_certificate(rho):
+    # Lemma 8: osc(G(x) - g*) <= rho osc(G(x) - x) / (1 - rho); the fixed point g* from the log-domain route
+    # (causal_ot_fixed_point, an independent evaluation of the map)
+    n = 60
+    S = np.random.default_rng(8).normal(scale=2.0, size=(n, n))
+    _, K = _shifted(S)
+    P = np.array([n - 1])
+    G = co._kernel_map(K, np.ascontiguousarray(K.T), np.ones((1, n), dtype=bool), P, rho)
+    gstar = otprior.causal_ot_fixed_point(S, rho, dual_tol=1e-14).g
+    rng = np.random.default_rng(9)
+    worst = 0.0
+    for scale in (1e-1, 1e-3, 1e-6, 1e-9):
+        for _ in range(5):
+            x = gstar + scale * rng.normal(size=n)
+            y = G(x[None, :], np.arange(1))[0]
+            r = np.ptp(y - x)
+            err = np.ptp(y - gstar)
+            assert err <= rho * r / (1 - rho) + 1e-14, (scale, err, r)
+            worst = max(worst, err / (rho * r / (1 - rho)))
+    assert worst > 0.05  # the bound is not vacuous on these points
+
+
+@pytest.mark.parametrize("rho", [0.5, 0.99])
+def test_certified_increment_is_within_its_proved_rounding_of_the_float64_image(rho):
+    # Lemma 9: an increment sweep from a float64 reference, with float32 products, differs from the float64 image at
+    # the same point by at most 4 rho l in the oscillation, l = _increment_rounding(...); the bound is not vacuous
+    n = 300
+    S = np.random.default_rng(21).normal(size=(n, n))
+    _, K = _shifted(S)
+    P = np.arange(n - 128, n)
+    mask = np.arange(n)[None, :] <= P[:, None]
+    K32 = K.astype(np.float32)
+    G64 = co._kernel_map(K, K.T, mask, P, rho)
+    Ginc = co._increment_map(K32, K32.T, mask, P, rho)
+    rows = np.arange(P.size)
+    rng = np.random.default_rng(22)
+    x0 = 0.3 * rng.normal(size=(P.size, n)) * mask
+    x0[rows, P] = 0.0
+    keep = {}
+    G64(x0, rows, keep=keep)
+    low_r, low_c = keep["R"].min(axis=1), keep["C"].min(axis=1)
+    for d in (1e-3, 1e-6, 1e-9, 1e-12):
+        x = (x0 + d * rng.uniform(-1, 1, size=x0.shape)) * mask
+        exact = G64(x, rows)
+        approx = Ginc(x, rows, keep, None)
+        bound = 4 * rho * co._increment_rounding(np.abs(x - x0).max(axis=1), n, low_r, low_c)
+        err = np.ptp(approx - exact, axis=1)
+        assert np.all(err <= bound + 1e-14), (d, float(np.max(err - bound)))
+        assert np.all(bound <= 1e-3 * d + 1e-14), d  # of the order of eps32 sqrt-free times d (w = 300)
+
+
+def test_certified_increment_bound_refuses_what_it_cannot_bound():
+    # extreme reference sums (an underflow-sized row sum) or distances give l = inf: no certificate
+    assert np.isinf(co._increment_rounding(np.array([1e-9]), 1000, np.array([1e-44]), np.array([1.0])))[0]
+    assert co._increment_rounding(np.array([1e-9]), 1000, np.array([1e-40]), np.array([1.0]))[0] > 1e-3
+    assert np.isinf(co._increment_rounding(np.array([50.0]), 1000, np.array([1.0]), np.array([1.0])))[0]
+    assert co._increment_rounding(np.array([0.0]), 1000, np.array([1.0]), np.array([1.0]))[0] < 1e-14
+
+
+def test_refined_blocks_stop_on_the_image_rule_and_certified_increments_within_the_documented_accuracy(monkeypatch):
+    # Lemmas 8 and 9 in the operator: the blocks with refinement sweeps stop at dual_tol (1 - rho) / rho (the narrower
+    # one as before), some problems on certified increments (whose bounds are counted here), and the rows carry at
+    # most 2 dual_tol relative error per entry against the plain route at dual_tol = 1e-12 (no refinement there)
+    thresholds, bounds = [], []
+    solve, rounding = co._solve, co._increment_rounding
+
+    def solve_spy(*args, **kwargs):
+        thresholds.append(kwargs.get("threshold"))
+        return solve(*args, **kwargs)
+
+    def rounding_spy(*args):
+        out = rounding(*args)
+        bounds.append(out)
+        return out
+
+    monkeypatch.setattr(co, "_solve", solve_spy)
+    monkeypatch.setattr(co, "_increment_rounding", rounding_spy)
+    n, rho, tol = 260, 0.5, 1e-10
+    S = np.random.default_rng(13).normal(size=(n, n))
+    A = otprior.causal_ot_attention(S, rho, dual_tol=tol)
+    monkeypatch.undo()
+    assert tol * (1 - rho) / rho in thresholds  # the block 132..259 (at least 256 wide)
+    assert None in thresholds  # the narrower block: the rule of Theorem 1, as before
+    assert bounds and all(np.all(c < 1e-12) for c in bounds), "certified increments ran with a usable bound"
+    ref = otprior.causal_ot_attention(S, rho, dual_tol=1e-12, accelerate=False)
+    tri = np.tri(n, dtype=bool)
+    assert np.all(np.abs(A - ref)[tri] <= 2 * tol * ref[tri] + 1e-15)
