@@ -440,9 +440,9 @@ def _rounding_of_b(b, d, x, y, extra=()):
     (both ends among them) and at the integers ``extra`` (the heaviest terms of a sum, where a narrow feature's
     cancellation lies between the 33 points), or ``inf``: the part of a float route's error that comes from evaluating
     ``b``, including a cancellation inside it, which ``|b| eps`` does not see."""
-    pts = np.unique(np.round(np.linspace(float(x), float(y), 33)))
+    pts = np.round(np.linspace(float(x), float(y), 33))  # repeated points leave the largest error as it is
     if len(extra):
-        pts = np.unique(np.concatenate([pts, np.asarray(extra, dtype=float)]))
+        pts = np.concatenate([pts, np.asarray(extra, dtype=float)])
     got = running_error(b, d, pts)
     if got is None:
         return math.inf
