@@ -1745,9 +1745,9 @@ def anchored_log_sum(tree, a, c, bits, fns=None, third=None, b_err=None):
         # times that once if the head is not negligible. Where the kept sum is long (phi_1 = -log(1 - e^-beta) >= 1/2,
         # the kept sum's logarithm were b linear over it), a shorter range first: where b has fallen by
         # log N + 32 - phi_1 (the head is asked below 2^-42 of e^phi, not of the last term e^0; were b linear, the terms
-        # left out would be e^-32/(N beta) of the sum, below 2^-53 once the range is cut at all), tried only where the
-        # head's bound, with phi_1 for phi, is already below 2^-42 e^-1 (sqrt(d) at W = 1e5, n = 1e6: 99,700 terms
-        # for 118,900)
+        # left out would be e^(phi_1 - 32)/N of the sum: 3e-17 on sqrt(d)'s distant side at n = 1e6), tried only where
+        # the head's bound, with min(phi_1, log keep) for phi, is already below 2^-42 e^-1 (sqrt(d) at W = 1e5,
+        # n = 1e6: 99,700 terms for 118,900)
         keeps = [N] if beta <= 0 else [min(N, int(r * (math.log(N) + _ANCHOR_MARGIN) / beta) + 1) for r in (1.0, 4.0)]
         phi_1 = -math.log(-math.expm1(-beta)) if beta > 0 else 0.0
         heads = {}  # K -> the head's bound log((K - a) e^{U - L_c}) (or None), formed once per K
@@ -1762,10 +1762,10 @@ def anchored_log_sum(tree, a, c, bits, fns=None, third=None, b_err=None):
 
         shorter = None
         if phi_1 >= 0.5:
-            keep = min(N, int((math.log(N) + _ANCHOR_MARGIN - phi_1) / beta) + 1)
+            keep = min(N, max(1, int((math.log(N) + _ANCHOR_MARGIN - phi_1) / beta) + 1))
             if keep < keeps[0] and c - keep + 1 > a:
                 head = head_of(c - keep + 1)
-                if head is not None and head - phi_1 <= math.log(ANCHOR_HEAD) - 1.0:
+                if head is not None and head - min(phi_1, math.log(keep)) <= math.log(ANCHOR_HEAD) - 1.0:
                     shorter = keep
         for keep in keeps if shorter is None else [shorter] + keeps:
             K = c - keep + 1
