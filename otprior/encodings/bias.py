@@ -29,7 +29,6 @@ from ._bias_float import (
     ACCEPT,
     _ja_plan,
     _mixed_plan,
-    _running_error_program,
     mixed_log_sum,
     periodic_log_sum,
     running_error,
@@ -444,11 +443,11 @@ def _rounding_of_b(b, d, x, y, extra=()):
     pts = np.round(np.linspace(float(x), float(y), 33))  # repeated points leave the largest error as it is
     if len(extra):
         pts = np.concatenate([pts, np.asarray(extra, dtype=float)])
-    program = _running_error_program(b, d)  # running_error's values without its copies to the shape of pts
-    if program is None:
+    got = running_error(b, d, pts)
+    if got is None:
         return math.inf
     with np.errstate(all="ignore"):
-        top = float(np.max(np.abs(program(pts)[1])))  # nan where any error is nan, inf where any is infinite
+        top = float(np.max(np.abs(got[1])))  # nan where any error is nan, inf where any is infinite
     return top if math.isfinite(top) else math.inf
 
 
