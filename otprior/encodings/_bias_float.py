@@ -446,7 +446,8 @@ def running_error(expr, d, ks):
     the certified routes read it); ``a_1 + ... + a_m``:
     ``sum e_i + (m - 1) u sum |a_i|``; ``a_1 ... a_m``: ``sum_i |prod_{j != i} a_j| e_i + (m - 1) u |r|``; ``f(a)``:
     ``|f'(a)| e_a + 2 u |f(a)|`` (``exp``, ``log``, ``sin``, ``cos``, ``a**p`` with a constant ``p``; ``|sin'| <= 1``);
-    ``a**c`` with a non-constant ``c`` as ``exp(c log a)``; ``abs``, ``min``, ``max`` carry their arguments' errors.
+    ``a**c`` with a non-constant ``c`` as ``exp(c log a)``; ``abs``, ``min``, ``max`` carry their arguments' errors;
+    ``log1p(a)``: ``e_a/|1 + a| + 2 u |log1p(a)|``.
 
     The tree is walked once per expression (:func:`_running_error_program`, cached): each call runs only the numpy
     operations, the same ones in the same order (the walk's sympy tests cost 20-90 us a call, more than the
@@ -469,6 +470,7 @@ def _running_error_program(expr, d):
     from ..expression import import_sympy
 
     sp = import_sympy()
+    from sympy.codegen.cfunctions import log1p
 
     def build(node):
         # constants and d's error are scalars, broadcast by numpy (arrays of len(ks) per constant made a 2e6-term
@@ -549,6 +551,12 @@ def _running_error_program(expr, d):
                     v = np.log(a)
                     return v, ea / np.abs(a) + 2 * _U * np.abs(v)
                 return log_
+            if isinstance(node, log1p):  # log1p(a): e_a/|1 + a| + 2 u |log1p(a)|
+                def log1p_(ks):
+                    a, ea = fa(ks)
+                    v = np.log1p(a)
+                    return v, ea / np.abs(1 + a) + 2 * _U * np.abs(v)
+                return log1p_
             if isinstance(node, (sp.sin, sp.cos)):
                 trig = np.sin if isinstance(node, sp.sin) else np.cos
 
