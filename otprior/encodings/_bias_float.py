@@ -448,7 +448,30 @@ def running_error(expr, d, ks):
     ``|f'(a)| e_a + 2 u |f(a)|`` (``exp``, ``log``, ``sin``, ``cos``, ``a**p`` with a constant ``p``; ``|sin'| <= 1``);
     ``a**c`` with a non-constant ``c`` as ``exp(c log a)``; ``abs``, ``min``, ``max`` carry their arguments' errors;
     ``log1p(a)``: ``e_a/|1 + a| + 2 u |log1p(a)|``. Where :func:`_far_form` rewrites the expression, its values and
-    errors at ``k >= 1`` are those of the far form (what :func:`lambdify_far`'s functions evaluate)."""
+    errors at ``k >= 1`` are those of the far form (what :func:`lambdify_far`'s functions evaluate).
+
+    The tree is walked once per expression (:func:`_running_error_program`, cached): each call runs only the numpy
+    operations, the same ones in the same order (the walk's sympy tests cost 20-90 us a call, more than the
+    arithmetic on a few hundred points)."""
+    program = _running_error_program(expr, d)
+    if program is None:
+        return None
+    far = _far_form(expr, d)
+    far_program = None if far is None else _running_error_program(far, d)
+    if far is not None and far_program is None:
+        return None
+    with np.errstate(all="ignore"):
+        got = program(ks)
+        if far_program is not None:  # the values lambdify_far's functions give: the far form at d >= 1
+            got = tuple(np.where(ks >= 1, f, g) for f, g in zip(far_program(ks), got, strict=True))
+    # arrays of ks's shape (a constant bias, or an exact one, has scalars here)
+    return tuple(np.broadcast_to(np.asarray(x, dtype=float), np.shape(ks)).copy() for x in got)
+
+
+@functools.lru_cache(maxsize=256)
+def _running_error_program(expr, d):
+    """:func:`running_error`'s tree walk done once: a function ``ks -> (v, e)`` (numpy's error state held by the caller),
+    or ``None`` for a node it does not know."""
     from fractions import Fraction
 
     from sympy.codegen.cfunctions import log1p
@@ -457,11 +480,11 @@ def running_error(expr, d, ks):
 
     sp = import_sympy()
 
-    def ev(node):
+    def build(node):
         # constants and d's error are scalars, broadcast by numpy (arrays of len(ks) per constant made a 2e6-term
         # check three times dearer); a constant exponent stays a scalar (numpy's fast square and square root)
         if node == d:
-            return ks, 0.0
+            return lambda ks: (ks, 0.0)
         if node.is_Number or node.is_NumberSymbol:
             v = float(node)
             if node.is_Rational or node.is_Float:
@@ -472,72 +495,100 @@ def running_error(expr, d, ks):
                 err = abs(float(exact - Fraction(v))) if math.isfinite(v) else math.inf
             else:
                 err = abs(v) * _U
-            return np.float64(v), err
-        args = [ev(a) for a in node.args]
-        if any(a is None for a in args):
+            const = (np.float64(v), err)
+            return lambda ks: const
+        subs = [build(a) for a in node.args]
+        if any(f is None for f in subs):
             return None
-        with np.errstate(all="ignore"):
-            if node.is_Add:
+        m = len(subs)
+        if node.is_Add:
+            def add(ks):
+                args = [f(ks) for f in subs]
                 v = functools.reduce(np.add, [a[0] for a in args])
-                e = sum(a[1] for a in args) + (len(args) - 1) * _U * functools.reduce(np.add, [np.abs(a[0]) for a in args])
+                e = sum(a[1] for a in args) + (m - 1) * _U * functools.reduce(np.add, [np.abs(a[0]) for a in args])
                 return v, e
-            if node.is_Mul:
+            return add
+        if node.is_Mul:
+            def mul(ks):
+                args = [f(ks) for f in subs]
                 vals = [a[0] for a in args]
                 v = functools.reduce(np.multiply, vals)
-                e = (len(args) - 1) * _U * np.abs(v)
+                e = (m - 1) * _U * np.abs(v)
                 for i, (_, ei) in enumerate(args):
                     if np.ndim(ei) == 0 and ei == 0:
                         continue  # an exact factor (d, an integer) adds nothing
                     others = functools.reduce(np.multiply, [np.abs(x) for j, x in enumerate(vals) if j != i], 1.0)
                     e = e + others * ei
                 return v, e
-            if node.is_Pow:
-                (a, ea), (c, ec) = args
-                v = np.sqrt(a) if node.exp == sp.S.Half else np.power(a, c)  # as sympy's lambdify writes it
-                if node.exp.is_Number:  # an exact argument adds nothing (sqrt(d) at d = 0: no 0 * inf)
-                    # the exponent's own rounding (200/3 as a double) moves a^p by |a^p log a| e_p
+            return mul
+        if node.is_Pow:
+            fa, fc = subs
+            half = node.exp == sp.S.Half
+            if node.exp.is_Number:
+                def pow_const(ks):
+                    (a, ea), (c, ec) = fa(ks), fc(ks)
+                    v = np.sqrt(a) if half else np.power(a, c)  # as sympy's lambdify writes it
+                    # an exact argument adds nothing (sqrt(d) at d = 0: no 0 * inf); the exponent's own rounding
+                    # (200/3 as a double) moves a^p by |a^p log a| e_p
                     ep = float(ec)
                     grow_p = np.abs(v * np.log(np.abs(a))) * ep if ep > 0 else 0.0
                     if np.ndim(ea) == 0 and ea == 0:
                         return v, grow_p + 2 * _U * np.abs(v)
                     return v, np.where(ea > 0, np.abs(c * np.power(a, c - 1)) * ea, 0.0) + grow_p + 2 * _U * np.abs(v)
+                return pow_const
+
+            def pow_var(ks):
+                (a, ea), (c, ec) = fa(ks), fc(ks)
+                v = np.sqrt(a) if half else np.power(a, c)
                 grow = np.where(ec > 0, np.abs(np.log(np.abs(a))) * ec, 0.0) + np.where(ea > 0, np.abs(c / a) * ea, 0.0)
                 # an exact base 0 with a positive exponent is 0 for any nearby exponent (d**(d**d) at d = 0: no 0 * inf)
                 exact_zero = (a == 0) & (ea == 0) & (c - ec > 0)
                 return v, np.where(exact_zero, 0.0, np.abs(v) * grow + 4 * _U * np.abs(v))
-            if len(args) == 1:
-                a, ea = args[0]
-                if isinstance(node, sp.exp):
+            return pow_var
+        if m == 1:
+            (fa,) = subs
+            if isinstance(node, sp.exp):
+                def exp_(ks):
+                    a, ea = fa(ks)
                     v = np.exp(a)
                     return v, np.abs(v) * ea + 2 * _U * np.abs(v)
-                if isinstance(node, sp.log):
+                return exp_
+            if isinstance(node, sp.log):
+                def log_(ks):
+                    a, ea = fa(ks)
                     v = np.log(a)
                     return v, ea / np.abs(a) + 2 * _U * np.abs(v)
-                if isinstance(node, log1p):  # the far form of a polynomial's logarithm (lambdify_far)
+                return log_
+            if isinstance(node, log1p):  # log1p(a): e_a/|1 + a| + 2 u |log1p(a)|
+                def log1p_(ks):
+                    a, ea = fa(ks)
                     v = np.log1p(a)
                     return v, ea / np.abs(1 + a) + 2 * _U * np.abs(v)
-                if isinstance(node, (sp.sin, sp.cos)):
-                    v = np.sin(a) if isinstance(node, sp.sin) else np.cos(a)
+                return log1p_
+            if isinstance(node, (sp.sin, sp.cos)):
+                trig = np.sin if isinstance(node, sp.sin) else np.cos
+
+                def trig_(ks):
+                    a, ea = fa(ks)
+                    v = trig(a)
                     return v, ea + 2 * _U * np.abs(v)
-                if isinstance(node, sp.Abs):
+                return trig_
+            if isinstance(node, sp.Abs):
+                def abs_(ks):
+                    a, ea = fa(ks)
                     return np.abs(a), ea
-            if isinstance(node, (sp.Min, sp.Max)):
-                v = functools.reduce(np.minimum if isinstance(node, sp.Min) else np.maximum, [a[0] for a in args])
+                return abs_
+        if isinstance(node, (sp.Min, sp.Max)):
+            pick = np.minimum if isinstance(node, sp.Min) else np.maximum
+
+            def minmax(ks):
+                args = [f(ks) for f in subs]
+                v = functools.reduce(pick, [a[0] for a in args])
                 return v, functools.reduce(np.maximum, [a[1] for a in args])
+            return minmax
         return None
 
-    got = ev(expr)
-    if got is None:
-        return None
-    far = _far_form(expr, d)
-    if far is not None:  # the values lambdify_far's functions give: the far form at d >= 1
-        got_far = ev(far)
-        if got_far is None:
-            return None
-        with np.errstate(all="ignore"):
-            got = tuple(np.where(ks >= 1, f, g) for f, g in zip(got_far, got, strict=True))
-    # arrays of ks's shape (a constant bias, or an exact one, has scalars here)
-    return tuple(np.broadcast_to(np.asarray(x, dtype=float), np.shape(ks)).copy() for x in got)
+    return build(expr)
 
 
 def _overflows_negligible(expr, d, v, e):

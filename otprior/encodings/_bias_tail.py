@@ -1243,9 +1243,14 @@ _EPS = 2.0**-53
 
 
 def _iroot(Y, k):
-    """``floor(Y^(1/k))`` for an integer ``Y >= 0`` (Newton's iteration in integers, from above)."""
+    """``floor(Y^(1/k))`` for an integer ``Y >= 0``: FLINT's exact integer root (``fmpz.root``, 4 us on the 3000-bit
+    integers of a third derivative at 1e300, where Newton's iteration in Python integers from ``2^ceil(bits/k)`` took
+    60-100 us), checked by ``r^k <= Y < (r + 1)^k``; that iteration where the check fails."""
     if Y < 2:
         return Y
+    r = int(flint.fmpz(Y).root(k))
+    if r**k <= Y < (r + 1) ** k:
+        return r
     x = 1 << -(-Y.bit_length() // k)
     while True:
         y = ((k - 1) * x + Y // x ** (k - 1)) // k
@@ -1364,6 +1369,64 @@ def _on_pieces(v, P):
     return v if v.shape == (P,) else v * np.ones(P)
 
 
+def _tilted_q_one(beta, w, t0):
+    """:func:`_tilted_q` for one piece, on Python floats: the same operations in the same order (the arithmetic is
+    IEEE's either way; ``sinh``, ``expm1`` and the powers by numpy's own functions on the scalars), so the same double."""
+    x = beta * w
+    u = 1.0 / w
+    if abs(x) <= 0.1:
+        x2 = x * x
+        u4 = float(np.power(u, 4))
+        var = (1 - u * u) / 12 - x2 * (1 - u4) / 240 + x2 * x2 * (1 - float(np.power(u, 6))) / 6048
+        mean = (t0 + 0.5 * (w - 1)) * u + x * (1 - u * u) / 12 - x * x2 * (1 - u4) / 720
+    else:
+        with np.errstate(all="ignore"):
+            va = 0.5 / (w * float(np.sinh(0.5 * beta)))
+            vb = 0.5 / float(np.sinh(0.5 * x))
+            var = va * va - vb * vb
+            mean = t0 * u + 1.0 / -float(np.expm1(-x)) - u / -float(np.expm1(-beta))
+    return float(np.maximum(var, 0.0)) + mean * mean
+
+
+def _one_piece(bf, beta, gH, fm, delta, t0, cnt, xp, xm, dx, Hp, Hf):
+    """:func:`_taylor_sum_log`'s sum of a single piece on Python floats (a range whose bound of the third derivative
+    allows one piece: ``n - 1e5`` at ``n >= 1e9``, where the arrays' dispatch cost 0.1 ms):
+    ``(top, total, dmax, reach, bmax, rmax, quot)`` as the array form gives them, bit for bit (the same IEEE operations
+    in the same order; ``expm1``, ``log``, ``log1p``, ``exp`` and the powers by numpy's functions on the scalars), or
+    ``None`` where that form declines."""
+    bf, beta, gH, fm, delta, t0, cnt, xp, xm, dx = (float(v[0]) for v in (bf, beta, gH, fm, delta, t0, cnt, xp, xm, dx))
+    bm = bf + beta * delta
+    t1 = t0 + cnt - 1
+    r = abs(beta)
+    rc = r * cnt
+    tiny = rc < 2.0**-60
+    if tiny:
+        ratio = cnt
+    else:
+        with np.errstate(all="ignore"):
+            ratio = float(np.expm1(-rc)) / float(np.expm1(-r))
+    if not (tiny or r > 2.0**-1000) or not (math.isfinite(ratio) and ratio > 0):
+        return None
+    if Hp:
+        s = cnt / Hf
+        gq = gH * _tilted_q_one(beta, cnt, t0) * (s * s)
+        if not math.isfinite(gq):
+            return None
+        with np.errstate(all="ignore"):
+            corr = float(np.log1p(gq))
+    else:
+        corr = 0.0
+    with np.errstate(all="ignore"):
+        top = bm + max(beta * t0, beta * t1) + float(np.log(ratio)) + corr
+    if not math.isfinite(top):
+        return None
+    total = float(np.exp(top - top))
+    dmax = abs(delta)
+    reach = max(xp - fm, fm - xm) * (1 + 2.0**-50) + dmax
+    quot = Hf * (Hf / dx) if Hp else 0.0
+    return top, total, dmax, reach, abs(bm), r, quot
+
+
 def _taylor_sum_log(b0, b1, a, N, H, M3u, g_max=2.0**-20):
     """Theorem 15h's ``(log S, rel)`` for ``S = sum_{a <= k < a + N} e^{b(k)}`` once ``|b'''| <= M3u`` is proved on the
     real range (``H``: the largest half-width with ``M3u H^3/6 <= 2^-41``, ``None`` where ``M3u = 0``), or ``None``;
@@ -1399,32 +1462,40 @@ def _taylor_sum_log(b0, b1, a, N, H, M3u, g_max=2.0**-20):
             return None
         w = min(w, 2 * int(Hf * math.sqrt(0.5 * g_max / gHmax)) + 1)  # |gamma| H^2 <= g_max/2 (g_max asked at the new middles)
     P = fm.size
-    bm = bf + beta * delta  # b(m) = b(fm) + b'(fm) delta + b''(xi) delta^2/2 (the last in the estimate)
-    t1 = t0 + cnt - 1
-    r = np.abs(beta)
-    with np.errstate(all="ignore"):
-        rc = r * cnt
-        tiny = rc < 2.0**-60  # the ratio is cnt within a relative 2^-60
-        ratio = np.where(tiny, cnt, np.expm1(-rc) / np.expm1(-r))
-    if not (tiny | (r > 2.0**-1000)).all() or not (np.isfinite(ratio) & (ratio > 0)).all():
-        return None
-    if Hp:
-        with np.errstate(all="ignore"):
-            gq = gH * _tilted_q(beta, cnt, t0) * (cnt / Hf) ** 2  # gamma q_i (|.| <= |gamma| Hp^2 <= 2^-20)
-        if not np.isfinite(gq).all():
+    got = _one_piece(bf, beta, gH, fm, delta, t0, cnt, xp, xm, dx, Hp, Hf) if P == 1 else None
+    if P == 1:
+        if got is None:
             return None
-        corr = np.log1p(gq)
+        top, total, dmax, reach, bmax, rmax, quot = got
     else:
-        corr = np.zeros(P)
-    logs = bm + np.maximum(beta * t0, beta * t1) + np.log(ratio) + corr
-    top = float(logs.max())
-    if not math.isfinite(top):
-        return None
-    total = float(np.sum(np.exp(logs - top)))
+        bm = bf + beta * delta  # b(m) = b(fm) + b'(fm) delta + b''(xi) delta^2/2 (the last in the estimate)
+        t1 = t0 + cnt - 1
+        r = np.abs(beta)
+        with np.errstate(all="ignore"):
+            rc = r * cnt
+            tiny = rc < 2.0**-60  # the ratio is cnt within a relative 2^-60
+            ratio = np.where(tiny, cnt, np.expm1(-rc) / np.expm1(-r))
+        if not (tiny | (r > 2.0**-1000)).all() or not (np.isfinite(ratio) & (ratio > 0)).all():
+            return None
+        if Hp:
+            with np.errstate(all="ignore"):
+                gq = gH * _tilted_q(beta, cnt, t0) * (cnt / Hf) ** 2  # gamma q_i (|.| <= |gamma| Hp^2 <= 2^-20)
+            if not np.isfinite(gq).all():
+                return None
+            corr = np.log1p(gq)
+        else:
+            corr = np.zeros(P)
+        logs = bm + np.maximum(beta * t0, beta * t1) + np.log(ratio) + corr
+        top = float(logs.max())
+        if not math.isfinite(top):
+            return None
+        total = float(np.sum(np.exp(logs - top)))
+        dmax = float(np.abs(delta).max())
+        reach = max(float((xp - fm).max()), float((fm - xm).max())) * (1 + 2.0**-50) + dmax
+        bmax, rmax = float(np.abs(bm).max()), float(r.max())
+        quot = Hf * (Hf / float(dx.min())) if Hp else 0.0
     # proved: e^{M3 Hp^3/6} - 1 (<= 2^-41 (1 + 2^-40)), the second order (gamma Hp^2)^2 e^{|gamma| Hp^2}/2, q's series
     # or formula (2^-30 of gamma q), gamma's difference quotient (M3 reach/2 times q <= Hp^2)
-    dmax = float(np.abs(delta).max())
-    reach = max(float((xp - fm).max()), float((fm - xm).max())) * (1 + 2.0**-50) + dmax
     with arb_precision(80):
         S3 = float((M3u * Hp * Hp * Hp / 6).upper())
         Sq = float((M3u * flint.arb(reach) * Hp * Hp / 2).upper()) if Hp else 0.0
@@ -1438,9 +1509,7 @@ def _taylor_sum_log(b0, b1, a, N, H, M3u, g_max=2.0**-20):
     # (M2 delta^2/2 with M2 <= 2 |gamma| + M3 Hp), beta and the counts in double (9 |beta| eps over |t| <= Hp), gamma's
     # quotient from b' in double (8 |beta'| eps + 2^-1073 over x+ - x-, times Hp^2/2), the ratio, the log and the
     # correction (16 eps), the sum of P terms (log2 P eps)
-    bmax, rmax = float(np.abs(bm).max()), float(r.max())
     M3f = float(M3u)
-    quot = Hf * (Hf / float(dx.min())) if Hp else 0.0
     est = ((4 * (bmax + 1) + 9 * rmax * max(Hf, 1) + 4 * G2 + 16 + math.log2(P)) * _EPS
            + (8 * (rmax + M3f * reach * reach) * _EPS + 2.0**-1073) * quot
            + (gHmax / max(Hf, 1) / max(Hf, 1) + M3f * Hf) * dmax * dmax)
@@ -1673,6 +1742,8 @@ def _kept_log(tree, c, keep, bits, fns, third, b_err):
 # Theorem 15j(vi): offsets from each pass's heaviest term at which b's running error is read as well (a bump of any
 # width w has one within [w/2, w] of its peak on each side, where its rounding inside b is largest)
 _HEAVY_OFFSETS = (0,) + tuple(s * (1 << k) for k in range(13) for s in (-1, 1))
+_HEAVY_OFFSETS_ARRAY = np.array(_HEAVY_OFFSETS, dtype=np.int64)
+_HEAVY_OFFSETS_ARRAY.flags.writeable = False
 _DIRECT_CHUNK = 1 << 13  # Theorem 15j(vi): terms per numpy pass (64 kB arrays: a range of 1e5 at once paid page faults)
 _CHUNK_OFFSETS = np.arange(float(_DIRECT_CHUNK))
 _CHUNK_OFFSETS.flags.writeable = False
@@ -1710,32 +1781,43 @@ def _direct_kept_log(b0, K, c, bc=None, heavy=None):
     was missed; one neighbour lies within [w/2, w] of the peak of a bump of width w, where that rounding is largest)."""
     N = c - K + 1
     top, total, vmax, passes = -math.inf, 0.0, 0.0, 0
-    with np.errstate(all="ignore"):
-        hi_end = c + 1
-        while hi_end > K:
-            lo_end = max(K, hi_end - _DIRECT_CHUNK)
-            ks = _CHUNK_OFFSETS[: hi_end - lo_end] + float(lo_end)  # exact: integers below 2^53
-            v = np.asarray(b0(ks), dtype=float)
-            if v.shape != ks.shape:
-                v = v * np.ones(ks.size)
-            if bc is None:
-                bc = (float(v[-1]), 0.0)
-            x = np.subtract(v, bc[0], out=ks)
-            if bc[1]:
-                x -= bc[1]
-            lo, m = float(x.min()), float(x.max())  # not finite where any b(k) is not (max and min carry a nan)
-            if not (math.isfinite(lo) and math.isfinite(m)):
-                return None
-            if heavy is not None:  # the pass's heaviest term and its neighbours at 1, 2, 4, ... on both sides
-                i = int(np.argmax(x))
-                heavy.extend(float(lo_end + j) for j in (i + o for o in _HEAVY_OFFSETS) if 0 <= j < x.size)
-            vmax = max(vmax, abs(lo) + abs(bc[0]) + 1, abs(m) + abs(bc[0]) + 1)  # at least max |b(k)| of the pass
-            if m > top:
-                total *= math.exp(top - m)
-                top = m
-            total += float(np.exp(np.subtract(x, top, out=x), out=x).sum())
-            passes += 1
-            hi_end = lo_end
+    peaks = []  # each pass's (first integer, length, index of its heaviest term): heavy's entries formed once at the end
+    try:
+        with np.errstate(all="ignore"):
+            hi_end = c + 1
+            while hi_end > K:
+                lo_end = max(K, hi_end - _DIRECT_CHUNK)
+                ks = _CHUNK_OFFSETS[: hi_end - lo_end] + float(lo_end)  # exact: integers below 2^53
+                v = np.asarray(b0(ks), dtype=float)
+                if v.shape != ks.shape:
+                    v = v * np.ones(ks.size)
+                if bc is None:
+                    bc = (float(v[-1]), 0.0)
+                x = np.subtract(v, bc[0], out=ks)
+                if bc[1]:
+                    x -= bc[1]
+                # the largest as the element argmax points at (the same double as x.max(); a nan is both), the smallest:
+                # not finite where any b(k) is not
+                i = int(x.argmax())
+                lo, m = float(x.min()), float(x[i])
+                if not (math.isfinite(lo) and math.isfinite(m)):
+                    return None
+                peaks.append((lo_end, x.size, i))
+                vmax = max(vmax, abs(lo) + abs(bc[0]) + 1, abs(m) + abs(bc[0]) + 1)  # at least max |b(k)| of the pass
+                if m > top:
+                    total *= math.exp(top - m)
+                    top = m
+                if top != 0.0:  # x - 0 is x itself (a growing bias: the top term, b(c) - b(c), is the largest)
+                    np.subtract(x, top, out=x)
+                total += float(np.exp(x, out=x).sum())
+                passes += 1
+                hi_end = lo_end
+    finally:
+        if heavy is not None and peaks:  # each pass's heaviest term and its neighbours at 1, 2, 4, ... on both sides
+            p = np.array(peaks, dtype=np.int64)
+            js = p[:, 2:3] + _HEAVY_OFFSETS_ARRAY[None, :]
+            inside = (js >= 0) & (js < p[:, 1:2])
+            heavy.extend((js + p[:, 0:1])[inside].astype(float).tolist())  # pass by pass, in _HEAVY_OFFSETS' order
     out = top + math.log(total)
     if not math.isfinite(out):
         return None
@@ -1778,22 +1860,45 @@ def anchored_log_sum(tree, a, c, bits, fns=None, third=None, b_err=None):
             beta = float(slope.mid()) if slope.is_finite() else math.nan
         if not math.isfinite(beta):
             return None
-        for reach in (1.0, 4.0):
-            # the kept range t = 0 .. keep - 1 (k = K .. c): all of [a, c] unless b has fallen by log N + 32 before
-            keep = N if beta <= 0 else min(N, int(reach * (math.log(N) + _ANCHOR_MARGIN) / beta) + 1)
+        # the kept range t = 0 .. keep - 1 (k = K .. c): all of [a, c] unless b has fallen by log N + 32 before, four
+        # times that once if the head is not negligible. Where the kept sum is long (phi_1 = -log(1 - e^-beta) >= 1/2,
+        # the kept sum's logarithm were b linear over it), a shorter range first: where b has fallen by
+        # log N + 32 - phi_1 (the head is asked below 2^-42 of e^phi, not of the last term e^0; were b linear, the terms
+        # left out would be e^(phi_1 - 32)/N of the sum: 3e-17 on sqrt(d)'s distant side at n = 1e6), tried only where
+        # the head's bound, with min(phi_1, log keep) for phi, is already below 2^-42 e^-1 (sqrt(d) at W = 1e5,
+        # n = 1e6: 99,700 terms for 118,900)
+        keeps = [N] if beta <= 0 else [min(N, int(r * (math.log(N) + _ANCHOR_MARGIN) / beta) + 1) for r in (1.0, 4.0)]
+        phi_1 = -math.log(-math.expm1(-beta)) if beta > 0 else 0.0
+        heads = {}  # K -> the head's bound log((K - a) e^{U - L_c}) (or None), formed once per K
+
+        def head_of(K):
+            if K not in heads:
+                with arb_precision(bits):
+                    U = _interval(tree, a, K - 1)[1]
+                    Lc = point_interval(tree, c)[0]
+                    heads[K] = None if U is None or Lc is None else float((flint.arb(K - a).log() + U - Lc).upper())
+            return heads[K]
+
+        shorter = None
+        if phi_1 >= 0.5:
+            keep = min(N, max(1, int((math.log(N) + _ANCHOR_MARGIN - phi_1) / beta) + 1))
+            if keep < keeps[0] and c - keep + 1 > a:
+                head = head_of(c - keep + 1)
+                if head is not None and head - min(phi_1, math.log(keep)) <= math.log(ANCHOR_HEAD) - 1.0:
+                    shorter = keep
+        for keep in keeps if shorter is None else [shorter] + keeps:
             K = c - keep + 1
             kept = _kept_log(tree, c, keep, bits, fns, third, b_err)
             if kept is None:
+                if keep == shorter:
+                    continue  # the shorter kept range declined (its own sample points): the longer ones as before
                 return None
             phi, rel = kept
             if K <= a:
                 return (phi, rel) if rel <= TAYLOR_ACCEPT else None
-            with arb_precision(bits):
-                U = _interval(tree, a, K - 1)[1]
-                Lc = point_interval(tree, c)[0]
-                if U is None or Lc is None:
-                    return None
-                head = float((flint.arb(K - a).log() + U - Lc).upper())
+            head = head_of(K)
+            if head is None:
+                return None
             # sum_{k<K} e^{b(k) - b(c)} <= e^head; the kept sum is at least e^phi (1 - rel) >= e^(phi - 2^-37)
             frac = math.exp(head - phi + 2.0**-37) if head - phi < 0 else math.inf
             if frac <= ANCHOR_HEAD:

@@ -441,15 +441,15 @@ def _rounding_of_b(b, d, x, y, extra=()):
     (both ends among them) and at the integers ``extra`` (the heaviest terms of a sum, where a narrow feature's
     cancellation lies between the 33 points), or ``inf``: the part of a float route's error that comes from evaluating
     ``b``, including a cancellation inside it, which ``|b| eps`` does not see."""
-    pts = np.unique(np.round(np.linspace(float(x), float(y), 33)))
+    pts = np.round(np.linspace(float(x), float(y), 33))  # repeated points leave the largest error as it is
     if len(extra):
-        pts = np.unique(np.concatenate([pts, np.asarray(extra, dtype=float)]))
+        pts = np.concatenate([pts, np.asarray(extra, dtype=float)])
     got = running_error(b, d, pts)
     if got is None:
         return math.inf
     with np.errstate(all="ignore"):
-        e = np.abs(np.asarray(got[1], dtype=float) * np.ones(pts.size))
-    return float(np.max(e)) if np.all(np.isfinite(e)) else math.inf
+        top = float(np.max(np.abs(got[1])))  # nan where any error is nan, inf where any is infinite
+    return top if math.isfinite(top) else math.inf
 
 
 def _anchored_side(b, d, tree, a, c, bits, fns, third):
@@ -616,6 +616,14 @@ def _float_head(b, d):
         return None
     logw.flags.writeable = False
     return logw
+
+
+@functools.lru_cache(maxsize=128)
+def _float_head_log(b, d):
+    """``log sum_{k < 4096} e^{b(k)}`` of :func:`_float_head`'s row (the same log-sum-exp, formed once per expression as the
+    row is), or ``None`` where the row is."""
+    logw = _float_head(b, d)
+    return None if logw is None else _logsumexp(logw)
 
 
 _SPLIT_CALLS = 48  # Theorem 15l: at most this many ranges handed to the float tail (bounded work)
@@ -1430,7 +1438,7 @@ class Bias(Encoding):
             tn = tail_log(window, n - 1) if n - 1 > window else one(window)  # T alone: D's relative accuracy
             if tn is None:
                 return None
-            lh = logsumexp(logw)
+            lh = _float_head_log(b, d)  # logsumexp(logw), formed once per expression like the head itself
             tw = tail_log(N, window - 1, lh) if window - 1 > N else one(N)
             if tw is None:
                 return None
@@ -1438,10 +1446,11 @@ class Bias(Encoding):
             log_tail = tn[0]
         else:
             log_head = logsumexp(logw[:window])
-            tn = tail_log(N, n - 1, logsumexp(logw[window:]) if window < N else -math.inf)
+            rest = logsumexp(logw[window:]) if window < N else -math.inf  # the head's terms from W on, formed once
+            tn = tail_log(N, n - 1, rest)
             if tn is None:
                 return None
-            log_tail = np.logaddexp(logsumexp(logw[window:]), tn[0]) if window < N else tn[0]
+            log_tail = np.logaddexp(rest, tn[0]) if window < N else tn[0]
         # a single term's error (:func:`one`; the ranges' are checked in tail_log) within the acceptance, or the sides
         # more than e^800 apart beyond it (a mass below 2^-1074 of the other: 0 and 1 are its doubles, Theorem 15d(ii))
         rel = max(tn[1], tw[1] if window > N else 0.0)
