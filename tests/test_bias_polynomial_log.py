@@ -169,3 +169,35 @@ def test_the_limit_of_a_summable_polynomial_logarithm(expr, s, p):
     enc = Bias(expr).limit_enclosure(64)
     assert enc.lo <= ref <= enc.hi
     assert enc.hi - enc.lo <= 1e-15
+
+
+def test_the_far_form_only_where_it_is_well_conditioned():
+    """The log1p form is used where ``|sum_{j<k} (c_j/c_k) d^(j-k)| <= 1/2`` only, and a factored polynomial keeps its
+    form: below that threshold ``k log d`` and ``log1p(c_0/(c_k d^k))`` cancel (``log(d**2 + 1e4)`` on ``[64, 99]`` was
+    refused), and ``(d - 1e8)**2 + 1`` expanded cancels near its root (``bias`` gave ``+inf`` for 0 at ``d = 1e8``)."""
+    import math
+
+    import numpy as np
+
+    ctx = mpmath.MPContext()
+    ctx.dps = 30
+    w = [(ctx.mpf(k) ** 2 + 10**4) ** (-ctx.mpf(3) / 5) for k in range(100)]
+    ref = ctx.fsum(w[:64]) / ctx.fsum(w)
+    enc = Bias("-0.6*log(d**2 + 1e4)").mass_enclosures(64, 100).window_mass
+    assert enc.lo <= ref <= enc.hi
+
+    values = Bias("-log((d - 1e8)**2 + 1)").bias(np.array([1e8, 1e8 + 1]))
+    assert values[0] == 0.0 and values[1] == pytest.approx(-math.log(2), rel=1e-15)
+    k = np.arange(3000, dtype=float)
+    weights = ((k - 1000) ** 2 + 1) ** -0.6
+    ref = math.fsum(weights[:64]) / math.fsum(weights)
+    assert Bias("-0.6*log((d - 1000)**2 + 1)").window_mass(64, 3000) == pytest.approx(ref, rel=2**-38)
+
+
+def test_a_constant_beyond_a_double_in_a_derivative_is_no_crash():
+    """The second derivative of ``log(1e300*d**2 + 1)`` holds ``2.4e600``: its lambdified text raised ``OverflowError``
+    out of ``window_mass``; it reads as ``nan`` now, which the routes decline or answer around.
+    ``(1e300 d^2 + 1)^-0.6`` is below ``1e-180`` beyond ``d = 0``: the window holds all but ``1e-180`` of the mass."""
+    bias = Bias("-0.6*log(1e300*d**2 + 1)")
+    assert bias.window_mass(64, 10**5) == 1.0
+    assert bias.window_mass(10**6, 10**30) == 1.0

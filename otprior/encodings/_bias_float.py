@@ -448,7 +448,7 @@ def running_error(expr, d, ks):
     ``|f'(a)| e_a + 2 u |f(a)|`` (``exp``, ``log``, ``sin``, ``cos``, ``a**p`` with a constant ``p``; ``|sin'| <= 1``);
     ``a**c`` with a non-constant ``c`` as ``exp(c log a)``; ``abs``, ``min``, ``max`` carry their arguments' errors;
     ``log1p(a)``: ``e_a/|1 + a| + 2 u |log1p(a)|``. Where :func:`_far_form` rewrites the expression, its values and
-    errors at ``k >= 1`` are those of the far form (what :func:`lambdify_far`'s functions evaluate).
+    errors at ``k >= X`` are those of the far form (what :func:`lambdify_far`'s functions evaluate).
 
     The tree is walked once per expression (:func:`_running_error_program`, cached): each call runs only the numpy
     operations, the same ones in the same order (the walk's sympy tests cost 20-90 us a call, more than the
@@ -457,13 +457,17 @@ def running_error(expr, d, ks):
     if program is None:
         return None
     far = _far_form(expr, d)
-    far_program = None if far is None else _running_error_program(far, d)
+    far_program = None if far is None else _running_error_program(far[0], d)
     if far is not None and far_program is None:
         return None
     with np.errstate(all="ignore"):
-        got = program(ks)
-        if far_program is not None:  # the values lambdify_far's functions give: the far form at d >= 1
-            got = tuple(np.where(ks >= 1, f, g) for f, g in zip(far_program(ks), got, strict=True))
+        # the values lambdify_far's functions give: the far form at d >= its threshold X
+        if far_program is None or np.all(ks < far[1]):
+            got = program(ks)
+        elif np.all(ks >= far[1]):
+            got = far_program(ks)
+        else:
+            got = tuple(np.where(ks >= far[1], f, g) for f, g in zip(far_program(ks), program(ks), strict=True))
     # arrays of ks's shape (a constant bias, or an exact one, has scalars here)
     return tuple(np.broadcast_to(np.asarray(x, dtype=float), np.shape(ks)).copy() for x in got)
 
@@ -678,13 +682,27 @@ def weights_error_ok_lengths(expr, d, lengths, window):
     return bool(np.all(np.isfinite(rel)) and np.all(rel <= 2.0**-39))
 
 
+def far_threshold(cs):
+    """``X`` with ``tau(x) = sum_{j<k} |c_j/c_k| x^(j-k) <= 1/2`` for every ``x >= X`` (``cs = (c_k, ..., c_0)``, highest
+    first): ``max_j (2k |c_j/c_k|)^(1/(k-j))``, each term then at most ``1/(2k)``, and at least 1."""
+    k = len(cs) - 1
+    out = 1.0
+    for i, c in enumerate(cs[1:], start=1):  # c = c_(k - i): the ratio's power of x is -i
+        if c != 0:
+            out = max(out, math.exp((math.log(2 * k) + math.log(abs(float(c / cs[0])))) / i))
+    return out
+
+
 @functools.lru_cache(maxsize=256)
 def _far_form(e, d):
-    """``e`` with each ``log P(d)`` and each power ``P(d)^c`` (``c`` not an integer) of a polynomial ``P`` of
-    degree ``k >= 2`` with rational coefficients, ``c_k > 0`` and ratios ``c_j/c_k`` in ``[1e-300, 1e300]`` written for ``d > 0`` as
-    ``log c_k + k log d + log1p(sum_{j<k} (c_j/c_k) d^(j-k))`` (and ``exp(c`` times it``)``), the same function there;
-    ``None`` when ``e`` has no such node. In double ``d**2`` overflows beyond ``1.3e154`` and ``log(d**2 + 1)`` became
-    ``inf`` (``-0.5*log(d**2 + 1)`` read as ``-inf`` at ``d = 1e200``, a weight of 0 for ``1e-200``)."""
+    """``(far, X)``: ``e`` with each ``log P(d)`` and each power ``P(d)^c`` (``c`` not an integer) of a polynomial ``P``
+    written as a sum of monomials, of degree ``k >= 2`` with rational coefficients, ``c_k > 0`` and ratios ``c_j/c_k`` in
+    ``[1e-300, 1e300]``, written for ``d > 0`` as ``log c_k + k log d + log1p(sum_{j<k} (c_j/c_k) d^(j-k))`` (and
+    ``exp(c`` times it``)``), the same function there, and the least ``X`` beyond which every such ``P`` has
+    ``|sum_{j<k} (c_j/c_k) d^(j-k)| <= 1/2`` (:func:`far_threshold`: there the form is well conditioned); ``None`` when
+    ``e`` has no such node. In double ``d**2`` overflows beyond ``1.3e154`` and ``log(d**2 + 1)`` became ``inf``
+    (``-0.5*log(d**2 + 1)`` read as ``-inf`` at ``d = 1e200``, a weight of 0 for ``1e-200``). A factored polynomial
+    (``(d - 1e8)**2 + 1``) keeps its form: expanded, it cancels near its root."""
     from sympy.codegen.cfunctions import log1p
 
     from ..expression import import_sympy
@@ -692,7 +710,9 @@ def _far_form(e, d):
     sp = import_sympy()
 
     def poly_of(P):
-        if not P.is_polynomial(d) or P.is_Number:
+        if not P.is_Add or not P.is_polynomial(d):
+            return None
+        if any(len(sp.Poly(a, d).terms()) != 1 for a in P.args):  # a sum of monomials as written
             return None
         try:
             poly = sp.Poly(P, d)
@@ -707,13 +727,14 @@ def _far_form(e, d):
             return None
         return cs
 
+    found = []
+
     def far_log(cs):
+        found.append(far_threshold(cs))
         k = len(cs) - 1
         rest = sp.Add(*[sp.Float(c / cs[0], 30) * d ** (j - k)
                         for j, c in zip(range(k, -1, -1), cs, strict=True) if j < k and c != 0])
         return sp.log(cs[0]).evalf(30) + k * sp.log(d) + log1p(rest)
-
-    found = []
 
     def is_log(x):
         return isinstance(x, sp.log) and poly_of(x.args[0]) is not None
@@ -723,33 +744,56 @@ def _far_form(e, d):
         # overflowed P gives 1/P = 0, the limit
         return x.is_Pow and not x.exp.is_Integer and poly_of(x.base) is not None
 
-    out = e.replace(is_log, lambda x: found.append(1) or far_log(poly_of(x.args[0])))
-    out = out.replace(is_pow, lambda x: found.append(1) or sp.exp(x.exp * far_log(poly_of(x.base))))
-    return out if found else None
+    out = e.replace(is_log, lambda x: far_log(poly_of(x.args[0])))
+    out = out.replace(is_pow, lambda x: sp.exp(x.exp * far_log(poly_of(x.base))))
+    return (out, max(found)) if found else None
+
+
+def _no_overflow(fn, width):
+    """``fn`` (of ``width`` outputs, 0 for one) with an ``OverflowError`` (a constant of the lambdified text beyond a
+    double, ``2.4e600`` in a derivative of ``log(1e300*d**2 + 1)``) read as ``nan`` values, which every float route
+    declines."""
+    def safe(x):
+        try:
+            return fn(x)
+        except OverflowError:
+            out = np.full(np.shape(x), np.nan) if np.ndim(x) else math.nan
+            return out if width == 0 else [out] * width
+
+    return safe
 
 
 def lambdify_far(exprs, d, module="numpy"):
     """``sympy.lambdify(d, exprs, module)``, except that where :func:`_far_form` rewrites an expression the function
-    evaluates that form at ``d >= 1`` (``numpy.where``; the original below, where ``log d`` would be ``-inf`` at 0)."""
+    evaluates that form at ``d >= X``, its threshold (``numpy.where``; the expression as written below), and, for numpy,
+    an ``OverflowError`` of the lambdified text gives ``nan``."""
     from ..expression import import_sympy
 
     sp = import_sympy()
-    near = sp.lambdify(d, exprs, module)
     single = not isinstance(exprs, (list, tuple))
-    far_exprs = [_far_form(x, d) for x in ([exprs] if single else exprs)]
-    if all(x is None for x in far_exprs):
+    width = 0 if single else len(exprs)
+    # numpy's functions only: the math module's OverflowError is the caller's signal to read numpy instead
+    guard = (lambda f: f) if module == "math" else (lambda f: _no_overflow(f, width))
+    near = guard(sp.lambdify(d, exprs, module))
+    forms = [_far_form(x, d) for x in ([exprs] if single else exprs)]
+    if all(x is None for x in forms):
         return near
-    far_exprs = [x if f is None else f for x, f in zip([exprs] if single else exprs, far_exprs, strict=True)]
-    far = sp.lambdify(d, far_exprs[0] if single else far_exprs, module)
+    X = max(f[1] for f in forms if f is not None)
+    far_exprs = [x if f is None else f[0] for x, f in zip([exprs] if single else exprs, forms, strict=True)]
+    far = guard(sp.lambdify(d, far_exprs[0] if single else far_exprs, module))
     if module == "math":
-        return lambda x: far(x) if x >= 1 else near(x)
+        return lambda x: far(x) if x >= X else near(x)
 
     def both(x):
         x = np.asarray(x, dtype=float)
         with np.errstate(all="ignore"):
+            if np.all(x < X):
+                return near(x)
+            if np.all(x >= X):
+                return far(x)
             lo, hi = near(x), far(x)
         if single:
-            return np.where(x >= 1, hi, lo)
-        return [np.where(x >= 1, f, g) for f, g in zip(hi, lo, strict=True)]
+            return np.where(x >= X, hi, lo)
+        return [np.where(x >= X, f, g) for f, g in zip(hi, lo, strict=True)]
 
     return both

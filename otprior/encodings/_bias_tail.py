@@ -204,12 +204,15 @@ def _log_poly(n, x, series):
     node or ``x``, or where that form is not finite. Midpoint-radius arithmetic bounds ``x^k`` on a wide ball with a
     negative lower end (``d**2`` on the ball of ``[2^20, 1e9]``, ``d**4`` already on ``[x, 1.5x]``), so ``log P`` of the
     ball was not finite and a wide piece of Theorem 15's remainder refused; ``x^(j-k)`` and ``log x`` are tight there."""
-    poly = _poly_coeffs(n)
-    if poly is None or len(poly) < 3 or not poly[-1] > 0:
+    far = _far_poly(n)
+    if far is None:
         return None
     x0 = x.coeffs()[0] if series else x
-    if not (x0 > 0):
+    # only beyond the threshold X (|t| <= 1/2): below it k log x and log1p(c_0/(c_k x^k)) cancel, which balls do not
+    # see (log(d**2 + 1e4) on [64, 99] was refused)
+    if not (x0 > 0) or not (x0.lower() >= flint.arb(far[1]).exp().upper()):
         return None
+    poly = far[0]
     k = len(poly) - 1
     lead = flint.arb(poly[-1].p) / poly[-1].q
     inv = 1 / x
@@ -251,7 +254,7 @@ def _eval_u(n, z, ez, analytic):
             out = out * _eval_u(a, z, ez, analytic)
         return out
     if tag == "powi":
-        if n[2] < 0 and _poly_coeffs(n[1]) is not None and len(_poly_coeffs(n[1])) > 2:
+        if n[2] < 0 and _far_poly(n[1]) is not None:
             # 1/P(e^z)^m as e^(-m log P): log1p of e^-z terms is analytic in a wide strip, where P(e^z)'s ball wraps
             # round 0 on a tall ellipse (-1e-3/(d**2 + 1) ran out of evaluations to 1e100); not finite where the log1p
             # argument leaves Re > -1 (P < 0 on the range: 1/(2*d**2 - 9) is real there), then as written
@@ -308,14 +311,41 @@ def _poly_coeffs(n):
     return out
 
 
+def _far_poly(n):
+    """``(coeffs, log X)`` for a node that is a sum of monomials as written (``d**2 + 1``, not ``(d - 1e8)**2 + 1``: expanded,
+    that cancels near its root) and a polynomial of degree ``k >= 2`` with ``c_k > 0``, where ``X`` is the far form's
+    threshold (:func:`otprior.encodings._bias_float.far_threshold`: ``|sum_{j<k} (c_j/c_k) x^(j-k)| <= 1/2`` for
+    ``x >= X``); else ``None``."""
+    key = ("far", n)
+    if key in _POLYS:
+        return _POLYS[key]
+    out = None
+    poly = _poly_coeffs(n)
+
+    def monomial(t):
+        if t[0] in ("q", "x") or (t[0] == "powi" and t[1] == ("x",) and t[2] >= 0):
+            return True
+        return t[0] == "mul" and len(t[1]) == 2 and t[1][0][0] == "q" and monomial(t[1][1]) and t[1][1][0] != "q"
+
+    if poly is not None and len(poly) > 2 and poly[-1] > 0 and n[0] == "add" and all(monomial(t) for t in n[1]):
+        from ._bias_float import far_threshold
+
+        cs = list(reversed(poly))  # highest first
+        if all(c == 0 or 1e-300 <= abs(float(c / cs[0])) <= 1e300 for c in cs[1:]):
+            out = (poly, math.log(far_threshold(cs)))
+    _POLYS[key] = out
+    return out
+
+
 def _log_u(n, z, ez, analytic):
     """``log`` of the node at ``d = e^z``. A polynomial ``P(d) = c_k d^k + ... + c_0`` with ``c_k > 0``, ``k >= 1``, is
     ``log c_k + k z + log1p(sum_{j<k} (c_j/c_k) e^{-(k-j) z})``: far out its logarithm is then formed without
     ``e^{kz}``, whose ball over a wide piece in ``z`` bounds the argument of ``log`` by its modulus only (Arb's integral of
     ``(d**2 + 1)^(-1/2)`` to ``1e30`` ran out of evaluations, the identity is exact)."""
-    poly = _poly_coeffs(n)
-    if poly is None or len(poly) < 2 or not poly[-1] > 0:
+    far = _far_poly(n)
+    if far is None or not (z.real.lower() >= far[1]):  # written form below the threshold (|t| <= 1/2 beyond it)
         return _eval_u(n, z, ez, analytic).log(analytic=analytic)
+    poly = far[0]
     k, acb = len(poly) - 1, flint.acb
     lead = acb(flint.arb(poly[-1].p) / poly[-1].q)
     t = acb(0)
@@ -2391,8 +2421,7 @@ def tail_envelope(tree, names=None):
                 drops.append((c, al, ga, p))  # increases to 0: at most |c| (alpha + gamma X)^p
             else:
                 return f"the term {term or c} (a power {p} of d) grows without bound (Theorem 15c bounds no increment of it)"
-        elif tag == "log" and _poly_coeffs(node[1]) is not None and len(_poly_coeffs(node[1])) > 2 \
-                and _poly_coeffs(node[1])[-1] > 0:
+        elif tag == "log" and _far_poly(node[1]) is not None:
             # Theorem 15c'(iv): c log P(d) = c k log d + c log c_k + c log(1 + t(d)), |t| <= tau(X) on d >= X
             poly = _poly_coeffs(node[1])
             k = len(poly) - 1
