@@ -722,7 +722,7 @@ def _increment_rounding(d, width, low_r, low_c):
         e_d = 1.0 + grow
         a = grow + 3.0 * _EPS * e_d  # |V~ - V0| <= a V0 (the exponentials rounded)
         dr = e_d * (c * a + under / low_r)  # |R~ - R| <= dr R, as R >= e^-d R0
-        th = dr / (1.0 - dr) + _EPS  # Q~ = Q (1 + t), |t| <= th (the reciprocal rounded)
+        th = (dr + _EPS) / (1.0 - dr)  # Q~ = fl(1/R~) = Q (1 + t), |t| <= th (the reciprocal rounded)
         phi = e_d * (1.0 + th) - 1.0  # |Q~ - Q0| <= phi Q0, as Q lies within e^(+-d) of Q0
         dc = th + e_d * (c * (phi + 2.0 * _EPS) + under / low_c)  # |C~ - C| <= dc C, as C >= e^-d C0
         out = -np.log1p(-dc)  # |log(C~ / C)| <= -log(1 - dc)
