@@ -710,9 +710,14 @@ def _far_form(e, d):
     sp = import_sympy()
 
     def poly_of(P):
-        if not P.is_Add or not P.is_polynomial(d):
-            return None
-        if any(len(sp.Poly(a, d).terms()) != 1 for a in P.args):  # a sum of monomials as written
+        def monomial(a):  # c, d, d**j, c*d**j as written (no product or power of a sum: it is not expanded)
+            if a.is_Number or a == d:
+                return True
+            if a.is_Pow:
+                return a.base == d and a.exp.is_Integer and 0 <= a.exp <= 64
+            return a.is_Mul and len(a.args) == 2 and a.args[0].is_Number and monomial(a.args[1]) and not a.args[1].is_Number
+
+        if not P.is_Add or not all(monomial(a) for a in P.args):  # a sum of monomials as written
             return None
         try:
             poly = sp.Poly(P, d)

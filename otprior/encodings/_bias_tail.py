@@ -320,14 +320,15 @@ def _far_poly(n):
     if key in _POLYS:
         return _POLYS[key]
     out = None
-    poly = _poly_coeffs(n)
 
     def monomial(t):
-        if t[0] in ("q", "x") or (t[0] == "powi" and t[1] == ("x",) and t[2] >= 0):
+        if t[0] in ("q", "x") or (t[0] == "powi" and t[1] == ("x",) and 0 <= t[2] <= 64):
             return True
         return t[0] == "mul" and len(t[1]) == 2 and t[1][0][0] == "q" and monomial(t[1][1]) and t[1][1][0] != "q"
 
-    if poly is not None and len(poly) > 2 and poly[-1] > 0 and n[0] == "add" and all(monomial(t) for t in n[1]):
+    # the written form first: _poly_coeffs would expand a product of sums
+    poly = _poly_coeffs(n) if n[0] == "add" and all(monomial(t) for t in n[1]) else None
+    if poly is not None and len(poly) > 2 and poly[-1] > 0:
         from ._bias_float import far_threshold
 
         cs = list(reversed(poly))  # highest first
