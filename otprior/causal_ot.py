@@ -596,12 +596,7 @@ def _warm_map(G64, G32, threshold, Ginc=None, stop=None):
         if not (state["incs"] < _F32_SWEEPS and max(x.max(), -x.min()) <= _F32_DUAL):
             state["inc"] = False
             return G64(x, rows)
-        if rows.size == ref_rows.size and np.array_equal(rows, ref_rows):
-            sel = None
-        else:
-            pos = np.empty(int(ref_rows.max()) + 1, dtype=np.int64)
-            pos[ref_rows] = np.arange(ref_rows.size)
-            sel = pos[rows]
+        sel = _rows_in(ref_rows, rows)
         img = Ginc(x, rows, keep, sel)
         if not max(img.max(), -img.min()) <= _F32_DUAL:  # not finite, or beyond the range: G64 instead
             state["inc"] = False
@@ -631,12 +626,7 @@ def _warm_map(G64, G32, threshold, Ginc=None, stop=None):
         if not max(x.max(), -x.min()) <= _F32_DUAL:
             state["certs"] = _CERT_SWEEPS
             return G64(x, rows)
-        if rows.size == ref_rows.size and np.array_equal(rows, ref_rows):
-            sel = None
-        else:
-            pos = np.empty(int(ref_rows.max()) + 1, dtype=np.int64)
-            pos[ref_rows] = np.arange(ref_rows.size)
-            sel = pos[rows]
+        sel = _rows_in(ref_rows, rows)
         img = Ginc(x, rows, keep, sel)
         if not max(img.max(), -img.min()) <= _F32_DUAL:  # not finite, or beyond the range: G64 instead
             state["certs"] = _CERT_SWEEPS
@@ -705,6 +695,15 @@ _CERT_SWEEPS = 2
 _CERT_ROOM = 1.0
 _U32 = 2.0**-24  # unit roundoff of float32
 _ETA32 = 2.0**-149  # spacing of float32's subnormals (the absolute error of an underflow is at most half of it)
+
+
+def _rows_in(ref_rows, rows):
+    """The positions of ``rows`` among a reference's rows (``None`` where they are the same rows in the same order)."""
+    if rows.size == ref_rows.size and np.array_equal(rows, ref_rows):
+        return None
+    pos = np.empty(int(ref_rows.max()) + 1, dtype=np.int64)
+    pos[ref_rows] = np.arange(ref_rows.size)
+    return pos[rows]
 
 
 def _increment_rounding(d, width, low_r, low_c):

@@ -276,71 +276,52 @@ def _eval_u(n, z, ez, analytic):
     return getattr(_eval_u(n[1], z, ez, analytic), tag)()
 
 
-_POLYS = {}  # node -> its polynomial coefficients (or None): read once per node, the integrand is evaluated thousands of times
+_POLYS = {}  # node -> _far_poly's answer: read once per node, the integrand is evaluated thousands of times
 
 
-def _poly_coeffs(n):
-    """``(c_0, ..., c_k)`` as exact ``fmpq`` when the node is a polynomial in ``d`` with rational coefficients, else
-    ``None`` (numbers, ``d``, sums, products and non-negative integer powers of them)."""
+def _far_poly(n):
+    """``(coeffs, log X)`` for a node that is a sum of monomials as written (``d**2 + 1``, not ``(d - 1e8)**2 + 1``: expanded,
+    that cancels near its root) with rational coefficients ``coeffs = (c_0, ..., c_k)`` (exact ``fmpq``), of degree
+    ``k >= 2`` with ``c_k > 0``, where ``X`` is the far form's threshold
+    (:func:`otprior.encodings._bias_float.far_threshold`: ``|sum_{j<k} (c_j/c_k) x^(j-k)| <= 1/2`` for ``x >= X``); else
+    ``None``."""
     if n in _POLYS:
         return _POLYS[n]
-    tag, out = n[0], None
-    if tag == "x":
-        out = (flint.fmpq(0), flint.fmpq(1))
-    elif tag == "q":
-        out = (flint.fmpq(n[1], n[2]),)
-    elif tag in ("add", "mul", "powi"):
-        parts = [_poly_coeffs(a) for a in (n[1] if tag != "powi" else (n[1],))]
-        if all(p is not None for p in parts) and (tag != "powi" or 0 <= n[2] <= 64):
-            if tag == "add":
-                size = max(len(p) for p in parts)
-                out = tuple(sum((p[i] for p in parts if i < len(p)), flint.fmpq(0)) for i in range(size))
-            else:
-                out = (flint.fmpq(1),)
-                for p in parts if tag == "mul" else [parts[0]] * n[2]:
-                    prod = [flint.fmpq(0)] * (len(out) + len(p) - 1)
-                    for i, a in enumerate(out):
-                        for j, c in enumerate(p):
-                            prod[i + j] += a * c
-                    out = tuple(prod)
-            while len(out) > 1 and out[-1] == 0:
-                out = out[:-1]
+
+    def monomial(t):  # (j, c) for c d^j (d, d**j with 0 <= j <= 64, a number, or a number times one of them), else None
+        if t[0] == "q":
+            return 0, flint.fmpq(t[1], t[2])
+        if t == ("x",):
+            return 1, flint.fmpq(1)
+        if t[0] == "powi" and t[1] == ("x",) and 0 <= t[2] <= 64:
+            return t[2], flint.fmpq(1)
+        if t[0] == "mul" and len(t[1]) == 2 and t[1][0][0] == "q" and t[1][1][0] != "q":
+            inner = monomial(t[1][1])
+            return None if inner is None else (inner[0], inner[1] * flint.fmpq(t[1][0][1], t[1][0][2]))
+        return None
+
+    out = None
+    terms = [monomial(t) for t in n[1]] if n[0] == "add" else [None]
+    if all(m is not None for m in terms):
+        poly = [flint.fmpq(0)] * (max(j for j, _ in terms) + 1)
+        for j, c in terms:
+            poly[j] += c
+        while len(poly) > 1 and poly[-1] == 0:
+            poly.pop()
+        cs = list(reversed(poly))  # highest first
+        if len(poly) > 2 and poly[-1] > 0 and all(c == 0 or 1e-300 <= abs(float(c / cs[0])) <= 1e300 for c in cs[1:]):
+            from ._bias_float import far_threshold
+
+            out = (tuple(poly), math.log(far_threshold(cs)))
     if len(_POLYS) > 4096:
         _POLYS.clear()
     _POLYS[n] = out
     return out
 
 
-def _far_poly(n):
-    """``(coeffs, log X)`` for a node that is a sum of monomials as written (``d**2 + 1``, not ``(d - 1e8)**2 + 1``: expanded,
-    that cancels near its root) and a polynomial of degree ``k >= 2`` with ``c_k > 0``, where ``X`` is the far form's
-    threshold (:func:`otprior.encodings._bias_float.far_threshold`: ``|sum_{j<k} (c_j/c_k) x^(j-k)| <= 1/2`` for
-    ``x >= X``); else ``None``."""
-    key = ("far", n)
-    if key in _POLYS:
-        return _POLYS[key]
-    out = None
-
-    def monomial(t):
-        if t[0] in ("q", "x") or (t[0] == "powi" and t[1] == ("x",) and 0 <= t[2] <= 64):
-            return True
-        return t[0] == "mul" and len(t[1]) == 2 and t[1][0][0] == "q" and monomial(t[1][1]) and t[1][1][0] != "q"
-
-    # the written form first: _poly_coeffs would expand a product of sums
-    poly = _poly_coeffs(n) if n[0] == "add" and all(monomial(t) for t in n[1]) else None
-    if poly is not None and len(poly) > 2 and poly[-1] > 0:
-        from ._bias_float import far_threshold
-
-        cs = list(reversed(poly))  # highest first
-        if all(c == 0 or 1e-300 <= abs(float(c / cs[0])) <= 1e300 for c in cs[1:]):
-            out = (poly, math.log(far_threshold(cs)))
-    _POLYS[key] = out
-    return out
-
-
 def _log_u(n, z, ez, analytic):
-    """``log`` of the node at ``d = e^z``. A polynomial ``P(d) = c_k d^k + ... + c_0`` with ``c_k > 0``, ``k >= 1``, is
-    ``log c_k + k z + log1p(sum_{j<k} (c_j/c_k) e^{-(k-j) z})``: far out its logarithm is then formed without
+    """``log`` of the node at ``d = e^z``. A polynomial of :func:`_far_poly`, ``P(d) = c_k d^k + ... + c_0``, is, where
+    ``Re z >= log X``, ``log c_k + k z + log1p(sum_{j<k} (c_j/c_k) e^{-(k-j) z})``: far out its logarithm is then formed without
     ``e^{kz}``, whose ball over a wide piece in ``z`` bounds the argument of ``log`` by its modulus only (Arb's integral of
     ``(d**2 + 1)^(-1/2)`` to ``1e30`` ran out of evaluations, the identity is exact)."""
     far = _far_poly(n)
@@ -2424,7 +2405,7 @@ def tail_envelope(tree, names=None):
                 return f"the term {term or c} (a power {p} of d) grows without bound (Theorem 15c bounds no increment of it)"
         elif tag == "log" and _far_poly(node[1]) is not None:
             # Theorem 15c'(iv): c log P(d) = c k log d + c log c_k + c log(1 + t(d)), |t| <= tau(X) on d >= X
-            poly = _poly_coeffs(node[1])
+            poly = _far_poly(node[1])[0]
             k = len(poly) - 1
             logs.append((c * k, flint.fmpq(0), flint.fmpq(1), 1))
             polys.append((c, [abs(q / poly[-1]) for q in poly[:-1]], k))
